@@ -1,0 +1,214 @@
+//! The command line: argument parsing (clap) and one function per command. Output goes
+//! through [`output`], the only place in the crate allowed to print.
+
+pub mod output;
+
+use crate::config::{self, Config, Transport};
+use crate::hub::Hub;
+use crate::jsonrpc::{self, RawObject};
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "openpact", version, about = "Many MCP servers behind one: serve them to an editor, or call their tools from the shell.")]
+pub struct Cli {
+    /// Config file (default: $OPENPACT_CONFIG, ./mcp.json, then the user config dir).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Where openpact keeps its state (default: $OPENPACT_STATE_DIR, then the user state dir).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub state_dir: Option<PathBuf>,
+    /// Same as `openpact serve` (the form some editors expect).
+    #[arg(long)]
+    pub mcp: bool,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve every configured server's tools as one MCP server on stdin/stdout.
+    Serve,
+    /// List the merged tool catalogue.
+    Tools {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool: `openpact call SERVER:TOOL '{"arg": 1}'` (use `-` to read the arguments from stdin).
+    Call {
+        /// The tool, as SERVER:TOOL (any name `openpact tools` shows works).
+        tool: String,
+        /// Arguments as a JSON object, or `-` for stdin. Default: {}.
+        arguments: Option<String>,
+        /// Print the raw result JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start every server and show its state, protocol, tools and last stderr lines.
+    Servers {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Config file commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config and print the resolved servers.
+    Check {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Cli {
+    /// True when this run serves MCP on stdio (stdout is then the protocol's).
+    pub fn is_serve(&self) -> bool {
+        self.mcp || matches!(self.command, Some(Command::Serve))
+    }
+}
+
+/// How long CLI commands wait for servers to start before reporting what they have.
+const CLI_START_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let command = match (cli.mcp, cli.command) {
+        (true, _) | (false, Some(Command::Serve)) => {
+            let config = load(&cli.config)?;
+            crate::face::stdio::serve(&config).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        (false, Some(c)) => c,
+        (false, None) => {
+            output::help();
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match command {
+        Command::Serve => unreachable_serve(),
+        Command::Tools { json } => tools(&load(&cli.config)?, json).await,
+        Command::Call { tool, arguments, json } => call(&load(&cli.config)?, &tool, arguments.as_deref(), json).await,
+        Command::Servers { json } => servers(&load(&cli.config)?, json).await,
+        Command::Config { command: ConfigCommand::Check { json } } => config_check(&cli.config, &cli.state_dir, json),
+    }
+}
+
+fn unreachable_serve() -> Result<ExitCode> {
+    bail!("internal: serve is handled before dispatch")
+}
+
+fn load(path: &Option<PathBuf>) -> Result<Config> {
+    let config = config::load(path.as_deref())?;
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(config)
+}
+
+async fn tools(config: &Config, json: bool) -> Result<ExitCode> {
+    let hub = Hub::start(config);
+    hub.settled(CLI_START_LIMIT).await;
+    let catalog = hub.catalog();
+    if json {
+        output::tools_json(&hub, &catalog)?;
+    } else {
+        output::tools_human(&hub, &catalog);
+    }
+    hub.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(config: &Config, tool: &str, arguments: Option<&str>, json: bool) -> Result<ExitCode> {
+    let arguments = match arguments {
+        None => "{}".to_string(),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("reading the arguments from stdin")?;
+            s
+        }
+        Some(text) => text.to_string(),
+    };
+    let parsed: serde_json::Value =
+        serde_json::from_str(&arguments).with_context(|| format!("the arguments are not valid JSON: {}", arguments.trim()))?;
+    if !parsed.is_object() {
+        bail!("the arguments must be a JSON object, like '{{\"message\": \"hi\"}}'");
+    }
+    // Start only the server the name points at when that is clear; else everything.
+    let wanted: Option<Vec<String>> = tool.split_once(':').map(|(prefix, _)| {
+        config.servers.iter().filter(|s| s.prefix() == prefix).map(|s| s.name.clone()).collect()
+    });
+    let hub = match wanted {
+        Some(names) if !names.is_empty() => Hub::start_selected(config, |n| names.iter().any(|w| w == n)),
+        _ => Hub::start(config),
+    };
+    hub.settled(CLI_START_LIMIT).await;
+    let params = format!("{{\"name\":{},\"arguments\":{}}}", jsonrpc::quote(tool), arguments.trim());
+    let obj = RawObject::parse(&params)?;
+    let outcome = hub.call_tool(tool, &obj).await;
+    hub.shutdown().await;
+    let reply = match outcome {
+        Ok(reply) => reply,
+        Err(e) => {
+            output::call_failed(&e.to_string(), e.code());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    if let Some(error) = reply.error() {
+        output::rpc_error(error);
+        return Ok(ExitCode::from(1));
+    }
+    let result = reply.result().unwrap_or("{}");
+    let is_error = output::call_result(result, json)?;
+    Ok(if is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+async fn servers(config: &Config, json: bool) -> Result<ExitCode> {
+    let hub = Hub::start(config);
+    hub.settled(CLI_START_LIMIT).await;
+    if json {
+        output::servers_json(&hub)?;
+    } else {
+        output::servers_human(&hub);
+    }
+    hub.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn config_check(path: &Option<PathBuf>, state_dir: &Option<PathBuf>, json: bool) -> Result<ExitCode> {
+    let env = |k: &str| std::env::var(k).ok();
+    let state = config::state_dir(state_dir.as_deref(), &env);
+    match config::load(path.as_deref()) {
+        Ok(config) => {
+            if json {
+                output::config_json(&config, &state)?;
+            } else {
+                output::config_human(&config, &state);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            output::config_problems(&e);
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `KEY=…` for display: values may be secrets and are never shown.
+pub fn env_keys(t: &Transport) -> Vec<String> {
+    match t {
+        Transport::Stdio { env, .. } => env.iter().map(|(k, _)| k.clone()).collect(),
+        Transport::Http { headers, .. } => headers.iter().map(|(k, _)| k.clone()).collect(),
+    }
+}

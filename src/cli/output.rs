@@ -1,0 +1,268 @@
+//! Everything the CLI prints. The only module allowed to write to stdout, and it is never
+//! reached in serve mode.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use crate::config::{Config, ConfigError, Transport};
+use crate::hub::{Catalog, Hub};
+use crate::jsonrpc::RawObject;
+use crate::upstream::{State, human_duration};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::SystemTime;
+
+pub fn help() {
+    eprintln!("openpact: say what to do, e.g. `openpact serve`, `openpact tools`, `openpact call SERVER:TOOL '{{}}'`; see `openpact --help`");
+}
+
+/// A fatal error at the edge of the program.
+pub fn fatal(e: &anyhow::Error) {
+    eprintln!("openpact: {e:#}");
+}
+
+fn description(tool_json: &str) -> String {
+    let d = RawObject::parse(tool_json).ok().and_then(|o| o.get_str("description")).unwrap_or_default();
+    let first = d.lines().next().unwrap_or("").trim();
+    if first.chars().count() > 100 { format!("{}…", first.chars().take(99).collect::<String>()) } else { first.to_string() }
+}
+
+pub fn tools_human(hub: &Hub, catalog: &Catalog) {
+    let width = catalog.tools.iter().map(|t| t.qualified.len()).max().unwrap_or(0);
+    for t in &catalog.tools {
+        println!("{:width$}  {}", t.qualified, description(&t.json));
+    }
+    let ready = hub.upstreams().iter().filter(|u| u.snapshot().state == State::Ready).count();
+    println!("{} tools from {ready} server(s)", catalog.tools.len());
+    for up in hub.upstreams() {
+        if let State::Failed(reason) = &up.snapshot().state {
+            eprintln!("server '{}' failed: {reason}", up.name());
+        }
+    }
+}
+
+pub fn tools_json(hub: &Hub, catalog: &Catalog) -> anyhow::Result<()> {
+    let tools: Vec<Value> = catalog
+        .tools
+        .iter()
+        .map(|t| {
+            let def: Value = serde_json::from_str(&t.json).unwrap_or(Value::Null);
+            json!({
+                "name": t.wire,
+                "qualified": t.qualified,
+                "server": hub.upstreams()[t.upstream].name(),
+                "tool": t.original,
+                "definition": def,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&tools)?);
+    Ok(())
+}
+
+pub fn call_failed(message: &str, code: i64) {
+    eprintln!("error {code}: {message}");
+}
+
+pub fn rpc_error(error: &str) {
+    let v: Value = serde_json::from_str(error).unwrap_or(Value::Null);
+    let code = v.get("code").and_then(Value::as_i64).unwrap_or(0);
+    let message = v.get("message").and_then(Value::as_str).unwrap_or(error);
+    eprintln!("error {code}: {message}");
+    if let Some(data) = v.get("data") {
+        eprintln!("data: {data}");
+    }
+}
+
+/// Prints a `tools/call` result; returns whether it was an `isError` result.
+pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
+    let v: Value = serde_json::from_str(result)?;
+    let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    if raw {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(is_error);
+    }
+    let mut lines = Vec::new();
+    for item in v.get("content").and_then(Value::as_array).into_iter().flatten() {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("?");
+        let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => lines.push(item.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+            "image" | "audio" => {
+                let n = item.get("data").and_then(Value::as_str).map_or(0, |d| d.len() * 3 / 4);
+                lines.push(format!("[{kind} {mime}, about {n} bytes]"));
+            }
+            "resource" => {
+                let r = item.get("resource").cloned().unwrap_or(Value::Null);
+                match r.get("text").and_then(Value::as_str) {
+                    Some(text) => lines.push(text.to_string()),
+                    None => lines.push(format!("[resource {}]", r.get("uri").and_then(Value::as_str).unwrap_or("?"))),
+                }
+            }
+            "resource_link" => lines.push(format!("[link {}]", item.get("uri").and_then(Value::as_str).unwrap_or("?"))),
+            other => lines.push(format!("[{other} content]")),
+        }
+    }
+    if lines.is_empty() {
+        if let Some(s) = v.get("structuredContent") {
+            lines.push(serde_json::to_string_pretty(s)?);
+        }
+    }
+    let text = lines.join("\n");
+    if is_error {
+        eprintln!("error: {text}");
+    } else {
+        println!("{text}");
+    }
+    Ok(is_error)
+}
+
+/// `2026-11-21T06:40:01Z` without pulling in a date crate.
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+pub fn servers_human(hub: &Hub) {
+    if hub.upstreams().is_empty() {
+        println!("no servers configured");
+        return;
+    }
+    let w = hub.upstreams().iter().map(|u| u.name().len()).max().unwrap_or(4).max(4);
+    println!("{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS", "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN");
+    for up in hub.upstreams() {
+        let s = up.snapshot();
+        let proto = s.info.as_ref().map_or("-", |i| i.protocol_version.as_str());
+        let tools = if s.state == State::Ready { s.tools.len().to_string() } else { "-".into() };
+        let started = s.started_at.map_or_else(|| "-".into(), rfc3339);
+        let ready = s.ready_in.map_or_else(|| "-".into(), human_duration);
+        println!("{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  {}", up.name(), s.state.label(), proto, tools, started, ready, s.restarts);
+        if let State::Failed(reason) = &s.state {
+            println!("{:w$}  reason: {reason}", "");
+        } else if let Some(e) = &s.last_error {
+            println!("{:w$}  last error: {e}", "");
+        }
+        if s.state != State::Ready {
+            for line in s.stderr.as_ref().map(|l| l.tail(5)).unwrap_or_default() {
+                println!("{:w$}  stderr: {line}", "");
+            }
+        }
+    }
+}
+
+pub fn servers_json(hub: &Hub) -> anyhow::Result<()> {
+    let list: Vec<Value> = hub
+        .upstreams()
+        .iter()
+        .map(|up| {
+            let s = up.snapshot();
+            let info = s.info.as_ref();
+            json!({
+                "name": up.name(),
+                "state": s.state.label(),
+                "reason": match &s.state { State::Failed(r) => Some(r.clone()), _ => None },
+                "protocolVersion": info.map(|i| i.protocol_version.clone()),
+                "serverInfo": info.and_then(|i| serde_json::from_str::<Value>(&i.server_info).ok()),
+                "tools": if s.state == State::Ready { Some(s.tools.len()) } else { None },
+                "startedAt": s.started_at.map(rfc3339),
+                "readyMs": s.ready_in.map(|d| d.as_millis() as u64),
+                "restarts": s.restarts,
+                "lastError": s.last_error,
+                "pid": s.pid,
+                "stderr": s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
+            })
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&list)?);
+    Ok(())
+}
+
+fn source_label(config: &Config) -> String {
+    config.source.as_ref().map_or_else(|| "none found: using the embedded default (no servers)".into(), |p| p.display().to_string())
+}
+
+pub fn config_human(config: &Config, state_dir: &Path) {
+    println!("config: {}", source_label(config));
+    println!("state dir: {}", state_dir.display());
+    println!("tool names: {:?}, page size {}, list wait {}", config.hub.tool_names, config.hub.page_size, human_duration(config.hub.list_wait));
+    for s in &config.servers {
+        let flag = if s.disabled { " (disabled)" } else { "" };
+        println!("\n{}{flag}", s.name);
+        if s.prefix() != s.name {
+            println!("  namespace: {:?}", s.prefix());
+        }
+        match &s.transport {
+            Transport::Stdio { command, program, args, cwd, .. } => {
+                println!("  command: {command} -> {}", program.display());
+                if !args.is_empty() {
+                    println!("  args: {}", serde_json::to_string(args).unwrap_or_default());
+                }
+                if let Some(cwd) = cwd {
+                    println!("  cwd: {}", cwd.display());
+                }
+            }
+            Transport::Http { url, kind, .. } => println!("  {kind}: {url} (remote servers are not supported yet)"),
+        }
+        let keys = super::env_keys(&s.transport);
+        if !keys.is_empty() {
+            println!("  env: {}", keys.iter().map(|k| format!("{k}=…")).collect::<Vec<_>>().join(" "));
+        }
+        println!("  timeout: {}", human_duration(s.timeout));
+    }
+    for w in &config.warnings {
+        eprintln!("warning: {w}");
+    }
+    let n = config.servers.iter().filter(|s| !s.disabled).count();
+    println!("\nok: {n} server(s) enabled, {} disabled", config.servers.len() - n);
+}
+
+pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
+    let servers: Vec<Value> = config
+        .servers
+        .iter()
+        .map(|s| {
+            let mut v = json!({
+                "name": s.name,
+                "prefix": s.prefix(),
+                "disabled": s.disabled,
+                "timeoutMs": s.timeout.as_millis() as u64,
+                "env": super::env_keys(&s.transport),
+            });
+            match &s.transport {
+                Transport::Stdio { command, program, args, cwd, .. } => {
+                    v["type"] = json!("stdio");
+                    v["command"] = json!(command);
+                    v["program"] = json!(program);
+                    v["args"] = json!(args);
+                    v["cwd"] = json!(cwd);
+                }
+                Transport::Http { url, kind, .. } => {
+                    v["type"] = json!(kind);
+                    v["url"] = json!(url);
+                }
+            }
+            v
+        })
+        .collect();
+    let out = json!({
+        "config": config.source,
+        "stateDir": state_dir,
+        "servers": servers,
+        "warnings": config.warnings,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+pub fn config_problems(e: &ConfigError) {
+    eprintln!("{e}");
+}

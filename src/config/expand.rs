@@ -1,0 +1,314 @@
+//! Variable expansion in server string fields: `${VAR}`, `${VAR:-default}`, `${env:VAR}`, `$$`.
+
+/// A fault in one string; the caller adds the file and JSON path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ExpandError {
+    /// `reference` is the name as written (`${GITHUB_TOKEN}` or `${env:GITHUB_TOKEN}`).
+    Unset {
+        reference: String,
+        fix: String,
+    },
+    Input {
+        reference: String,
+    },
+    Unsupported {
+        reference: String,
+    },
+    BadName {
+        reference: String,
+    },
+    Unterminated,
+}
+
+impl ExpandError {
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Self::Unset { reference, fix } => {
+                format!("{reference} is not set; export it or use {fix}")
+            }
+            Self::Input { reference } => format!(
+                "{reference}: input variables are not supported; use ${{VAR}} and export VAR instead"
+            ),
+            Self::Unsupported { reference } => format!(
+                "{reference} is not supported; use ${{VAR}}, ${{VAR:-default}} or ${{env:VAR}}"
+            ),
+            Self::BadName { reference } => format!(
+                "{reference} is not a valid variable reference; names use letters, digits and `_` \
+                 (write `$$` for a literal `$`)"
+            ),
+            Self::Unterminated => {
+                "unterminated `${`; close it with `}` or write `$$` for a literal `$`".to_string()
+            }
+        }
+    }
+}
+
+/// What to do with `${VAR}` when VAR is unset and there is no default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unset {
+    Fail,
+    /// Disabled servers are often disabled precisely because their secrets are not
+    /// around, so their unset references are left as written instead of failing.
+    KeepAsWritten,
+}
+
+/// Expands `text`, appending every (name, value) taken from `env` to `injected`
+/// (deduplicated; empty values are skipped since there is nothing to redact).
+pub(crate) fn expand(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: Unset,
+    injected: &mut Vec<(String, String)>,
+) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(text.len());
+    expand_into(text, env, unset, injected, &mut out)?;
+    Ok(out)
+}
+
+fn expand_into(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: Unset,
+    injected: &mut Vec<(String, String)>,
+    out: &mut String,
+) -> Result<(), ExpandError> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut literal_start = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'$' {
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1) {
+            Some(b'$') => {
+                out.push_str(&text[literal_start..i]);
+                out.push('$');
+                i += 2;
+                literal_start = i;
+            }
+            Some(b'{') => {
+                out.push_str(&text[literal_start..i]);
+                let end = closing_brace(bytes, i + 2).ok_or(ExpandError::Unterminated)?;
+                reference(&text[i + 2..end], &text[i..=end], env, unset, injected, out)?;
+                i = end + 1;
+                literal_start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&text[literal_start..]);
+    Ok(())
+}
+
+/// Index of the `}` closing a reference whose body starts at `from`; nested `${…}`
+/// (in defaults) and `$$` are skipped so `${A:-${B}}` and `${A:-$$}` work.
+fn closing_brace(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut j = from;
+    while j < bytes.len() {
+        match (bytes[j], bytes.get(j + 1)) {
+            (b'$', Some(b'$')) => j += 2,
+            (b'$', Some(b'{')) => {
+                depth += 1;
+                j += 2;
+            }
+            (b'}', _) if depth == 0 => return Some(j),
+            (b'}', _) => {
+                depth -= 1;
+                j += 1;
+            }
+            _ => j += 1,
+        }
+    }
+    None
+}
+
+fn reference(
+    inner: &str,
+    whole: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    unset: Unset,
+    injected: &mut Vec<(String, String)>,
+    out: &mut String,
+) -> Result<(), ExpandError> {
+    if inner.starts_with("input:") {
+        return Err(ExpandError::Input {
+            reference: whole.to_string(),
+        });
+    }
+    let (body, prefix) = match inner.strip_prefix("env:") {
+        Some(rest) => (rest, "env:"),
+        None => (inner, ""),
+    };
+    let (name, default) = match body.find(":-") {
+        Some(k) => (&body[..k], Some(&body[k + 2..])),
+        None => (body, None),
+    };
+    if !valid_name(name) {
+        return Err(if name.contains(':') {
+            ExpandError::Unsupported {
+                reference: whole.to_string(),
+            }
+        } else {
+            ExpandError::BadName {
+                reference: whole.to_string(),
+            }
+        });
+    }
+    match (env(name), default) {
+        (Some(value), _) if !value.is_empty() => {
+            out.push_str(&value);
+            if !injected.iter().any(|(n, v)| n == name && *v == value) {
+                injected.push((name.to_string(), value));
+            }
+        }
+        (_, Some(default)) => expand_into(default, env, unset, injected, out)?,
+        // Like the shell, a set-but-empty variable without a default is just empty.
+        (Some(_), None) => {}
+        (None, None) => match unset {
+            Unset::KeepAsWritten => out.push_str(whole),
+            Unset::Fail => {
+                return Err(ExpandError::Unset {
+                    reference: format!("${{{prefix}{name}}}"),
+                    fix: format!("${{{prefix}{name}:-}}"),
+                });
+            }
+        },
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn run(
+        text: &str,
+        pairs: &[(&str, &str)],
+    ) -> Result<(String, Vec<(String, String)>), ExpandError> {
+        let env = env_of(pairs);
+        let mut injected = Vec::new();
+        let out = expand(text, &env, Unset::Fail, &mut injected)?;
+        Ok((out, injected))
+    }
+
+    #[test]
+    fn plain_and_env_forms() {
+        let (out, inj) = run("a ${X} b ${env:Y} c", &[("X", "1"), ("Y", "2")]).unwrap();
+        assert_eq!(out, "a 1 b 2 c");
+        assert_eq!(
+            inj,
+            vec![("X".into(), "1".into()), ("Y".into(), "2".into())]
+        );
+    }
+
+    #[test]
+    fn defaults_apply_when_unset_or_empty() {
+        let (out, inj) = run("${A:-x}|${B:-y}|${env:C:-z}|${D:-}", &[("B", "")]).unwrap();
+        assert_eq!(out, "x|y|z|");
+        assert!(inj.is_empty(), "defaults are not injected secrets: {inj:?}");
+        let (out, _) = run("${A:-x}", &[("A", "set")]).unwrap();
+        assert_eq!(out, "set");
+    }
+
+    #[test]
+    fn set_but_empty_without_default_is_empty() {
+        let (out, inj) = run("[${E}]", &[("E", "")]).unwrap();
+        assert_eq!(out, "[]");
+        assert!(inj.is_empty());
+    }
+
+    #[test]
+    fn nested_default_is_expanded() {
+        let (out, inj) = run("${A:-${B}/x}", &[("B", "b")]).unwrap();
+        assert_eq!(out, "b/x");
+        assert_eq!(inj, vec![("B".into(), "b".into())]);
+    }
+
+    #[test]
+    fn dollar_escapes_and_lone_dollars() {
+        let (out, _) = run("$$HOME $$${X} a$b $ end$", &[("X", "v")]).unwrap();
+        assert_eq!(out, "$HOME $v a$b $ end$");
+        let (out, _) = run("${A:-$$}", &[]).unwrap();
+        assert_eq!(out, "$");
+    }
+
+    #[test]
+    fn unset_is_an_error_with_the_fix() {
+        let err = run("--token=${GITHUB_TOKEN}", &[]).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "${GITHUB_TOKEN} is not set; export it or use ${GITHUB_TOKEN:-}"
+        );
+        let err = run("${env:TOK}", &[]).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "${env:TOK} is not set; export it or use ${env:TOK:-}"
+        );
+    }
+
+    #[test]
+    fn unset_kept_as_written_when_lenient() {
+        let env = env_of(&[]);
+        let mut inj = Vec::new();
+        let out = expand("x ${T} y", &env, Unset::KeepAsWritten, &mut inj).unwrap();
+        assert_eq!(out, "x ${T} y");
+    }
+
+    #[test]
+    fn input_unterminated_and_bad_names() {
+        assert!(matches!(
+            run("${input:key}", &[]),
+            Err(ExpandError::Input { .. })
+        ));
+        assert!(
+            run("${input:key}", &[])
+                .unwrap_err()
+                .message()
+                .contains("not supported")
+        );
+        assert_eq!(run("a ${X", &[("X", "1")]), Err(ExpandError::Unterminated));
+        assert_eq!(run("${A:-${B}", &[]), Err(ExpandError::Unterminated));
+        assert!(matches!(run("${}", &[]), Err(ExpandError::BadName { .. })));
+        assert!(matches!(
+            run("${a b}", &[]),
+            Err(ExpandError::BadName { .. })
+        ));
+        assert!(matches!(
+            run("${1X}", &[]),
+            Err(ExpandError::BadName { .. })
+        ));
+        assert!(matches!(
+            run("${config:x}", &[]),
+            Err(ExpandError::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn injected_is_deduplicated() {
+        let (_, inj) = run("${X}${X}${env:X}", &[("X", "s")]).unwrap();
+        assert_eq!(inj, vec![("X".into(), "s".into())]);
+    }
+
+    #[test]
+    fn non_ascii_text_survives() {
+        let (out, _) = run("héllo ${X} wörld $", &[("X", "ü")]).unwrap();
+        assert_eq!(out, "héllo ü wörld $");
+    }
+}

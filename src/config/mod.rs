@@ -1,0 +1,240 @@
+//! The config layer: finds the JSON config file and turns it into a validated, resolved [`Config`].
+//!
+//! Everything that can be wrong with a config is reported at load time, all at once,
+//! with the file, the JSON path and a fix, so the hub never starts half-configured.
+
+mod build;
+mod expand;
+mod jsonc;
+mod paths;
+mod resolve;
+mod suggest;
+mod units;
+
+#[cfg(test)]
+mod tests;
+
+pub use paths::{FILE_NAME, locate, state_dir};
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The file label used in messages when the config did not come from a file.
+pub const EMBEDDED_LABEL: &str = "<embedded default>";
+
+/// A loaded, validated config with every server's command resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `None` when no file was found (or the text was embedded): an empty hub.
+    pub source: Option<PathBuf>,
+    /// In file order: `mcpServers` first, then `servers`.
+    pub servers: Vec<ServerConfig>,
+    pub hub: HubSettings,
+    /// Non-fatal findings (`FILE: PATH: message`) for the caller to log.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub name: String,
+    /// `None` = use the name; `Some("")` = no prefix at all.
+    pub namespace: Option<String>,
+    pub disabled: bool,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    pub protocol: Protocol,
+    pub transport: Transport,
+}
+
+impl ServerConfig {
+    /// The prefix of this server's tool names: the namespace if set, else the name.
+    pub fn prefix(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(&self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Legacy,
+    Auto,
+    /// The "2026-07-28" protocol revision.
+    Modern,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        /// As written, after variable and `~` expansion.
+        command: String,
+        /// The resolved executable; equal to `command` for disabled servers.
+        program: PathBuf,
+        args: Vec<String>,
+        /// Only the variables the config sets (expanded), not the inherited environment.
+        env: Vec<(String, String)>,
+        /// Absolute.
+        cwd: Option<PathBuf>,
+        /// (variable, value) pairs substituted into `env` values, for redaction.
+        injected: Vec<(String, String)>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+        /// "http" | "sse" | "streamable-http".
+        kind: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolNames {
+    /// `server:tool`.
+    #[default]
+    Qualified,
+    Portable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubSettings {
+    pub tool_names: ToolNames,
+    pub max_message_size: usize,
+    /// The tools/list page size the hub serves.
+    pub page_size: usize,
+    /// How long a tools/list may wait for servers that are still starting.
+    pub list_wait: Duration,
+}
+
+impl HubSettings {
+    pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+    pub const MIN_MAX_MESSAGE_SIZE: usize = 1024;
+    pub const DEFAULT_PAGE_SIZE: usize = 500;
+    pub const DEFAULT_LIST_WAIT: Duration = Duration::from_secs(5);
+}
+
+impl Default for HubSettings {
+    fn default() -> Self {
+        Self {
+            tool_names: ToolNames::default(),
+            max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
+            page_size: Self::DEFAULT_PAGE_SIZE,
+            list_wait: Self::DEFAULT_LIST_WAIT,
+        }
+    }
+}
+
+/// The per-request timeout when a server sets none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One thing wrong with a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The config file as given, or [`EMBEDDED_LABEL`].
+    pub file: String,
+    /// A JSON path like `mcpServers.github.args[2]`; empty for the whole file; for a
+    /// JSON syntax error it is `LINE:COLUMN` and is shown as `FILE:LINE:COLUMN`.
+    pub path: String,
+    /// What is wrong, then `; ` and how to fix it.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else if self.path.starts_with(|c: char| c.is_ascii_digit()) {
+            // JSON paths never start with a digit (such keys are bracketed), so this is LINE:COLUMN.
+            write!(f, "{}:{}: {}", self.file, self.path, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.path, self.message)
+        }
+    }
+}
+
+/// Every problem found in one pass over the config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", lines(.problems))]
+pub struct ConfigError {
+    pub problems: Vec<Problem>,
+}
+
+fn lines(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(Problem::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl From<Problem> for ConfigError {
+    fn from(problem: Problem) -> Self {
+        Self {
+            problems: vec![problem],
+        }
+    }
+}
+
+/// No servers, default settings, no source.
+pub fn empty() -> Config {
+    Config {
+        source: None,
+        servers: Vec::new(),
+        hub: HubSettings::default(),
+        warnings: Vec::new(),
+    }
+}
+
+/// Locates and reads the config using the real process environment and working
+/// directory; no file found gives [`empty`].
+pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+    let env = |name: &str| std::env::var(name).ok();
+    let cwd = std::env::current_dir().map_err(|e| Problem {
+        file: explicit.map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string()),
+        path: String::new(),
+        message: format!("cannot determine the current directory: {e}"),
+    })?;
+    let Some(path) = locate(explicit, &env, &cwd)? else {
+        tracing::debug!("no config file found; starting with no servers");
+        return Ok(empty());
+    };
+    let label = label_for(&path, explicit, &env, &cwd);
+    tracing::debug!(config = %path.display(), "reading config");
+    let text = std::fs::read_to_string(&path).map_err(|e| Problem {
+        file: label.clone(),
+        path: String::new(),
+        message: format!("cannot read the config file: {e}"),
+    })?;
+    build::parse(&text, &path, &label, &env)
+}
+
+/// How the file is named in messages: as the user gave it, or relative to the
+/// working directory when it was found there.
+fn label_for(
+    path: &Path,
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> String {
+    if let Some(given) = explicit {
+        return given.display().to_string();
+    }
+    if let Some(given) = env("OPENPACT_CONFIG").filter(|v| !v.is_empty()) {
+        return given;
+    }
+    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+}
+
+/// Parses config text as if read from `file` (its label in messages; relative paths
+/// are relative to its directory). An empty `file` means embedded text: labelled
+/// [`EMBEDDED_LABEL`], relative to the working directory, `source` = `None`.
+pub fn parse(
+    text: &str,
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let label = if file.as_os_str().is_empty() {
+        EMBEDDED_LABEL.to_string()
+    } else {
+        file.display().to_string()
+    };
+    build::parse(text, file, &label, env)
+}

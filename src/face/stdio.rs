@@ -1,0 +1,52 @@
+//! Serving MCP over our own stdin/stdout until stdin closes or a signal arrives, then
+//! finishing in-flight work briefly and stopping every child — all within about two seconds.
+
+use crate::config::Config;
+use crate::hub::{Hub, Session};
+use crate::transport::{Outgoing, stdio};
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// How long in-flight requests may still finish after stdin closes, so that
+/// `printf '…' | openpact serve` gets its answers.
+const FINISH_GRACE: Duration = Duration::from_millis(1000);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("could not set up stdio or signal handling: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs the hub behind a stdio MCP face. Returns when the client is gone.
+pub async fn serve(config: &Config) -> Result<(), ServeError> {
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut pipes = stdio::start(config.hub.max_message_size)?;
+    let hub = Hub::start(config);
+    let session = Session::new(hub.clone(), pipes.outgoing.clone());
+    tracing::info!(
+        servers = hub.upstreams().iter().filter(|u| !u.config.disabled).count(),
+        config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
+        "serving MCP on stdio"
+    );
+    let why = loop {
+        tokio::select! {
+            frame = pipes.incoming.recv() => match frame {
+                Some(frame) => session.handle_frame(frame),
+                None => break "stdin closed",
+            },
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = sigint.recv() => break "SIGINT",
+        }
+    };
+    tracing::info!("shutting down ({why})");
+    let deadline = tokio::time::Instant::now() + FINISH_GRACE;
+    while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    session.abort_all("openpact is shutting down");
+    hub.shutdown().await;
+    let _ = pipes.outgoing.send(Outgoing::Close);
+    let _ = tokio::time::timeout(Duration::from_millis(300), pipes.flushed).await;
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! An ordered view of a JSON object's members as raw JSON text, for rewriting one or two keys
+//! (a tool's `name`, a request's `name` or `_meta`) without re-encoding the rest.
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Members in document order; values are untouched JSON text.
+#[derive(Debug, Default)]
+pub struct RawObject<'a> {
+    members: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> RawObject<'a> {
+    /// Parses `text`, which must be a JSON object.
+    pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.members.iter().find(|(k, _)| k == key).map(|(_, v)| v.get())
+    }
+
+    /// A string member's decoded value.
+    pub fn get_str(&self, key: &str) -> Option<String> {
+        self.get(key).and_then(|v| serde_json::from_str::<String>(v).ok())
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|(k, _)| k.as_ref())
+    }
+
+    /// Re-serialises with `key` set to the JSON text `value` (replaced in place, or appended).
+    pub fn with(&self, key: &str, value: &str) -> String {
+        self.rewrite(&[(key, Some(value))])
+    }
+
+    /// Re-serialises applying edits: `Some(json)` sets a member, `None` removes it.
+    pub fn rewrite(&self, edits: &[(&str, Option<&str>)]) -> String {
+        let mut out = String::with_capacity(self.len_hint() + 32);
+        out.push('{');
+        let mut first = true;
+        let mut push = |out: &mut String, k: &str, v: &str| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&crate::jsonrpc::quote(k));
+            out.push(':');
+            out.push_str(v);
+        };
+        for (k, v) in &self.members {
+            match edits.iter().find(|(ek, _)| ek == k) {
+                Some((_, Some(nv))) => push(&mut out, k, nv),
+                Some((_, None)) => {}
+                None => push(&mut out, k, v.get()),
+            }
+        }
+        for (ek, ev) in edits {
+            if let Some(nv) = ev {
+                if !self.members.iter().any(|(k, _)| k == ek) {
+                    push(&mut out, ek, nv);
+                }
+            }
+        }
+        out.push('}');
+        out
+    }
+
+    fn len_hint(&self) -> usize {
+        self.members.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = RawObject<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+                    let v: &'de RawValue = map.next_value()?;
+                    members.push((k, v));
+                }
+                Ok(RawObject { members })
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_keeps_order_and_unknown_members() {
+        let o = RawObject::parse(r#"{"name":"a","execution":{"taskSupport":"optional"},"x-vendor":[1, 2]}"#).unwrap();
+        assert_eq!(o.get_str("name").as_deref(), Some("a"));
+        assert_eq!(
+            o.with("name", "\"s:a\""),
+            r#"{"name":"s:a","execution":{"taskSupport":"optional"},"x-vendor":[1, 2]}"#
+        );
+        assert_eq!(o.rewrite(&[("execution", None), ("new", Some("1"))]), r#"{"name":"a","x-vendor":[1, 2],"new":1}"#);
+        assert!(RawObject::parse("[1]").is_err());
+    }
+}

@@ -1,0 +1,18 @@
+//! openpact: an MCP client host and multi-server aggregator.
+//!
+//! Layers, each importing only the ones above it in this list:
+//! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
+//! - [`transport`]: child processes and our own stdio.
+//! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
+//! - [`upstream`]: one server — handshake, requests, lifecycle.
+//! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
+//! - [`face`]: the outside world — the stdio MCP server.
+//! - [`cli`]: command-line commands and their output.
+
+pub mod cli;
+pub mod config;
+pub mod face;
+pub mod hub;
+pub mod jsonrpc;
+pub mod transport;
+pub mod upstream;

@@ -1,0 +1,243 @@
+//! A child server process: spawned in its own process group, stderr drained into tracing and a
+//! ring buffer, and shut down as the spec asks — close stdin, wait, SIGTERM the whole group,
+//! wait, SIGKILL the whole group — so grandchildren (`npx`, `uvx`, shells) die with it.
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How to start a child.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// Used in logs as the `server` field.
+    pub label: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Set on top of the inherited environment.
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("could not start `{program}`: {source}")]
+pub struct SpawnError {
+    pub program: String,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A started child with its pipes.
+pub struct Spawned {
+    pub proc: ChildProc,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: Arc<StderrLog>,
+}
+
+/// The last lines a child wrote to stderr, for error messages and `openpact servers`.
+#[derive(Debug, Default)]
+pub struct StderrLog {
+    lines: Mutex<VecDeque<String>>,
+    /// Set when the pipe reaches EOF, so a crash report can wait for the last words.
+    done: tokio::sync::Notify,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+const KEEP_LINES: usize = 40;
+const MAX_LINE: usize = 2000;
+/// Lines per second per server that reach the log; the rest are counted, not written, so a
+/// flooding server cannot drown the hub's own log (the ring buffer still sees every line).
+const LOG_RATE: u32 = 200;
+
+impl StderrLog {
+    pub fn push(&self, mut line: String) {
+        if line.len() > MAX_LINE {
+            let mut cut = MAX_LINE;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push('…');
+        }
+        if let Ok(mut q) = self.lines.lock() {
+            if q.len() == KEEP_LINES {
+                q.pop_front();
+            }
+            q.push_back(line);
+        }
+    }
+
+    /// The most recent `n` lines, oldest first.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        match self.lines.lock() {
+            Ok(q) => q.iter().skip(q.len().saturating_sub(n)).cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn mark_done(&self) {
+        self.finished.store(true, std::sync::atomic::Ordering::Release);
+        self.done.notify_waiters();
+    }
+
+    /// Waits (at most `limit`) until the child's stderr is closed and fully read.
+    pub async fn wait_done(&self, limit: Duration) {
+        let notified = self.done.notified();
+        if self.finished.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, notified).await;
+    }
+
+    /// A short suffix for error messages: `; last stderr: a | b | c`, or empty.
+    pub fn summary(&self, n: usize) -> String {
+        let tail = self.tail(n);
+        if tail.is_empty() { String::new() } else { format!("; last stderr: {}", tail.join(" | ")) }
+    }
+}
+
+/// The running process (not its pipes).
+pub struct ChildProc {
+    child: Child,
+    pid: Option<u32>,
+    label: String,
+}
+
+impl ChildSpec {
+    pub fn spawn(&self) -> Result<Spawned, SpawnError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Own group: signals reach grandchildren, and a Ctrl-C in our terminal does not
+            // hit the children before we get to shut them down in order.
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        let err = |source| SpawnError { program: self.program.display().to_string(), source };
+        let mut child = cmd.spawn().map_err(err)?;
+        let missing = || err(std::io::Error::other("pipe missing"));
+        let stdin = child.stdin.take().ok_or_else(missing)?;
+        let stdout = child.stdout.take().ok_or_else(missing)?;
+        let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
+        let stderr = Arc::new(StderrLog::default());
+        tokio::spawn(drain_stderr(stderr_pipe, self.label.clone(), stderr.clone()));
+        let pid = child.id();
+        Ok(Spawned { proc: ChildProc { child, pid, label: self.label.clone() }, stdin, stdout, stderr })
+    }
+}
+
+async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc<StderrLog>) {
+    let mut reader = BufReader::with_capacity(1 << 14, pipe);
+    let mut buf = Vec::with_capacity(256);
+    let mut window = Instant::now();
+    let (mut logged, mut suppressed) = (0u32, 0u64);
+    loop {
+        buf.clear();
+        // Bounded read: a line without a newline cannot grow past what we keep.
+        match read_bounded_line(&mut reader, &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+        if window.elapsed() >= Duration::from_secs(1) {
+            if suppressed > 0 {
+                tracing::warn!(server = %label, suppressed, "stderr lines not logged (server is flooding stderr)");
+            }
+            window = Instant::now();
+            logged = 0;
+            suppressed = 0;
+        }
+        if logged < LOG_RATE {
+            logged += 1;
+            tracing::info!(target: "openpact::server", server = %label, "{line}");
+        } else {
+            suppressed += 1;
+        }
+        log.push(line);
+    }
+    log.mark_done();
+}
+
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R, out: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(total);
+        }
+        let (used, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = (MAX_LINE + 8).saturating_sub(out.len());
+        out.extend_from_slice(&buf[..used.min(room)]);
+        r.consume(used);
+        total += used;
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+impl ChildProc {
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Waits for the process to exit on its own.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Stops the process and its group. The caller must have closed stdin already (that is
+    /// step one: most servers exit on EOF). Each later step waits at most `grace`.
+    pub async fn terminate(mut self, grace: Duration) -> Option<ExitStatus> {
+        let status = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(status)) => Some(status),
+            _ => {
+                tracing::debug!(server = %self.label, "did not exit after stdin closed; sending SIGTERM");
+                self.signal_group(Signal::SIGTERM);
+                match tokio::time::timeout(grace, self.child.wait()).await {
+                    Ok(Ok(status)) => Some(status),
+                    _ => {
+                        tracing::warn!(server = %self.label, "did not exit after SIGTERM; sending SIGKILL");
+                        self.signal_group(Signal::SIGKILL);
+                        tokio::time::timeout(grace, self.child.wait()).await.ok().and_then(Result::ok)
+                    }
+                }
+            }
+        };
+        // The leader is gone, but grandchildren it left in the group may live on.
+        self.signal_group(Signal::SIGKILL);
+        status
+    }
+
+    fn signal_group(&self, sig: Signal) {
+        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else { return };
+        // ESRCH (group already empty) is the normal case after a clean exit.
+        let _ = killpg(Pid::from_raw(pid), sig);
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        // Last resort when a connection is dropped without `terminate` (e.g. the runtime is
+        // going away): kill_on_drop only reaches the leader, so hit the group as well.
+        if self.pid.is_some() {
+            if let Ok(None) = self.child.try_wait() {
+                self.signal_group(Signal::SIGKILL);
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! A JSON-RPC client over one child's pipes: allocates ids, matches responses, times out and
+//! cancels requests, answers the server's `ping`, and hands everything else up as events.
+
+use crate::jsonrpc::{self, Frame, Kind, Message, parse_frame};
+use crate::transport::{Outgoing, StderrLog};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Why a request got no response from the server.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("server '{server}' did not answer {method} within {}; the request was cancelled", crate::upstream::human_duration(*after))]
+    Timeout { server: String, method: String, after: Duration },
+    #[error("server '{server}' {reason}")]
+    Closed { server: String, reason: String },
+    #[error("server '{server}' is not ready ({state})")]
+    NotReady { server: String, state: String },
+}
+
+/// JSON-RPC error codes the hub uses for failures of its own.
+pub mod code {
+    /// The server did not answer in time.
+    pub const TIMEOUT: i64 = -32001;
+    /// The server is down, crashed, or not started.
+    pub const UNAVAILABLE: i64 = -32010;
+}
+
+impl CallError {
+    pub fn code(&self) -> i64 {
+        match self {
+            CallError::Timeout { .. } => code::TIMEOUT,
+            CallError::Closed { .. } | CallError::NotReady { .. } => code::UNAVAILABLE,
+        }
+    }
+}
+
+/// Something the server sent that is not a response to us.
+#[derive(Debug)]
+pub enum Incoming {
+    Notification(Message),
+    Request(Message),
+}
+
+type Reply = Result<Message, CallError>;
+
+pub struct Connection {
+    label: String,
+    out: mpsc::UnboundedSender<Outgoing>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    next_id: AtomicU64,
+    /// Set once the connection is finished; later requests fail at once with this reason.
+    closed: Mutex<Option<String>>,
+    pub stderr: Arc<StderrLog>,
+}
+
+impl Connection {
+    pub fn new(label: String, out: mpsc::UnboundedSender<Outgoing>, stderr: Arc<StderrLog>) -> Arc<Self> {
+        Arc::new(Connection {
+            label,
+            out,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: Mutex::new(None),
+            stderr,
+        })
+    }
+
+    /// Sends a request and waits for its response (which may be a JSON-RPC error: that is
+    /// the server's answer and is returned as `Ok`). On timeout, or if the returned future is
+    /// dropped first, the server is sent `notifications/cancelled`.
+    pub async fn request(&self, method: &str, params: Option<&str>, timeout: Duration) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Some(reason) = self.closed_reason() {
+            return Err(CallError::Closed { server: self.label.clone(), reason });
+        }
+        self.lock_pending().insert(id, tx);
+        let mut guard = CancelGuard { conn: self, id, reason: Some("cancelled by the client") };
+        if self.send(jsonrpc::request(&id.to_string(), method, params)).is_err() {
+            guard.reason = None;
+            self.lock_pending().remove(&id);
+            let reason = self.closed_reason().unwrap_or_else(|| "closed its input".into());
+            return Err(CallError::Closed { server: self.label.clone(), reason });
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => {
+                guard.reason = None;
+                reply
+            }
+            Ok(Err(_)) => {
+                guard.reason = None;
+                let reason = self.closed_reason().unwrap_or_else(|| "went away".into());
+                Err(CallError::Closed { server: self.label.clone(), reason })
+            }
+            Err(_) => {
+                guard.reason = Some("timed out");
+                Err(CallError::Timeout { server: self.label.clone(), method: method.to_string(), after: timeout })
+            }
+        }
+    }
+
+    pub fn notify(&self, method: &str, params: Option<&str>) {
+        let _ = self.send(jsonrpc::notification(method, params));
+    }
+
+    /// Sends an already-built line (responses to server requests go this way).
+    pub fn send(&self, line: String) -> Result<(), ()> {
+        self.out.send(Outgoing::Line(line)).map_err(|_| ())
+    }
+
+    /// Closes the server's stdin (step one of shutdown).
+    pub fn close_input(&self) {
+        let _ = self.out.send(Outgoing::Close);
+    }
+
+    /// Marks the connection finished and fails every in-flight request with `reason`.
+    pub fn fail_all(&self, reason: &str) {
+        if let Ok(mut c) = self.closed.lock() {
+            c.get_or_insert_with(|| reason.to_string());
+        }
+        let drained: Vec<_> = self.lock_pending().drain().collect();
+        for (_, tx) in drained {
+            let _ = tx.send(Err(CallError::Closed { server: self.label.clone(), reason: reason.to_string() }));
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.lock_pending().len()
+    }
+
+    fn closed_reason(&self) -> Option<String> {
+        self.closed.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
+        // A poisoned map only means another thread panicked mid-insert; the map itself is
+        // still consistent enough to use.
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Handles one frame from the server's stdout.
+    pub fn on_frame(&self, frame: Frame, incoming: &mpsc::UnboundedSender<Incoming>) {
+        let line = match frame {
+            Frame::Line(line) => line,
+            Frame::Oversized { len } => {
+                tracing::warn!(server = %self.label, len, "dropped a message over the size limit");
+                return;
+            }
+        };
+        let messages = match parse_frame(line) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(server = %self.label, error = %e, "skipped a line on stdout that is not JSON-RPC");
+                return;
+            }
+        };
+        for m in messages {
+            match m {
+                Ok(m) => self.dispatch(m, incoming),
+                Err(e) => tracing::warn!(server = %self.label, error = %e, "skipped a batch element"),
+            }
+        }
+    }
+
+    fn dispatch(&self, m: Message, incoming: &mpsc::UnboundedSender<Incoming>) {
+        match m.kind() {
+            Kind::Response => {
+                let waiter = m.id_u64().and_then(|id| self.lock_pending().remove(&id));
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(Ok(m));
+                    }
+                    None => tracing::debug!(server = %self.label, id = m.id(), "response to no pending request (late or unknown)"),
+                }
+            }
+            Kind::Request if m.method() == "ping" => {
+                let _ = self.send(jsonrpc::result(m.id(), "{}"));
+            }
+            Kind::Request => {
+                if let Err(mpsc::error::SendError(Incoming::Request(m))) = incoming.send(Incoming::Request(m)) {
+                    let _ = self.send(jsonrpc::error(m.id(), jsonrpc::code::METHOD_NOT_FOUND, "openpact cannot serve this request", None));
+                }
+            }
+            Kind::Notification => {
+                let _ = incoming.send(Incoming::Notification(m));
+            }
+        }
+    }
+}
+
+struct CancelGuard<'a> {
+    conn: &'a Connection,
+    id: u64,
+    reason: Option<&'static str>,
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(reason) = self.reason {
+            self.conn.lock_pending().remove(&self.id);
+            let params = format!("{{\"requestId\":{},\"reason\":{}}}", self.id, jsonrpc::quote(reason));
+            self.conn.notify("notifications/cancelled", Some(&params));
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! One upstream server: its process, connection, handshake and lifecycle
+//! (disabled → starting → ready → restarting / failed → stopped).
+//!
+//! A supervisor task per server owns the process. Crashes fail in-flight calls at once with
+//! the exit status and last stderr lines, then the server is restarted with exponential
+//! backoff and jitter; a server that keeps crashing is parked as failed. Knows one server only.
+
+mod connection;
+mod handshake;
+
+pub use connection::{CallError, Connection, Incoming, code};
+pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
+
+use crate::config::{ServerConfig, Transport};
+use crate::jsonrpc::Message;
+use crate::transport::{ChildProc, ChildSpec, StderrLog, read_frames, spawn_writer};
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot, watch};
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Disabled,
+    Starting,
+    Ready,
+    /// Crashed after having been ready; waiting to start again.
+    Restarting,
+    Failed(String),
+    Stopped,
+}
+
+impl State {
+    pub fn label(&self) -> &'static str {
+        match self {
+            State::Disabled => "disabled",
+            State::Starting => "starting",
+            State::Ready => "ready",
+            State::Restarting => "restarting",
+            State::Failed(_) => "failed",
+            State::Stopped => "stopped",
+        }
+    }
+
+    /// Still on its way to ready or failed for the first time.
+    pub fn is_pending(&self) -> bool {
+        matches!(self, State::Starting)
+    }
+}
+
+/// Everything the hub and the CLI may read about a server at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub state: State,
+    pub info: Option<ServerInfo>,
+    pub tools: Arc<Vec<Entry>>,
+    /// Wall-clock time the current process was started.
+    pub started_at: Option<SystemTime>,
+    /// Spawn to handshake complete, for the current process.
+    pub ready_in: Option<Duration>,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    pub pid: Option<u32>,
+    pub stderr: Option<Arc<StderrLog>>,
+    /// Bumps every time a new process becomes ready (caches key on it).
+    pub generation: u64,
+}
+
+/// What an upstream tells the hub.
+#[derive(Debug)]
+pub enum Event {
+    /// The snapshot of server `index` changed (state or lists).
+    Changed(usize),
+    Notification(usize, Message),
+    Request(usize, Message),
+}
+
+/// Restart policy after a crash.
+const BACKOFF_START: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const CRASH_WINDOW: Duration = Duration::from_secs(60);
+const MAX_CRASHES_IN_WINDOW: usize = 5;
+/// Each shutdown step (after stdin close, after SIGTERM) waits at most this long.
+pub const STOP_GRACE: Duration = Duration::from_millis(400);
+
+pub struct Upstream {
+    pub index: usize,
+    pub config: ServerConfig,
+    max_message_size: usize,
+    conn: RwLock<Option<Arc<Connection>>>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// A process that finished its handshake.
+struct Running {
+    conn: Arc<Connection>,
+    proc: Arc<AsyncMutex<Option<ChildProc>>>,
+    /// Fires with the reason when the process's stdout ends.
+    exited: oneshot::Receiver<String>,
+}
+
+impl Upstream {
+    pub fn new(index: usize, config: ServerConfig, max_message_size: usize, events: mpsc::UnboundedSender<Event>) -> Arc<Self> {
+        let state = if config.disabled { State::Disabled } else { State::Starting };
+        let snapshot = Snapshot {
+            state,
+            info: None,
+            tools: Arc::new(Vec::new()),
+            started_at: None,
+            ready_in: None,
+            restarts: 0,
+            last_error: None,
+            pid: None,
+            stderr: None,
+            generation: 0,
+        };
+        Arc::new(Upstream {
+            index,
+            config,
+            max_message_size,
+            conn: RwLock::new(None),
+            snapshot: RwLock::new(Arc::new(snapshot)),
+            events,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        match self.snapshot.read() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        {
+            let mut guard = self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut next = (**guard).clone();
+            f(&mut next);
+            *guard = Arc::new(next);
+        }
+        let _ = self.events.send(Event::Changed(self.index));
+    }
+
+    fn set_conn(&self, conn: Option<Arc<Connection>>) {
+        *self.conn.write().unwrap_or_else(std::sync::PoisonError::into_inner) = conn;
+    }
+
+    pub fn connection(&self) -> Option<Arc<Connection>> {
+        self.conn.read().ok().and_then(|c| c.clone())
+    }
+
+    /// Sends a request to the server with its configured timeout.
+    pub async fn request(&self, method: &str, params: Option<&str>) -> Result<Message, CallError> {
+        match self.connection() {
+            Some(conn) => conn.request(method, params, self.config.timeout).await,
+            None => Err(CallError::NotReady { server: self.config.name.clone(), state: self.describe_state() }),
+        }
+    }
+
+    /// A one-line description of the state, with the reason when failed.
+    pub fn describe_state(&self) -> String {
+        match &self.snapshot().state {
+            State::Failed(reason) => format!("failed: {reason}"),
+            other => other.label().to_string(),
+        }
+    }
+
+    /// Runs the server until `shutdown` turns true: start, supervise, restart, stop.
+    pub async fn supervise(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let spec = match &self.config.transport {
+            _ if self.config.disabled => return,
+            Transport::Stdio { program, args, env, cwd, .. } => ChildSpec {
+                label: self.config.name.clone(),
+                program: program.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: cwd.clone(),
+            },
+            Transport::Http { url, .. } => {
+                let reason = format!("remote servers ({url}) are not supported yet; only stdio servers are");
+                tracing::warn!(server = %self.name(), "{reason}");
+                self.update(|s| {
+                    s.state = State::Failed(reason.clone());
+                    s.last_error = Some(reason);
+                });
+                return;
+            }
+        };
+        let mut crashes: VecDeque<Instant> = VecDeque::new();
+        let mut ever_ready = false;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let attempt = tokio::select! {
+                r = self.start_once(&spec) => r,
+                _ = shutdown.changed() => break,
+            };
+            let reason = match attempt {
+                Err(reason) if !ever_ready => {
+                    tracing::error!(server = %self.name(), "failed to start: {reason}");
+                    self.update(|s| {
+                        s.state = State::Failed(reason.clone());
+                        s.last_error = Some(reason);
+                    });
+                    // Nothing to restart: a server that never came up needs the user to act.
+                    let _ = shutdown.changed().await;
+                    break;
+                }
+                Err(reason) => reason,
+                Ok(mut running) => {
+                    ever_ready = true;
+                    tokio::select! {
+                        reason = &mut running.exited => {
+                            let reason = reason.unwrap_or_else(|_| "stopped answering".into());
+                            self.set_conn(None);
+                            reason
+                        }
+                        _ = shutdown.changed() => {
+                            self.stop(running).await;
+                            return;
+                        }
+                    }
+                }
+            };
+            // A crash: decide whether to come back.
+            let now = Instant::now();
+            crashes.push_back(now);
+            while crashes.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
+                crashes.pop_front();
+            }
+            if crashes.len() >= MAX_CRASHES_IN_WINDOW {
+                let parked = format!(
+                    "crashed {} times within {}s; not restarting (last: {reason}). Fix the server and restart openpact",
+                    crashes.len(),
+                    CRASH_WINDOW.as_secs()
+                );
+                tracing::error!(server = %self.name(), "{parked}");
+                self.update(|s| {
+                    s.state = State::Failed(parked.clone());
+                    s.last_error = Some(reason);
+                    s.pid = None;
+                });
+                let _ = shutdown.changed().await;
+                break;
+            }
+            let delay = backoff(crashes.len() as u32);
+            tracing::warn!(server = %self.name(), "crashed: {reason}; restarting in {}", human_duration(delay));
+            self.update(|s| {
+                s.state = State::Restarting;
+                s.last_error = Some(reason);
+                s.restarts += 1;
+                s.pid = None;
+            });
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.set_conn(None);
+        self.update(|s| {
+            if !matches!(s.state, State::Failed(_)) {
+                s.state = State::Stopped;
+            }
+            s.pid = None;
+        });
+    }
+
+    async fn stop(&self, running: Running) {
+        self.set_conn(None);
+        running.conn.close_input();
+        let proc = running.proc.lock().await.take();
+        if let Some(proc) = proc {
+            proc.terminate(STOP_GRACE).await;
+        }
+        running.conn.fail_all("was stopped");
+        self.update(|s| {
+            s.state = State::Stopped;
+            s.pid = None;
+        });
+    }
+
+    /// Spawns the process and runs the handshake. On failure the process is stopped and the
+    /// reason (with the server's last stderr lines) returned.
+    async fn start_once(self: &Arc<Self>, spec: &ChildSpec) -> Result<Running, String> {
+        let t0 = Instant::now();
+        let spawned = spec.spawn().map_err(|e| e.to_string())?;
+        let stderr = spawned.stderr.clone();
+        let pid = spawned.proc.pid();
+        self.update(|s| {
+            s.state = if s.restarts > 0 { State::Restarting } else { State::Starting };
+            s.started_at = Some(SystemTime::now());
+            s.pid = pid;
+            s.stderr = Some(stderr.clone());
+        });
+        let out = spawn_writer(spawned.stdin, self.config.name.clone());
+        let conn = Connection::new(self.config.name.clone(), out, stderr.clone());
+        let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
+        let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+        let (exit_tx, exited) = oneshot::channel();
+        tokio::spawn(read_until_exit(conn.clone(), spawned.stdout, self.max_message_size, incoming_tx, proc.clone(), exit_tx));
+        tokio::spawn(self.clone().forward_incoming(incoming_rx, conn.clone()));
+
+        let handshake = async {
+            let info = handshake::initialize(&conn, "{}", self.config.timeout).await?;
+            let tools = if info.has_capability("tools") {
+                handshake::list_all(&conn, self.name(), "tools/list", "tools", "name", self.config.timeout).await?
+            } else {
+                Vec::new()
+            };
+            Ok::<_, HandshakeError>((info, tools))
+        };
+        match handshake.await {
+            Ok((info, tools)) => {
+                let ready_in = t0.elapsed();
+                tracing::info!(server = %self.name(), version = %info.protocol_version, tools = tools.len(), ms = ready_in.as_millis() as u64, "ready");
+                self.set_conn(Some(conn.clone()));
+                self.update(|s| {
+                    s.state = State::Ready;
+                    s.info = Some(info);
+                    s.tools = Arc::new(tools);
+                    s.ready_in = Some(ready_in);
+                    s.generation += 1;
+                });
+                Ok(Running { conn, proc, exited })
+            }
+            Err(e) => {
+                let mut reason = e.to_string();
+                // Unwrap our own "server 'x'" prefix: the caller names the server already.
+                if let HandshakeError::Call(CallError::Closed { reason: r, .. }) = &e {
+                    reason = r.clone();
+                } else {
+                    reason.push_str(&stderr.summary(5));
+                }
+                conn.close_input();
+                let proc = proc.lock().await.take();
+                if let Some(proc) = proc {
+                    proc.terminate(STOP_GRACE).await;
+                }
+                Err(reason)
+            }
+        }
+    }
+
+    /// Re-fetches the tool list (after `notifications/tools/list_changed`).
+    pub async fn refresh_tools(&self) {
+        let Some(conn) = self.connection() else { return };
+        match handshake::list_all(&conn, self.name(), "tools/list", "tools", "name", self.config.timeout).await {
+            Ok(tools) => {
+                tracing::info!(server = %self.name(), tools = tools.len(), "tool list changed");
+                self.update(|s| s.tools = Arc::new(tools));
+            }
+            Err(e) => tracing::warn!(server = %self.name(), "could not refresh tools after list_changed: {e}"),
+        }
+    }
+
+    async fn forward_incoming(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Incoming>, conn: Arc<Connection>) {
+        while let Some(item) = rx.recv().await {
+            match item {
+                Incoming::Notification(m) if m.method() == "notifications/tools/list_changed" => {
+                    let me = self.clone();
+                    tokio::spawn(async move { me.refresh_tools().await });
+                }
+                Incoming::Notification(m) => {
+                    let _ = self.events.send(Event::Notification(self.index, m));
+                }
+                Incoming::Request(m) => {
+                    if let Err(mpsc::error::SendError(Event::Request(_, m))) = self.events.send(Event::Request(self.index, m)) {
+                        let _ = conn.send(crate::jsonrpc::error(m.id(), crate::jsonrpc::code::METHOD_NOT_FOUND, "openpact cannot serve this request", None));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads the server's stdout until it ends, then works out why (exit status, last stderr
+/// lines), fails every in-flight request with that reason and reports it.
+async fn read_until_exit(
+    conn: Arc<Connection>,
+    stdout: tokio::process::ChildStdout,
+    max: usize,
+    incoming: mpsc::UnboundedSender<Incoming>,
+    proc: Arc<AsyncMutex<Option<ChildProc>>>,
+    exit_tx: oneshot::Sender<String>,
+) {
+    let read = read_frames(stdout, max, |frame| conn.on_frame(frame, &incoming)).await;
+    drop(incoming);
+    // Stdout closing almost always means the process is exiting; give it and its stderr a
+    // moment so the report can say how it ended and what it said last.
+    let status = {
+        let mut guard = proc.lock().await;
+        match guard.as_mut() {
+            Some(p) => tokio::time::timeout(Duration::from_millis(500), p.wait()).await.ok().and_then(Result::ok),
+            None => None,
+        }
+    };
+    conn.stderr.wait_done(Duration::from_millis(200)).await;
+    let mut reason = match (status, read) {
+        (Some(status), _) => format!("exited ({status})"),
+        (None, Err(e)) => format!("stdout failed: {e}"),
+        (None, Ok(())) => "closed its stdout".to_string(),
+    };
+    reason.push_str(&conn.stderr.summary(5));
+    conn.fail_all(&reason);
+    let _ = exit_tx.send(reason);
+}
+
+fn backoff(crash_count: u32) -> Duration {
+    let exp = BACKOFF_START.saturating_mul(1u32 << crash_count.saturating_sub(1).min(10));
+    let base = exp.min(BACKOFF_MAX);
+    // Jitter of up to a quarter, so servers that crashed together do not restart in lockstep.
+    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+}
+
+/// `1.5s`, `250ms`, `2m` — for messages.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 60_000 == 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
