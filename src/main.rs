@@ -17,7 +17,9 @@ fn main() -> ExitCode {
     let filter = std::env::var("OPENPACT_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)));
+        .unwrap_or_else(|| {
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
+        });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
@@ -25,7 +27,11 @@ fn main() -> ExitCode {
         .init();
 
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             cli::output::fatal(&e.into());

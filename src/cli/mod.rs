@@ -14,7 +14,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "openpact", version, about = "Many MCP servers behind one: serve them to an editor, or call their tools from the shell.")]
+#[command(
+    name = "openpact",
+    version,
+    about = "Many MCP servers behind one: serve them to an editor, or call their tools from the shell."
+)]
 pub struct Cli {
     /// Config file (default: $OPENPACT_CONFIG, ./mcp.json, then the user config dir).
     #[arg(long, global = true, value_name = "PATH")]
@@ -99,9 +103,15 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::Serve => unreachable_serve(),
         Command::Tools { json } => tools(&load(&cli.config)?, json).await,
-        Command::Call { tool, arguments, json } => call(&load(&cli.config)?, &tool, arguments.as_deref(), json).await,
+        Command::Call {
+            tool,
+            arguments,
+            json,
+        } => call(&load(&cli.config)?, &tool, arguments.as_deref(), json).await,
         Command::Servers { json } => servers(&load(&cli.config)?, json).await,
-        Command::Config { command: ConfigCommand::Check { json } } => config_check(&cli.config, &cli.state_dir, json),
+        Command::Config {
+            command: ConfigCommand::Check { json },
+        } => config_check(&cli.config, &cli.state_dir, json),
     }
 }
 
@@ -130,31 +140,49 @@ async fn tools(config: &Config, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn call(config: &Config, tool: &str, arguments: Option<&str>, json: bool) -> Result<ExitCode> {
+async fn call(
+    config: &Config,
+    tool: &str,
+    arguments: Option<&str>,
+    json: bool,
+) -> Result<ExitCode> {
     let arguments = match arguments {
         None => "{}".to_string(),
         Some("-") => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("reading the arguments from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the arguments from stdin")?;
             s
         }
         Some(text) => text.to_string(),
     };
-    let parsed: serde_json::Value =
-        serde_json::from_str(&arguments).with_context(|| format!("the arguments are not valid JSON: {}", arguments.trim()))?;
+    let parsed: serde_json::Value = serde_json::from_str(&arguments)
+        .with_context(|| format!("the arguments are not valid JSON: {}", arguments.trim()))?;
     if !parsed.is_object() {
         bail!("the arguments must be a JSON object, like '{{\"message\": \"hi\"}}'");
     }
     // Start only the server the name points at when that is clear; else everything.
     let wanted: Option<Vec<String>> = tool.split_once(':').map(|(prefix, _)| {
-        config.servers.iter().filter(|s| s.prefix() == prefix).map(|s| s.name.clone()).collect()
+        config
+            .servers
+            .iter()
+            .filter(|s| s.prefix() == prefix)
+            .map(|s| s.name.clone())
+            .collect()
     });
     let hub = match wanted {
-        Some(names) if !names.is_empty() => Hub::start_selected(config, |n| names.iter().any(|w| w == n)),
+        Some(names) if !names.is_empty() => {
+            Hub::start_selected(config, |n| names.iter().any(|w| w == n))
+        }
         _ => Hub::start(config),
     };
     hub.settled(CLI_START_LIMIT).await;
-    let params = format!("{{\"name\":{},\"arguments\":{}}}", jsonrpc::quote(tool), arguments.trim());
+    let params = format!(
+        "{{\"name\":{},\"arguments\":{}}}",
+        jsonrpc::quote(tool),
+        arguments.trim()
+    );
     let obj = RawObject::parse(&params)?;
     let outcome = hub.call_tool(tool, &obj).await;
     hub.shutdown().await;
@@ -171,7 +199,11 @@ async fn call(config: &Config, tool: &str, arguments: Option<&str>, json: bool) 
     }
     let result = reply.result().unwrap_or("{}");
     let is_error = output::call_result(result, json)?;
-    Ok(if is_error { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn servers(config: &Config, json: bool) -> Result<ExitCode> {
@@ -186,10 +218,14 @@ async fn servers(config: &Config, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn config_check(path: &Option<PathBuf>, state_dir: &Option<PathBuf>, json: bool) -> Result<ExitCode> {
+fn config_check(
+    path: &Option<PathBuf>,
+    state_dir: &Option<PathBuf>,
+    json: bool,
+) -> Result<ExitCode> {
     let env = |k: &str| std::env::var(k).ok();
     let state = config::state_dir(state_dir.as_deref(), &env);
-    match config::load(path.as_deref()) {
+    match config::load(path.as_deref()).and_then(Config::strict) {
         Ok(config) => {
             if json {
                 output::config_json(&config, &state)?;

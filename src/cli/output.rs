@@ -11,7 +11,9 @@ use std::path::Path;
 use std::time::SystemTime;
 
 pub fn help() {
-    eprintln!("openpact: say what to do, e.g. `openpact serve`, `openpact tools`, `openpact call SERVER:TOOL '{{}}'`; see `openpact --help`");
+    eprintln!(
+        "openpact: say what to do, e.g. `openpact serve`, `openpact tools`, `openpact call SERVER:TOOL '{{}}'`; see `openpact --help`"
+    );
 }
 
 /// A fatal error at the edge of the program.
@@ -20,17 +22,33 @@ pub fn fatal(e: &anyhow::Error) {
 }
 
 fn description(tool_json: &str) -> String {
-    let d = RawObject::parse(tool_json).ok().and_then(|o| o.get_str("description")).unwrap_or_default();
+    let d = RawObject::parse(tool_json)
+        .ok()
+        .and_then(|o| o.get_str("description"))
+        .unwrap_or_default();
     let first = d.lines().next().unwrap_or("").trim();
-    if first.chars().count() > 100 { format!("{}…", first.chars().take(99).collect::<String>()) } else { first.to_string() }
+    if first.chars().count() > 100 {
+        format!("{}…", first.chars().take(99).collect::<String>())
+    } else {
+        first.to_string()
+    }
 }
 
 pub fn tools_human(hub: &Hub, catalog: &Catalog) {
-    let width = catalog.tools.iter().map(|t| t.qualified.len()).max().unwrap_or(0);
+    let width = catalog
+        .tools
+        .iter()
+        .map(|t| t.qualified.len())
+        .max()
+        .unwrap_or(0);
     for t in &catalog.tools {
         println!("{:width$}  {}", t.qualified, description(&t.json));
     }
-    let ready = hub.upstreams().iter().filter(|u| u.snapshot().state == State::Ready).count();
+    let ready = hub
+        .upstreams()
+        .iter()
+        .filter(|u| u.snapshot().state == State::Ready)
+        .count();
     println!("{} tools from {ready} server(s)", catalog.tools.len());
     for up in hub.upstreams() {
         if let State::Failed(reason) = &up.snapshot().state {
@@ -81,23 +99,42 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
         return Ok(is_error);
     }
     let mut lines = Vec::new();
-    for item in v.get("content").and_then(Value::as_array).into_iter().flatten() {
+    for item in v
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("?");
         let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("");
         match kind {
-            "text" => lines.push(item.get("text").and_then(Value::as_str).unwrap_or("").to_string()),
+            "text" => lines.push(
+                item.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            ),
             "image" | "audio" => {
-                let n = item.get("data").and_then(Value::as_str).map_or(0, |d| d.len() * 3 / 4);
+                let n = item
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, |d| d.len() * 3 / 4);
                 lines.push(format!("[{kind} {mime}, about {n} bytes]"));
             }
             "resource" => {
                 let r = item.get("resource").cloned().unwrap_or(Value::Null);
                 match r.get("text").and_then(Value::as_str) {
                     Some(text) => lines.push(text.to_string()),
-                    None => lines.push(format!("[resource {}]", r.get("uri").and_then(Value::as_str).unwrap_or("?"))),
+                    None => lines.push(format!(
+                        "[resource {}]",
+                        r.get("uri").and_then(Value::as_str).unwrap_or("?")
+                    )),
                 }
             }
-            "resource_link" => lines.push(format!("[link {}]", item.get("uri").and_then(Value::as_str).unwrap_or("?"))),
+            "resource_link" => lines.push(format!(
+                "[link {}]",
+                item.get("uri").and_then(Value::as_str).unwrap_or("?")
+            )),
             other => lines.push(format!("[{other} content]")),
         }
     }
@@ -117,7 +154,9 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
 
 /// `2026-11-21T06:40:01Z` without pulling in a date crate.
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Civil-from-days (Howard Hinnant's algorithm).
     let z = days as i64 + 719_468;
@@ -129,7 +168,12 @@ pub fn rfc3339(t: SystemTime) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 pub fn servers_human(hub: &Hub) {
@@ -137,15 +181,37 @@ pub fn servers_human(hub: &Hub) {
         println!("no servers configured");
         return;
     }
-    let w = hub.upstreams().iter().map(|u| u.name().len()).max().unwrap_or(4).max(4);
-    println!("{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS", "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN");
+    let w = hub
+        .upstreams()
+        .iter()
+        .map(|u| u.name().len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS",
+        "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN"
+    );
     for up in hub.upstreams() {
         let s = up.snapshot();
         let proto = s.info.as_ref().map_or("-", |i| i.protocol_version.as_str());
-        let tools = if s.state == State::Ready { s.tools.len().to_string() } else { "-".into() };
+        let tools = if s.state == State::Ready {
+            s.tools.len().to_string()
+        } else {
+            "-".into()
+        };
         let started = s.started_at.map_or_else(|| "-".into(), rfc3339);
         let ready = s.ready_in.map_or_else(|| "-".into(), human_duration);
-        println!("{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  {}", up.name(), s.state.label(), proto, tools, started, ready, s.restarts);
+        println!(
+            "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  {}",
+            up.name(),
+            s.state.label(),
+            proto,
+            tools,
+            started,
+            ready,
+            s.restarts
+        );
         if let State::Failed(reason) = &s.state {
             println!("{:w$}  reason: {reason}", "");
         } else if let Some(e) = &s.last_error {
@@ -187,13 +253,21 @@ pub fn servers_json(hub: &Hub) -> anyhow::Result<()> {
 }
 
 fn source_label(config: &Config) -> String {
-    config.source.as_ref().map_or_else(|| "none found: using the embedded default (no servers)".into(), |p| p.display().to_string())
+    config.source.as_ref().map_or_else(
+        || "none found: using the embedded default (no servers)".into(),
+        |p| p.display().to_string(),
+    )
 }
 
 pub fn config_human(config: &Config, state_dir: &Path) {
     println!("config: {}", source_label(config));
     println!("state dir: {}", state_dir.display());
-    println!("tool names: {:?}, page size {}, list wait {}", config.hub.tool_names, config.hub.page_size, human_duration(config.hub.list_wait));
+    println!(
+        "tool names: {:?}, page size {}, list wait {}",
+        config.hub.tool_names,
+        config.hub.page_size,
+        human_duration(config.hub.list_wait)
+    );
     for s in &config.servers {
         let flag = if s.disabled { " (disabled)" } else { "" };
         println!("\n{}{flag}", s.name);
@@ -201,20 +275,37 @@ pub fn config_human(config: &Config, state_dir: &Path) {
             println!("  namespace: {:?}", s.prefix());
         }
         match &s.transport {
-            Transport::Stdio { command, program, args, cwd, .. } => {
+            Transport::Stdio {
+                command,
+                program,
+                args,
+                cwd,
+                ..
+            } => {
                 println!("  command: {command} -> {}", program.display());
                 if !args.is_empty() {
-                    println!("  args: {}", serde_json::to_string(args).unwrap_or_default());
+                    println!(
+                        "  args: {}",
+                        serde_json::to_string(args).unwrap_or_default()
+                    );
                 }
                 if let Some(cwd) = cwd {
                     println!("  cwd: {}", cwd.display());
                 }
             }
-            Transport::Http { url, kind, .. } => println!("  {kind}: {url} (remote servers are not supported yet)"),
+            Transport::Http { url, kind, .. } => {
+                println!("  {kind}: {url} (remote servers are not supported yet)")
+            }
         }
         let keys = super::env_keys(&s.transport);
         if !keys.is_empty() {
-            println!("  env: {}", keys.iter().map(|k| format!("{k}=…")).collect::<Vec<_>>().join(" "));
+            println!(
+                "  env: {}",
+                keys.iter()
+                    .map(|k| format!("{k}=…"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
         }
         println!("  timeout: {}", human_duration(s.timeout));
     }
@@ -222,7 +313,10 @@ pub fn config_human(config: &Config, state_dir: &Path) {
         eprintln!("warning: {w}");
     }
     let n = config.servers.iter().filter(|s| !s.disabled).count();
-    println!("\nok: {n} server(s) enabled, {} disabled", config.servers.len() - n);
+    println!(
+        "\nok: {n} server(s) enabled, {} disabled",
+        config.servers.len() - n
+    );
 }
 
 pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
@@ -238,7 +332,13 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                 "env": super::env_keys(&s.transport),
             });
             match &s.transport {
-                Transport::Stdio { command, program, args, cwd, .. } => {
+                Transport::Stdio {
+                    command,
+                    program,
+                    args,
+                    cwd,
+                    ..
+                } => {
                     v["type"] = json!("stdio");
                     v["command"] = json!(command);
                     v["program"] = json!(program);

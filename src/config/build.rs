@@ -53,6 +53,7 @@ pub(super) fn parse(
         env,
         base_dir: base_dir(file),
         problems: Vec::new(),
+        local: Vec::new(),
         warnings: Vec::new(),
     };
     let Value::Object(root) = root else {
@@ -122,7 +123,8 @@ pub(super) fn parse(
     }
     b.collisions(&claims);
 
-    if !b.problems.is_empty() {
+    // Only file-level problems stop the load; when there are any, report everything at once.
+    if b.problems.iter().any(|p| !b.local.contains(p)) {
         return Err(b.into_error());
     }
     Ok(Config {
@@ -181,6 +183,8 @@ struct Builder<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
     base_dir: PathBuf,
     problems: Vec<Problem>,
+    /// The subset of `problems` confined to one server's entry (see `server`).
+    local: Vec<Problem>,
     warnings: Vec<String>,
 }
 
@@ -355,16 +359,26 @@ impl Builder<'_> {
             },
         };
         let transport = self.transport(entry, path, disabled);
-        if self.problems.len() > errors_before {
-            return None;
-        }
+        // Problems inside one entry keep that server from starting, not the whole hub: an
+        // editor's only MCP entry must not lose every tool over one missing `uvx`.
+        let unavailable = self.problems[errors_before..].to_vec();
+        self.local.extend(unavailable.iter().cloned());
+        let transport = transport.unwrap_or_else(|| Transport::Stdio {
+            command: String::new(),
+            program: PathBuf::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            injected: Vec::new(),
+        });
         Some(ServerConfig {
             name: name.to_string(),
             namespace,
             disabled,
             timeout,
             protocol,
-            transport: transport?,
+            transport,
+            unavailable,
         })
     }
 

@@ -45,6 +45,26 @@ pub struct ServerConfig {
     pub timeout: Duration,
     pub protocol: Protocol,
     pub transport: Transport,
+    /// Problems in this server's entry (command not found, unset variable, wrong type…).
+    /// Such a server is reported as failed while the others run; `config check` and
+    /// [`Config::strict`] treat them as errors.
+    pub unavailable: Vec<Problem>,
+}
+
+impl Config {
+    /// Fails with every server-level problem too (what `config check` reports).
+    pub fn strict(self) -> Result<Config, ConfigError> {
+        let problems: Vec<Problem> = self
+            .servers
+            .iter()
+            .flat_map(|s| s.unavailable.iter().cloned())
+            .collect();
+        if problems.is_empty() {
+            Ok(self)
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
 }
 
 impl ServerConfig {

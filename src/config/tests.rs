@@ -44,7 +44,7 @@ impl Fixture {
         let bin = self.bin();
         let mut pairs = vec![("PATH", bin.as_str()), ("HOME", "/home/u")];
         pairs.extend_from_slice(extra);
-        parse(text, &self.file(), &env_of(&pairs))
+        parse(text, &self.file(), &env_of(&pairs)).and_then(Config::strict)
     }
 
     fn ok(&self, text: &str, extra: &[(&str, &str)]) -> Config {
@@ -204,6 +204,7 @@ fn unset_variable_error_text() {
     let text =
         r#"{"mcpServers": {"github": {"command": "tool", "args": ["a", "b", "${GITHUB_TOKEN}"]}}}"#;
     let problems = parse(text, Path::new("mcp.json"), &env_of(&[("PATH", &f.bin())]))
+        .and_then(Config::strict)
         .unwrap_err()
         .problems;
     assert_eq!(problems.len(), 1);
@@ -300,6 +301,7 @@ fn command_not_found_lists_path() {
         Path::new("mcp.json"),
         &env_of(&[("PATH", "/nonexistent/a:/nonexistent/b")]),
     )
+    .and_then(Config::strict)
     .unwrap_err()
     .problems;
     assert_eq!(
@@ -776,4 +778,35 @@ fn relative_file_gives_absolute_paths() {
     assert!(cwd.is_absolute(), "{}", cwd.display());
     assert_eq!(cwd, std::env::current_dir().unwrap().join("sub"));
     assert_eq!(c.source, Some(PathBuf::from("mcp.json")));
+}
+
+#[test]
+fn a_broken_server_entry_does_not_stop_the_others() {
+    let f = Fixture::new();
+    let c = f
+        .parse(
+            r#"{"mcpServers": {"ok": {"command": "tool"}, "gone": {"command": "surely-missing-cmd"}, "tok": {"command": "tool", "env": {"T": "${NOPE_TOKEN}"}}}}"#,
+            &[],
+        )
+        .err()
+        .map(|e| e.problems.len());
+    assert_eq!(c, Some(2), "strict parsing reports both broken servers");
+    let bin = f.bin();
+    let lenient = parse(
+        r#"{"mcpServers": {"ok": {"command": "tool"}, "gone": {"command": "surely-missing-cmd"}, "tok": {"command": "tool", "env": {"T": "${NOPE_TOKEN}"}}}}"#,
+        &f.file(),
+        &env_of(&[("PATH", bin.as_str())]),
+    )
+    .unwrap();
+    assert!(lenient.servers[0].unavailable.is_empty());
+    assert!(
+        lenient.servers[1].unavailable[0]
+            .to_string()
+            .contains("mcpServers.gone.command: `surely-missing-cmd` was not found")
+    );
+    assert!(
+        lenient.servers[2].unavailable[0]
+            .to_string()
+            .contains("${NOPE_TOKEN} is not set")
+    );
 }

@@ -65,7 +65,13 @@ impl Catalog {
                 for name in [&wire, &qualified, &portable] {
                     lookup.entry(name.clone()).or_insert(idx);
                 }
-                tools.push(CatalogTool { upstream: up.index, original: entry.key.clone(), qualified, wire, json });
+                tools.push(CatalogTool {
+                    upstream: up.index,
+                    original: entry.key.clone(),
+                    qualified,
+                    wire,
+                    json,
+                });
             }
         }
         let mut fp = names::fnv1a(&(tools.len() as u64).to_le_bytes());
@@ -73,7 +79,11 @@ impl Catalog {
             fp ^= names::fnv1a(t.json.as_bytes()).rotate_left((t.upstream % 64) as u32);
             fp = fp.wrapping_mul(0x0000_0100_0000_01b3);
         }
-        Catalog { tools, lookup, fingerprint: fp }
+        Catalog {
+            tools,
+            lookup,
+            fingerprint: fp,
+        }
     }
 
     /// Resolves a wire, qualified or portable name.

@@ -42,7 +42,11 @@ pub enum RouteError {
     #[error("Unknown tool: {0}")]
     UnknownTool(String),
     #[error("tool '{tool}' belongs to server '{server}', which is {state}")]
-    ServerDown { tool: String, server: String, state: String },
+    ServerDown {
+        tool: String,
+        server: String,
+        state: String,
+    },
 }
 
 impl RouteError {
@@ -88,8 +92,11 @@ impl Hub {
             supervisors: std::sync::Mutex::new(Vec::new()),
             started: Instant::now(),
         });
-        let handles: Vec<_> =
-            hub.upstreams.iter().map(|up| tokio::spawn(up.clone().supervise(shutdown_rx.clone()))).collect();
+        let handles: Vec<_> = hub
+            .upstreams
+            .iter()
+            .map(|up| tokio::spawn(up.clone().supervise(shutdown_rx.clone())))
+            .collect();
         if let Ok(mut s) = hub.supervisors.lock() {
             *s = handles;
         }
@@ -118,7 +125,9 @@ impl Hub {
 
     /// True while some server is still on its way to its first ready or failed state.
     pub fn starting(&self) -> bool {
-        self.upstreams.iter().any(|u| u.snapshot().state.is_pending())
+        self.upstreams
+            .iter()
+            .any(|u| u.snapshot().state.is_pending())
     }
 
     /// Waits until no server is still starting, or `limit` has passed.
@@ -131,7 +140,10 @@ impl Hub {
         let mut rx = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + limit;
         while !done() {
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -141,7 +153,10 @@ impl Hub {
     /// hub started: clients that ignore `list_changed` still see the tools of servers that
     /// take a moment, while a hung server cannot stall the list for long.
     pub async fn startup_grace(&self) {
-        let left = self.settings.list_wait.saturating_sub(self.started.elapsed());
+        let left = self
+            .settings
+            .list_wait
+            .saturating_sub(self.started.elapsed());
         if !left.is_zero() {
             self.settled(left).await;
         }
@@ -157,9 +172,15 @@ impl Hub {
         for up in &self.upstreams {
             let prefix = up.config.prefix();
             let matches = !prefix.is_empty()
-                && (name.strip_prefix(prefix).is_some_and(|rest| rest.starts_with(':') || rest.starts_with("__")));
+                && (name
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("__")));
             if matches && up.snapshot().state != State::Ready {
-                return Err(RouteError::ServerDown { tool: name.into(), server: up.name().into(), state: up.describe_state() });
+                return Err(RouteError::ServerDown {
+                    tool: name.into(),
+                    server: up.name().into(),
+                    state: up.describe_state(),
+                });
             }
         }
         Err(RouteError::UnknownTool(name.into()))
@@ -167,13 +188,21 @@ impl Hub {
 
     /// Calls a tool by any accepted name. `params` is the downstream `tools/call` params
     /// object; only its `name` is rewritten, everything else passes through untouched.
-    pub async fn call_tool(&self, name: &str, params: &jsonrpc::RawObject<'_>) -> Result<Message, HubCallError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        params: &jsonrpc::RawObject<'_>,
+    ) -> Result<Message, HubCallError> {
         let (up, original) = match self.route(name) {
             Ok(found) => found,
             // Its server may still be starting: wait for it as `tools/list` would.
             Err(_) if self.starting() => {
-                let left = self.settings.list_wait.saturating_sub(self.started.elapsed());
-                self.wait_until(left, || self.route(name).is_ok() || !self.starting()).await;
+                let left = self
+                    .settings
+                    .list_wait
+                    .saturating_sub(self.started.elapsed());
+                self.wait_until(left, || self.route(name).is_ok() || !self.starting())
+                    .await;
                 self.route(name)?
             }
             Err(e) => return Err(e.into()),
@@ -194,7 +223,10 @@ impl Hub {
                 let _ = h.await;
             }
         };
-        if tokio::time::timeout(Duration::from_millis(1800), all).await.is_err() {
+        if tokio::time::timeout(Duration::from_millis(1800), all)
+            .await
+            .is_err()
+        {
             tracing::warn!("some servers did not stop in time");
         }
     }
@@ -203,7 +235,12 @@ impl Hub {
     pub fn instructions(&self) -> Option<String> {
         let mut parts = Vec::new();
         for up in &self.upstreams {
-            if let Some(text) = up.snapshot().info.as_ref().and_then(|i| i.instructions.clone()) {
+            if let Some(text) = up
+                .snapshot()
+                .info
+                .as_ref()
+                .and_then(|i| i.instructions.clone())
+            {
                 parts.push(format!("## {}\n{}", up.name(), text.trim()));
             }
         }
@@ -253,8 +290,14 @@ async fn event_loop(hub: std::sync::Weak<Hub>, mut rx: mpsc::UnboundedReceiver<E
                 }
                 Event::Request(i, m) => {
                     if let Some(conn) = hub.upstreams[i].connection() {
-                        let msg = format!("openpact does not forward {} to clients yet", m.method());
-                        let _ = conn.send(jsonrpc::error(m.id(), jsonrpc::code::METHOD_NOT_FOUND, &msg, None));
+                        let msg =
+                            format!("openpact does not forward {} to clients yet", m.method());
+                        let _ = conn.send(jsonrpc::error(
+                            m.id(),
+                            jsonrpc::code::METHOD_NOT_FOUND,
+                            &msg,
+                            None,
+                        ));
                     }
                     debug_assert_eq!(m.kind(), Kind::Request);
                 }
@@ -264,7 +307,10 @@ async fn event_loop(hub: std::sync::Weak<Hub>, mut rx: mpsc::UnboundedReceiver<E
         if rebuild {
             let fresh = Catalog::build(&hub.upstreams, hub.settings.tool_names);
             let changed = {
-                let mut cur = hub.catalog.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut cur = hub
+                    .catalog
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let changed = cur.fingerprint != fresh.fingerprint;
                 *cur = Arc::new(fresh);
                 changed

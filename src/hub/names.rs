@@ -6,7 +6,11 @@ pub const PORTABLE_MAX: usize = 64;
 
 /// `prefix:tool`, or the bare tool name when the prefix is empty.
 pub fn qualified(prefix: &str, tool: &str) -> String {
-    if prefix.is_empty() { tool.to_string() } else { format!("{prefix}:{tool}") }
+    if prefix.is_empty() {
+        tool.to_string()
+    } else {
+        format!("{prefix}:{tool}")
+    }
 }
 
 /// `prefix__tool` restricted to `[A-Za-z0-9_-]`, at most 64 characters. When characters had
@@ -16,11 +20,12 @@ pub fn portable(prefix: &str, tool: &str) -> String {
     let (p, p_changed) = sanitize(prefix);
     let (t, t_changed) = sanitize(tool);
     let mut name = if p.is_empty() { t } else { format!("{p}__{t}") };
-    if name.is_empty() {
-        name.push('_');
-    }
-    if p_changed || t_changed || name.len() > PORTABLE_MAX {
-        let suffix = format!("_{:08x}", fnv1a(format!("{prefix}\u{0}{tool}").as_bytes()) as u32);
+    let empty = name.is_empty();
+    if p_changed || t_changed || empty || name.len() > PORTABLE_MAX {
+        let suffix = format!(
+            "_{:08x}",
+            fnv1a(format!("{prefix}\u{0}{tool}").as_bytes()) as u32
+        );
         name.truncate(PORTABLE_MAX - suffix.len());
         name.push_str(&suffix);
     }
@@ -58,7 +63,10 @@ mod tests {
     use super::*;
 
     fn valid(n: &str) -> bool {
-        !n.is_empty() && n.len() <= PORTABLE_MAX && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        !n.is_empty()
+            && n.len() <= PORTABLE_MAX
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     }
 
     #[test]
@@ -90,10 +98,14 @@ mod tests {
         let mut seen = std::collections::HashMap::new();
         let mut x: u64 = 42;
         for _ in 0..5000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let alphabet = ['a', 'B', '1', '_', '-', '.', ':', '/', ' ', 'é'];
             let len = (x >> 33) as usize % 80;
-            let tool: String = (0..len).map(|i| alphabet[((x >> (i % 50)) as usize + i) % alphabet.len()]).collect();
+            let tool: String = (0..len)
+                .map(|i| alphabet[((x >> (i % 50)) as usize + i) % alphabet.len()])
+                .collect();
             let prefix = ["a", "a.b", "srv", ""][(x >> 7) as usize % 4];
             let n = portable(prefix, &tool);
             assert!(valid(&n), "{n:?}");

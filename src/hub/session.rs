@@ -23,8 +23,16 @@ pub struct Session {
 
 impl Session {
     pub fn new(hub: Arc<Hub>, out: mpsc::UnboundedSender<Outgoing>) -> Arc<Session> {
-        let session = Arc::new(Session { hub, out, in_flight: Mutex::new(HashMap::new()), initialized: AtomicBool::new(false) });
-        tokio::spawn(forward_hub_events(Arc::downgrade(&session), session.hub.subscribe()));
+        let session = Arc::new(Session {
+            hub,
+            out,
+            in_flight: Mutex::new(HashMap::new()),
+            initialized: AtomicBool::new(false),
+        });
+        tokio::spawn(forward_hub_events(
+            Arc::downgrade(&session),
+            session.hub.subscribe(),
+        ));
         session
     }
 
@@ -54,13 +62,21 @@ impl Session {
                 for m in messages {
                     match m {
                         Ok(m) => self.handle(m),
-                        Err(e) => self.send_error("null", code::INVALID_REQUEST, &format!("Invalid request: {e}")),
+                        Err(e) => self.send_error(
+                            "null",
+                            code::INVALID_REQUEST,
+                            &format!("Invalid request: {e}"),
+                        ),
                     }
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, "client sent a line that is not JSON-RPC");
-                let what = if e.code() == code::PARSE_ERROR { "Parse error" } else { "Invalid request" };
+                let what = if e.code() == code::PARSE_ERROR {
+                    "Parse error"
+                } else {
+                    "Invalid request"
+                };
                 self.send_error("null", e.code(), &format!("{what}: {e}"));
             }
         }
@@ -70,7 +86,10 @@ impl Session {
         match m.kind() {
             Kind::Request => self.request(m),
             Kind::Notification => self.notification(&m),
-            Kind::Response => tracing::debug!(id = m.id(), "response from the client to no request of ours"),
+            Kind::Response => tracing::debug!(
+                id = m.id(),
+                "response from the client to no request of ours"
+            ),
         }
     }
 
@@ -80,10 +99,18 @@ impl Session {
             "ping" => self.send(jsonrpc::result(m.id(), "{}")),
             // The 2026-07-28 era arrives later; -32601 makes modern clients fall back to
             // `initialize` on the same pipe.
-            "server/discover" => self.send_error(m.id(), code::METHOD_NOT_FOUND, "Method not found: server/discover"),
+            "server/discover" => self.send_error(
+                m.id(),
+                code::METHOD_NOT_FOUND,
+                "Method not found: server/discover",
+            ),
             "tools/list" => self.spawn(m, |s, m| async move { s.tools_list(&m).await }),
             "tools/call" => self.spawn(m, |s, m| async move { s.tools_call(&m).await }),
-            other => self.send_error(m.id(), code::METHOD_NOT_FOUND, &format!("Method not found: {other}")),
+            other => self.send_error(
+                m.id(),
+                code::METHOD_NOT_FOUND,
+                &format!("Method not found: {other}"),
+            ),
         }
     }
 
@@ -91,7 +118,10 @@ impl Session {
         match m.method() {
             "notifications/initialized" => self.initialized.store(true, Ordering::Release),
             "notifications/cancelled" => {
-                let id = m.params().and_then(|p| RawObject::parse(p).ok()).and_then(|o| o.get("requestId").map(str::to_string));
+                let id = m
+                    .params()
+                    .and_then(|p| RawObject::parse(p).ok())
+                    .and_then(|o| o.get("requestId").map(str::to_string));
                 if let Some(id) = id {
                     if let Some(task) = self.lock_in_flight().remove(&id) {
                         // Dropping the request future sends the upstream its own cancel.
@@ -105,7 +135,9 @@ impl Session {
     }
 
     fn lock_in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortHandle>> {
-        self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Runs a request on its own task so slow servers never hold up the others, and keeps it
@@ -144,7 +176,10 @@ impl Session {
     }
 
     fn initialize(&self, m: &Message) {
-        let requested = m.params().and_then(|p| RawObject::parse(p).ok()).and_then(|o| o.get_str("protocolVersion"));
+        let requested = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .and_then(|o| o.get_str("protocolVersion"));
         let version = match requested {
             Some(v) if LEGACY_VERSIONS.contains(&v.as_str()) => v,
             _ => OFFERED_VERSION.to_string(),
@@ -164,7 +199,10 @@ impl Session {
     async fn tools_list(&self, m: &Message) -> String {
         self.hub.startup_grace().await;
         let catalog = self.hub.catalog();
-        let cursor = m.params().and_then(|p| RawObject::parse(p).ok()).and_then(|o| o.get_str("cursor"));
+        let cursor = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .and_then(|o| o.get_str("cursor"));
         let start = match cursor {
             None => 0,
             Some(c) => match parse_cursor(&c, catalog.fingerprint) {
@@ -181,7 +219,8 @@ impl Session {
         };
         let end = (start + self.hub.settings.page_size).min(catalog.tools.len());
         let page = &catalog.tools[start..end];
-        let mut result = String::with_capacity(32 + page.iter().map(|t| t.json.len() + 1).sum::<usize>());
+        let mut result =
+            String::with_capacity(32 + page.iter().map(|t| t.json.len() + 1).sum::<usize>());
         result.push_str("{\"tools\":[");
         for (i, t) in page.iter().enumerate() {
             if i > 0 {
@@ -192,7 +231,10 @@ impl Session {
         result.push(']');
         if end < catalog.tools.len() {
             result.push_str(",\"nextCursor\":");
-            result.push_str(&jsonrpc::quote(&format!("{:016x}.{end}", catalog.fingerprint)));
+            result.push_str(&jsonrpc::quote(&format!(
+                "{:016x}.{end}",
+                catalog.fingerprint
+            )));
         }
         result.push('}');
         jsonrpc::result(m.id(), &result)
@@ -202,16 +244,33 @@ impl Session {
         let params = m.params().unwrap_or("{}");
         let obj = match RawObject::parse(params) {
             Ok(o) => o,
-            Err(e) => return jsonrpc::error(m.id(), code::INVALID_PARAMS, &format!("tools/call params must be an object: {e}"), None),
+            Err(e) => {
+                return jsonrpc::error(
+                    m.id(),
+                    code::INVALID_PARAMS,
+                    &format!("tools/call params must be an object: {e}"),
+                    None,
+                );
+            }
         };
         let Some(name) = obj.get_str("name") else {
-            return jsonrpc::error(m.id(), code::INVALID_PARAMS, "tools/call needs a string `name`", None);
+            return jsonrpc::error(
+                m.id(),
+                code::INVALID_PARAMS,
+                "tools/call needs a string `name`",
+                None,
+            );
         };
         match self.hub.call_tool(&name, &obj).await {
             Ok(reply) => match (reply.result(), reply.error()) {
                 (Some(result), _) => jsonrpc::result(m.id(), result),
                 (None, Some(error)) => jsonrpc::error_raw(m.id(), error),
-                (None, None) => jsonrpc::error(m.id(), code::INTERNAL_ERROR, "server sent an empty response", None),
+                (None, None) => jsonrpc::error(
+                    m.id(),
+                    code::INTERNAL_ERROR,
+                    "server sent an empty response",
+                    None,
+                ),
             },
             Err(e) => jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
         }
@@ -226,7 +285,10 @@ fn parse_cursor(cursor: &str, fingerprint: u64) -> Option<usize> {
     offset.parse().ok()
 }
 
-async fn forward_hub_events(session: std::sync::Weak<Session>, mut rx: tokio::sync::broadcast::Receiver<HubEvent>) {
+async fn forward_hub_events(
+    session: std::sync::Weak<Session>,
+    mut rx: tokio::sync::broadcast::Receiver<HubEvent>,
+) {
     loop {
         let ev = match rx.recv().await {
             Ok(ev) => ev,
@@ -237,7 +299,10 @@ async fn forward_hub_events(session: std::sync::Weak<Session>, mut rx: tokio::sy
         let Some(s) = session.upgrade() else { return };
         match ev {
             HubEvent::ToolsChanged if s.initialized.load(Ordering::Acquire) => {
-                s.send(jsonrpc::notification("notifications/tools/list_changed", None));
+                s.send(jsonrpc::notification(
+                    "notifications/tools/list_changed",
+                    None,
+                ));
             }
             HubEvent::ToolsChanged => {}
         }

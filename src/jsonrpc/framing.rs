@@ -24,7 +24,11 @@ pub struct Framer {
 
 impl Framer {
     pub fn new(max: usize) -> Self {
-        Framer { max, partial: Vec::new(), skipping: None }
+        Framer {
+            max,
+            partial: Vec::new(),
+            skipping: None,
+        }
     }
 
     /// Looks at `buf`; returns how many bytes were consumed and, if a line ended inside
@@ -68,7 +72,9 @@ impl Framer {
 
     fn finish(&mut self, tail: &[u8]) -> Option<Frame> {
         if let Some(n) = self.skipping.take() {
-            return Some(Frame::Oversized { len: n + tail.len() });
+            return Some(Frame::Oversized {
+                len: n + tail.len(),
+            });
         }
         if self.partial.len() + tail.len() > self.max {
             let len = self.partial.len() + tail.len();
@@ -121,16 +127,26 @@ mod tests {
         let frames = run(100, &[b"ab", b"c\nde", b"f\r\n\n", b"g"]);
         assert_eq!(
             frames,
-            vec![Frame::Line(b"abc".to_vec()), Frame::Line(b"def".to_vec()), Frame::Line(b"g".to_vec())]
+            vec![
+                Frame::Line(b"abc".to_vec()),
+                Frame::Line(b"def".to_vec()),
+                Frame::Line(b"g".to_vec())
+            ]
         );
     }
 
     #[test]
     fn oversized_line_is_skipped_and_the_next_survives() {
         let frames = run(4, &[b"12", b"345", b"67\nok\n"]);
-        assert_eq!(frames, vec![Frame::Oversized { len: 7 }, Frame::Line(b"ok".to_vec())]);
+        assert_eq!(
+            frames,
+            vec![Frame::Oversized { len: 7 }, Frame::Line(b"ok".to_vec())]
+        );
         let frames = run(4, &[b"123456\nok"]);
-        assert_eq!(frames, vec![Frame::Oversized { len: 6 }, Frame::Line(b"ok".to_vec())]);
+        assert_eq!(
+            frames,
+            vec![Frame::Oversized { len: 6 }, Frame::Line(b"ok".to_vec())]
+        );
         let frames = run(4, &[b"1234"]);
         assert_eq!(frames, vec![Frame::Line(b"1234".to_vec())]);
     }

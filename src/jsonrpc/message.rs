@@ -71,7 +71,10 @@ pub fn parse_frame(line: Vec<u8>) -> Result<Vec<Result<Message, ParseError>>, Pa
         if items.is_empty() {
             return Err(ParseError::EmptyBatch);
         }
-        return Ok(items.into_iter().map(|raw| Message::parse(raw.get().into())).collect());
+        return Ok(items
+            .into_iter()
+            .map(|raw| Message::parse(raw.get().into()))
+            .collect());
     }
     Message::parse(text.into_boxed_str()).map(|m| vec![Ok(m)])
 }
@@ -88,7 +91,9 @@ impl ParseError {
     pub fn code(&self) -> i64 {
         match self {
             ParseError::NotUtf8 | ParseError::NotJson(_) => crate::jsonrpc::code::PARSE_ERROR,
-            ParseError::NotJsonRpc | ParseError::EmptyBatch => crate::jsonrpc::code::INVALID_REQUEST,
+            ParseError::NotJsonRpc | ParseError::EmptyBatch => {
+                crate::jsonrpc::code::INVALID_REQUEST
+            }
         }
     }
 }
@@ -112,7 +117,15 @@ impl Message {
         let params = env.params.map(|r| span(&text, r.get()));
         let result = env.result.map(|r| span(&text, r.get()));
         let error = env.error.map(|r| span(&text, r.get()));
-        Ok(Message { text, kind, id, method, params, result, error })
+        Ok(Message {
+            text,
+            kind,
+            id,
+            method,
+            params,
+            result,
+            error,
+        })
     }
 
     pub fn kind(&self) -> Kind {
@@ -168,7 +181,9 @@ mod tests {
 
     #[test]
     fn request_fields_are_verbatim_spans() {
-        let m = one(r#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/call","params":{"name":"x","arguments":{"a":1.0}},"extra":true}"#);
+        let m = one(
+            r#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/call","params":{"name":"x","arguments":{"a":1.0}},"extra":true}"#,
+        );
         assert_eq!(m.kind(), Kind::Request);
         assert_eq!(m.id(), "12345678901234567890");
         assert_eq!(m.method(), "tools/call");
@@ -177,24 +192,49 @@ mod tests {
 
     #[test]
     fn kinds_and_escaped_methods() {
-        assert_eq!(one(r#"{"jsonrpc":"2.0","method":"notifications\/initialized"}"#).method(), "notifications/initialized");
-        assert_eq!(one(r#"{"jsonrpc":"2.0","method":"x"}"#).kind(), Kind::Notification);
+        assert_eq!(
+            one(r#"{"jsonrpc":"2.0","method":"notifications\/initialized"}"#).method(),
+            "notifications/initialized"
+        );
+        assert_eq!(
+            one(r#"{"jsonrpc":"2.0","method":"x"}"#).kind(),
+            Kind::Notification
+        );
         let r = one(r#"{"jsonrpc":"2.0","id":"a","result":{"k":[1]}}"#);
-        assert_eq!((r.kind(), r.id(), r.result()), (Kind::Response, "\"a\"", Some(r#"{"k":[1]}"#)));
+        assert_eq!(
+            (r.kind(), r.id(), r.result()),
+            (Kind::Response, "\"a\"", Some(r#"{"k":[1]}"#))
+        );
         let e = one(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#);
-        assert_eq!((e.kind(), e.id(), e.error().is_some()), (Kind::Response, "null", true));
-        assert!(matches!(Message::parse(r#"{"id":1}"#.into()), Err(ParseError::NotJsonRpc)));
-        assert!(matches!(Message::parse("[1".into()), Err(ParseError::NotJson(_))));
+        assert_eq!(
+            (e.kind(), e.id(), e.error().is_some()),
+            (Kind::Response, "null", true)
+        );
+        assert!(matches!(
+            Message::parse(r#"{"id":1}"#.into()),
+            Err(ParseError::NotJsonRpc)
+        ));
+        assert!(matches!(
+            Message::parse("[1".into()),
+            Err(ParseError::NotJson(_))
+        ));
     }
 
     #[test]
     fn batches_split_into_messages() {
-        let out = parse_frame(br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":1}]"#.to_vec()).unwrap();
+        let out = parse_frame(br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":1}]"#.to_vec())
+            .unwrap();
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].as_ref().unwrap().method(), "ping");
         assert!(out[1].is_err());
-        assert!(matches!(parse_frame(b"[]".to_vec()), Err(ParseError::EmptyBatch)));
-        assert!(matches!(parse_frame(vec![0xff, b'{']), Err(ParseError::NotUtf8)));
+        assert!(matches!(
+            parse_frame(b"[]".to_vec()),
+            Err(ParseError::EmptyBatch)
+        ));
+        assert!(matches!(
+            parse_frame(vec![0xff, b'{']),
+            Err(ParseError::NotUtf8)
+        ));
     }
 
     #[test]
@@ -203,6 +243,9 @@ mod tests {
         let m = one(&line);
         assert_eq!((m.id(), m.method(), m.params()), ("7", "a\"b", Some("{}")));
         let e = one(&crate::jsonrpc::error("\"x\"", -32601, "nope", Some("[1]")));
-        assert_eq!(e.error(), Some(r#"{"code":-32601,"message":"nope","data":[1]}"#));
+        assert_eq!(
+            e.error(),
+            Some(r#"{"code":-32601,"message":"nope","data":[1]}"#)
+        );
     }
 }

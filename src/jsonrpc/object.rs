@@ -19,12 +19,16 @@ impl<'a> RawObject<'a> {
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.members.iter().find(|(k, _)| k == key).map(|(_, v)| v.get())
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.get())
     }
 
     /// A string member's decoded value.
     pub fn get_str(&self, key: &str) -> Option<String> {
-        self.get(key).and_then(|v| serde_json::from_str::<String>(v).ok())
+        self.get(key)
+            .and_then(|v| serde_json::from_str::<String>(v).ok())
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -69,7 +73,10 @@ impl<'a> RawObject<'a> {
     }
 
     fn len_hint(&self) -> usize {
-        self.members.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum()
+        self.members
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum()
     }
 }
 
@@ -100,13 +107,19 @@ mod tests {
 
     #[test]
     fn rewrite_keeps_order_and_unknown_members() {
-        let o = RawObject::parse(r#"{"name":"a","execution":{"taskSupport":"optional"},"x-vendor":[1, 2]}"#).unwrap();
+        let o = RawObject::parse(
+            r#"{"name":"a","execution":{"taskSupport":"optional"},"x-vendor":[1, 2]}"#,
+        )
+        .unwrap();
         assert_eq!(o.get_str("name").as_deref(), Some("a"));
         assert_eq!(
             o.with("name", "\"s:a\""),
             r#"{"name":"s:a","execution":{"taskSupport":"optional"},"x-vendor":[1, 2]}"#
         );
-        assert_eq!(o.rewrite(&[("execution", None), ("new", Some("1"))]), r#"{"name":"a","x-vendor":[1, 2],"new":1}"#);
+        assert_eq!(
+            o.rewrite(&[("execution", None), ("new", Some("1"))]),
+            r#"{"name":"a","x-vendor":[1, 2],"new":1}"#
+        );
         assert!(RawObject::parse("[1]").is_err());
     }
 }

@@ -82,7 +82,8 @@ impl StderrLog {
     }
 
     fn mark_done(&self) {
-        self.finished.store(true, std::sync::atomic::Ordering::Release);
+        self.finished
+            .store(true, std::sync::atomic::Ordering::Release);
         self.done.notify_waiters();
     }
 
@@ -98,7 +99,11 @@ impl StderrLog {
     /// A short suffix for error messages: `; last stderr: a | b | c`, or empty.
     pub fn summary(&self, n: usize) -> String {
         let tail = self.tail(n);
-        if tail.is_empty() { String::new() } else { format!("; last stderr: {}", tail.join(" | ")) }
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; last stderr: {}", tail.join(" | "))
+        }
     }
 }
 
@@ -124,16 +129,32 @@ impl ChildSpec {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        let err = |source| SpawnError { program: self.program.display().to_string(), source };
+        let err = |source| SpawnError {
+            program: self.program.display().to_string(),
+            source,
+        };
         let mut child = cmd.spawn().map_err(err)?;
         let missing = || err(std::io::Error::other("pipe missing"));
         let stdin = child.stdin.take().ok_or_else(missing)?;
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
         let stderr = Arc::new(StderrLog::default());
-        tokio::spawn(drain_stderr(stderr_pipe, self.label.clone(), stderr.clone()));
+        tokio::spawn(drain_stderr(
+            stderr_pipe,
+            self.label.clone(),
+            stderr.clone(),
+        ));
         let pid = child.id();
-        Ok(Spawned { proc: ChildProc { child, pid, label: self.label.clone() }, stdin, stdout, stderr })
+        Ok(Spawned {
+            proc: ChildProc {
+                child,
+                pid,
+                label: self.label.clone(),
+            },
+            stdin,
+            stdout,
+            stderr,
+        })
     }
 }
 
@@ -169,7 +190,10 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc
     log.mark_done();
 }
 
-async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R, out: &mut Vec<u8>) -> std::io::Result<usize> {
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
     let mut total = 0;
     loop {
         let buf = r.fill_buf().await?;
@@ -213,7 +237,10 @@ impl ChildProc {
                     _ => {
                         tracing::warn!(server = %self.label, "did not exit after SIGTERM; sending SIGKILL");
                         self.signal_group(Signal::SIGKILL);
-                        tokio::time::timeout(grace, self.child.wait()).await.ok().and_then(Result::ok)
+                        tokio::time::timeout(grace, self.child.wait())
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
                     }
                 }
             }
@@ -224,7 +251,9 @@ impl ChildProc {
     }
 
     fn signal_group(&self, sig: Signal) {
-        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else { return };
+        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
+            return;
+        };
         // ESRCH (group already empty) is the normal case after a clean exit.
         let _ = killpg(Pid::from_raw(pid), sig);
     }

@@ -74,7 +74,10 @@ where
     tx
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, line: &str) -> std::io::Result<()> {
+async fn write_line<W: AsyncWrite + Unpin>(
+    w: &mut BufWriter<W>,
+    line: &str,
+) -> std::io::Result<()> {
     w.write_all(line.as_bytes()).await?;
     w.write_all(b"\n").await
 }

@@ -54,28 +54,37 @@ pub fn start(max_message_size: usize) -> std::io::Result<StdioPipes> {
 
     let (outgoing, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (done_tx, flushed) = oneshot::channel();
-    std::thread::Builder::new().name("stdout".into()).spawn(move || {
-        let stdout = std::io::stdout();
-        let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-        'outer: while let Some(first) = out_rx.blocking_recv() {
-            let mut next = Some(first);
-            while let Some(item) = next.take() {
-                match item {
-                    Outgoing::Line(line) => {
-                        if w.write_all(line.as_bytes()).and_then(|()| w.write_all(b"\n")).is_err() {
-                            break 'outer;
+    std::thread::Builder::new()
+        .name("stdout".into())
+        .spawn(move || {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+            'outer: while let Some(first) = out_rx.blocking_recv() {
+                let mut next = Some(first);
+                while let Some(item) = next.take() {
+                    match item {
+                        Outgoing::Line(line) => {
+                            if w.write_all(line.as_bytes())
+                                .and_then(|()| w.write_all(b"\n"))
+                                .is_err()
+                            {
+                                break 'outer;
+                            }
                         }
+                        Outgoing::Close => break 'outer,
                     }
-                    Outgoing::Close => break 'outer,
+                    next = out_rx.try_recv().ok();
                 }
-                next = out_rx.try_recv().ok();
+                if w.flush().is_err() {
+                    break;
+                }
             }
-            if w.flush().is_err() {
-                break;
-            }
-        }
-        let _ = w.flush();
-        let _ = done_tx.send(());
-    })?;
-    Ok(StdioPipes { incoming, outgoing, flushed })
+            let _ = w.flush();
+            let _ = done_tx.send(());
+        })?;
+    Ok(StdioPipes {
+        incoming,
+        outgoing,
+        flushed,
+    })
 }

@@ -13,7 +13,11 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     #[error("server '{server}' did not answer {method} within {}; the request was cancelled", crate::upstream::human_duration(*after))]
-    Timeout { server: String, method: String, after: Duration },
+    Timeout {
+        server: String,
+        method: String,
+        after: Duration,
+    },
     #[error("server '{server}' {reason}")]
     Closed { server: String, reason: String },
     #[error("server '{server}' is not ready ({state})")]
@@ -57,7 +61,11 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(label: String, out: mpsc::UnboundedSender<Outgoing>, stderr: Arc<StderrLog>) -> Arc<Self> {
+    pub fn new(
+        label: String,
+        out: mpsc::UnboundedSender<Outgoing>,
+        stderr: Arc<StderrLog>,
+    ) -> Arc<Self> {
         Arc::new(Connection {
             label,
             out,
@@ -75,15 +83,30 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Some(reason) = self.closed_reason() {
-            return Err(CallError::Closed { server: self.label.clone(), reason });
+            return Err(CallError::Closed {
+                server: self.label.clone(),
+                reason,
+            });
         }
         self.lock_pending().insert(id, tx);
-        let mut guard = CancelGuard { conn: self, id, reason: Some("cancelled by the client") };
-        if self.send(jsonrpc::request(&id.to_string(), method, params)).is_err() {
+        let mut guard = CancelGuard {
+            conn: self,
+            id,
+            reason: Some("cancelled by the client"),
+        };
+        if self
+            .send(jsonrpc::request(&id.to_string(), method, params))
+            .is_err()
+        {
             guard.reason = None;
             self.lock_pending().remove(&id);
-            let reason = self.closed_reason().unwrap_or_else(|| "closed its input".into());
-            return Err(CallError::Closed { server: self.label.clone(), reason });
+            let reason = self
+                .closed_reason()
+                .unwrap_or_else(|| "closed its input".into());
+            return Err(CallError::Closed {
+                server: self.label.clone(),
+                reason,
+            });
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(reply)) => {
@@ -93,11 +116,18 @@ impl Connection {
             Ok(Err(_)) => {
                 guard.reason = None;
                 let reason = self.closed_reason().unwrap_or_else(|| "went away".into());
-                Err(CallError::Closed { server: self.label.clone(), reason })
+                Err(CallError::Closed {
+                    server: self.label.clone(),
+                    reason,
+                })
             }
             Err(_) => {
                 guard.reason = Some("timed out");
-                Err(CallError::Timeout { server: self.label.clone(), method: method.to_string(), after: timeout })
+                Err(CallError::Timeout {
+                    server: self.label.clone(),
+                    method: method.to_string(),
+                    after: timeout,
+                })
             }
         }
     }
@@ -123,7 +153,10 @@ impl Connection {
         }
         let drained: Vec<_> = self.lock_pending().drain().collect();
         for (_, tx) in drained {
-            let _ = tx.send(Err(CallError::Closed { server: self.label.clone(), reason: reason.to_string() }));
+            let _ = tx.send(Err(CallError::Closed {
+                server: self.label.clone(),
+                reason: reason.to_string(),
+            }));
         }
     }
 
@@ -138,7 +171,9 @@ impl Connection {
     fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
         // A poisoned map only means another thread panicked mid-insert; the map itself is
         // still consistent enough to use.
-        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Handles one frame from the server's stdout.
@@ -160,7 +195,9 @@ impl Connection {
         for m in messages {
             match m {
                 Ok(m) => self.dispatch(m, incoming),
-                Err(e) => tracing::warn!(server = %self.label, error = %e, "skipped a batch element"),
+                Err(e) => {
+                    tracing::warn!(server = %self.label, error = %e, "skipped a batch element")
+                }
             }
         }
     }
@@ -173,15 +210,24 @@ impl Connection {
                     Some(tx) => {
                         let _ = tx.send(Ok(m));
                     }
-                    None => tracing::debug!(server = %self.label, id = m.id(), "response to no pending request (late or unknown)"),
+                    None => {
+                        tracing::debug!(server = %self.label, id = m.id(), "response to no pending request (late or unknown)")
+                    }
                 }
             }
             Kind::Request if m.method() == "ping" => {
                 let _ = self.send(jsonrpc::result(m.id(), "{}"));
             }
             Kind::Request => {
-                if let Err(mpsc::error::SendError(Incoming::Request(m))) = incoming.send(Incoming::Request(m)) {
-                    let _ = self.send(jsonrpc::error(m.id(), jsonrpc::code::METHOD_NOT_FOUND, "openpact cannot serve this request", None));
+                if let Err(mpsc::error::SendError(Incoming::Request(m))) =
+                    incoming.send(Incoming::Request(m))
+                {
+                    let _ = self.send(jsonrpc::error(
+                        m.id(),
+                        jsonrpc::code::METHOD_NOT_FOUND,
+                        "openpact cannot serve this request",
+                        None,
+                    ));
                 }
             }
             Kind::Notification => {
@@ -201,7 +247,11 @@ impl Drop for CancelGuard<'_> {
     fn drop(&mut self) {
         if let Some(reason) = self.reason {
             self.conn.lock_pending().remove(&self.id);
-            let params = format!("{{\"requestId\":{},\"reason\":{}}}", self.id, jsonrpc::quote(reason));
+            let params = format!(
+                "{{\"requestId\":{},\"reason\":{}}}",
+                self.id,
+                jsonrpc::quote(reason)
+            );
             self.conn.notify("notifications/cancelled", Some(&params));
         }
     }

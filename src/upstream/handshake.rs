@@ -27,7 +27,9 @@ pub struct ServerInfo {
 impl ServerInfo {
     /// Whether the server declared capability `name` (e.g. `tools`).
     pub fn has_capability(&self, name: &str) -> bool {
-        RawObject::parse(&self.capabilities).map(|o| o.get(name).is_some_and(|v| v != "null")).unwrap_or(false)
+        RawObject::parse(&self.capabilities)
+            .map(|o| o.get(name).is_some_and(|v| v != "null"))
+            .unwrap_or(false)
     }
 }
 
@@ -56,32 +58,49 @@ struct InitResult<'a> {
 }
 
 /// Runs `initialize` and sends `notifications/initialized`.
-pub async fn initialize(conn: &Connection, capabilities: &str, timeout: Duration) -> Result<ServerInfo, HandshakeError> {
+pub async fn initialize(
+    conn: &Connection,
+    capabilities: &str,
+    timeout: Duration,
+) -> Result<ServerInfo, HandshakeError> {
     let params = format!(
         "{{\"protocolVersion\":\"{OFFERED_VERSION}\",\"capabilities\":{capabilities},\"clientInfo\":{{\"name\":\"openpact\",\"version\":\"{}\"}}}}",
         env!("CARGO_PKG_VERSION")
     );
     let reply = conn.request("initialize", Some(&params), timeout).await?;
     let result = result_of("initialize", &reply)?;
-    let init: InitResult<'_> = serde_json::from_str(result)
-        .map_err(|e| HandshakeError::Malformed { method: "initialize".into(), detail: e.to_string() })?;
+    let init: InitResult<'_> =
+        serde_json::from_str(result).map_err(|e| HandshakeError::Malformed {
+            method: "initialize".into(),
+            detail: e.to_string(),
+        })?;
     if !LEGACY_VERSIONS.contains(&init.protocol_version.as_str()) {
         return Err(HandshakeError::Version(init.protocol_version));
     }
     conn.notify("notifications/initialized", None);
     Ok(ServerInfo {
         protocol_version: init.protocol_version,
-        capabilities: init.capabilities.map_or_else(|| "{}".to_string(), |c| c.get().to_string()),
-        server_info: init.server_info.map_or_else(|| "{}".to_string(), |c| c.get().to_string()),
+        capabilities: init
+            .capabilities
+            .map_or_else(|| "{}".to_string(), |c| c.get().to_string()),
+        server_info: init
+            .server_info
+            .map_or_else(|| "{}".to_string(), |c| c.get().to_string()),
         instructions: init.instructions.filter(|s| !s.trim().is_empty()),
     })
 }
 
 fn result_of<'m>(method: &str, reply: &'m jsonrpc::Message) -> Result<&'m str, HandshakeError> {
     if let Some(e) = reply.error() {
-        return Err(HandshakeError::Rejected { method: method.into(), error: e.to_string() });
+        return Err(HandshakeError::Rejected {
+            method: method.into(),
+            error: e.to_string(),
+        });
     }
-    reply.result().ok_or_else(|| HandshakeError::Malformed { method: method.into(), detail: "no result".into() })
+    reply.result().ok_or_else(|| HandshakeError::Malformed {
+        method: method.into(),
+        detail: "no result".into(),
+    })
 }
 
 /// One entry of a list (`tools`, `prompts`, `resources`, …) kept as the server sent it.
@@ -112,11 +131,15 @@ pub async fn list_all(
     let mut seen_cursors = HashSet::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let params = cursor.as_ref().map(|c| format!("{{\"cursor\":{}}}", jsonrpc::quote(c)));
+        let params = cursor
+            .as_ref()
+            .map(|c| format!("{{\"cursor\":{}}}", jsonrpc::quote(c)));
         let reply = conn.request(method, params.as_deref(), timeout).await?;
         let result = result_of(method, &reply)?;
-        let page = RawObject::parse(result)
-            .map_err(|e| HandshakeError::Malformed { method: method.into(), detail: e.to_string() })?;
+        let page = RawObject::parse(result).map_err(|e| HandshakeError::Malformed {
+            method: method.into(),
+            detail: e.to_string(),
+        })?;
         let items: Vec<&RawValue> = match page.get(field) {
             Some(text) => serde_json::from_str(text).map_err(|e| HandshakeError::Malformed {
                 method: method.into(),
@@ -125,22 +148,33 @@ pub async fn list_all(
             None => Vec::new(),
         };
         for item in items {
-            let key = RawObject::parse(item.get()).ok().and_then(|o| o.get_str(key_field));
+            let key = RawObject::parse(item.get())
+                .ok()
+                .and_then(|o| o.get_str(key_field));
             match key {
                 Some(k) if !k.is_empty() => {
                     if seen_keys.insert(k.clone()) {
-                        out.push(Entry { key: k, json: item.get().into() });
+                        out.push(Entry {
+                            key: k,
+                            json: item.get().into(),
+                        });
                     } else {
                         tracing::warn!(server, method, key = %k, "server listed the same entry twice; keeping the first");
                     }
                 }
-                _ => tracing::warn!(server, method, entry = %truncate(item.get(), 200), "skipped an entry without a valid `{key_field}`"),
+                _ => {
+                    tracing::warn!(server, method, entry = %truncate(item.get(), 200), "skipped an entry without a valid `{key_field}`")
+                }
             }
         }
         match page.get_str("nextCursor") {
             Some(next) => {
                 if !seen_cursors.insert(next.clone()) {
-                    tracing::warn!(server, method, "server repeated a cursor; stopping pagination");
+                    tracing::warn!(
+                        server,
+                        method,
+                        "server repeated a cursor; stopping pagination"
+                    );
                     return Ok(out);
                 }
                 cursor = Some(next);

@@ -102,8 +102,17 @@ struct Running {
 }
 
 impl Upstream {
-    pub fn new(index: usize, config: ServerConfig, max_message_size: usize, events: mpsc::UnboundedSender<Event>) -> Arc<Self> {
-        let state = if config.disabled { State::Disabled } else { State::Starting };
+    pub fn new(
+        index: usize,
+        config: ServerConfig,
+        max_message_size: usize,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Arc<Self> {
+        let state = if config.disabled {
+            State::Disabled
+        } else {
+            State::Starting
+        };
         let snapshot = Snapshot {
             state,
             info: None,
@@ -139,7 +148,10 @@ impl Upstream {
 
     fn update(&self, f: impl FnOnce(&mut Snapshot)) {
         {
-            let mut guard = self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = self
+                .snapshot
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut next = (**guard).clone();
             f(&mut next);
             *guard = Arc::new(next);
@@ -148,7 +160,10 @@ impl Upstream {
     }
 
     fn set_conn(&self, conn: Option<Arc<Connection>>) {
-        *self.conn.write().unwrap_or_else(std::sync::PoisonError::into_inner) = conn;
+        *self
+            .conn
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = conn;
     }
 
     pub fn connection(&self) -> Option<Arc<Connection>> {
@@ -159,7 +174,10 @@ impl Upstream {
     pub async fn request(&self, method: &str, params: Option<&str>) -> Result<Message, CallError> {
         match self.connection() {
             Some(conn) => conn.request(method, params, self.config.timeout).await,
-            None => Err(CallError::NotReady { server: self.config.name.clone(), state: self.describe_state() }),
+            None => Err(CallError::NotReady {
+                server: self.config.name.clone(),
+                state: self.describe_state(),
+            }),
         }
     }
 
@@ -173,9 +191,30 @@ impl Upstream {
 
     /// Runs the server until `shutdown` turns true: start, supervise, restart, stop.
     pub async fn supervise(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        if !self.config.disabled && !self.config.unavailable.is_empty() {
+            let reason = self
+                .config
+                .unavailable
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::error!(server = %self.name(), "not started: {reason}");
+            self.update(|s| {
+                s.state = State::Failed(reason.clone());
+                s.last_error = Some(reason);
+            });
+            return;
+        }
         let spec = match &self.config.transport {
             _ if self.config.disabled => return,
-            Transport::Stdio { program, args, env, cwd, .. } => ChildSpec {
+            Transport::Stdio {
+                program,
+                args,
+                env,
+                cwd,
+                ..
+            } => ChildSpec {
                 label: self.config.name.clone(),
                 program: program.clone(),
                 args: args.clone(),
@@ -183,7 +222,8 @@ impl Upstream {
                 cwd: cwd.clone(),
             },
             Transport::Http { url, .. } => {
-                let reason = format!("remote servers ({url}) are not supported yet; only stdio servers are");
+                let reason =
+                    format!("remote servers ({url}) are not supported yet; only stdio servers are");
                 tracing::warn!(server = %self.name(), "{reason}");
                 self.update(|s| {
                     s.state = State::Failed(reason.clone());
@@ -232,7 +272,10 @@ impl Upstream {
             // A crash: decide whether to come back.
             let now = Instant::now();
             crashes.push_back(now);
-            while crashes.front().is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW) {
+            while crashes
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+            {
                 crashes.pop_front();
             }
             if crashes.len() >= MAX_CRASHES_IN_WINDOW {
@@ -294,7 +337,11 @@ impl Upstream {
         let stderr = spawned.stderr.clone();
         let pid = spawned.proc.pid();
         self.update(|s| {
-            s.state = if s.restarts > 0 { State::Restarting } else { State::Starting };
+            s.state = if s.restarts > 0 {
+                State::Restarting
+            } else {
+                State::Starting
+            };
             s.started_at = Some(SystemTime::now());
             s.pid = pid;
             s.stderr = Some(stderr.clone());
@@ -304,13 +351,28 @@ impl Upstream {
         let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
         let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (exit_tx, exited) = oneshot::channel();
-        tokio::spawn(read_until_exit(conn.clone(), spawned.stdout, self.max_message_size, incoming_tx, proc.clone(), exit_tx));
+        tokio::spawn(read_until_exit(
+            conn.clone(),
+            spawned.stdout,
+            self.max_message_size,
+            incoming_tx,
+            proc.clone(),
+            exit_tx,
+        ));
         tokio::spawn(self.clone().forward_incoming(incoming_rx, conn.clone()));
 
         let handshake = async {
             let info = handshake::initialize(&conn, "{}", self.config.timeout).await?;
             let tools = if info.has_capability("tools") {
-                handshake::list_all(&conn, self.name(), "tools/list", "tools", "name", self.config.timeout).await?
+                handshake::list_all(
+                    &conn,
+                    self.name(),
+                    "tools/list",
+                    "tools",
+                    "name",
+                    self.config.timeout,
+                )
+                .await?
             } else {
                 Vec::new()
             };
@@ -350,17 +412,34 @@ impl Upstream {
 
     /// Re-fetches the tool list (after `notifications/tools/list_changed`).
     pub async fn refresh_tools(&self) {
-        let Some(conn) = self.connection() else { return };
-        match handshake::list_all(&conn, self.name(), "tools/list", "tools", "name", self.config.timeout).await {
+        let Some(conn) = self.connection() else {
+            return;
+        };
+        match handshake::list_all(
+            &conn,
+            self.name(),
+            "tools/list",
+            "tools",
+            "name",
+            self.config.timeout,
+        )
+        .await
+        {
             Ok(tools) => {
                 tracing::info!(server = %self.name(), tools = tools.len(), "tool list changed");
                 self.update(|s| s.tools = Arc::new(tools));
             }
-            Err(e) => tracing::warn!(server = %self.name(), "could not refresh tools after list_changed: {e}"),
+            Err(e) => {
+                tracing::warn!(server = %self.name(), "could not refresh tools after list_changed: {e}")
+            }
         }
     }
 
-    async fn forward_incoming(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Incoming>, conn: Arc<Connection>) {
+    async fn forward_incoming(
+        self: Arc<Self>,
+        mut rx: mpsc::UnboundedReceiver<Incoming>,
+        conn: Arc<Connection>,
+    ) {
         while let Some(item) = rx.recv().await {
             match item {
                 Incoming::Notification(m) if m.method() == "notifications/tools/list_changed" => {
@@ -371,8 +450,15 @@ impl Upstream {
                     let _ = self.events.send(Event::Notification(self.index, m));
                 }
                 Incoming::Request(m) => {
-                    if let Err(mpsc::error::SendError(Event::Request(_, m))) = self.events.send(Event::Request(self.index, m)) {
-                        let _ = conn.send(crate::jsonrpc::error(m.id(), crate::jsonrpc::code::METHOD_NOT_FOUND, "openpact cannot serve this request", None));
+                    if let Err(mpsc::error::SendError(Event::Request(_, m))) =
+                        self.events.send(Event::Request(self.index, m))
+                    {
+                        let _ = conn.send(crate::jsonrpc::error(
+                            m.id(),
+                            crate::jsonrpc::code::METHOD_NOT_FOUND,
+                            "openpact cannot serve this request",
+                            None,
+                        ));
                     }
                 }
             }
@@ -397,7 +483,10 @@ async fn read_until_exit(
     let status = {
         let mut guard = proc.lock().await;
         match guard.as_mut() {
-            Some(p) => tokio::time::timeout(Duration::from_millis(500), p.wait()).await.ok().and_then(Result::ok),
+            Some(p) => tokio::time::timeout(Duration::from_millis(500), p.wait())
+                .await
+                .ok()
+                .and_then(Result::ok),
             None => None,
         }
     };
@@ -416,7 +505,10 @@ fn backoff(crash_count: u32) -> Duration {
     let exp = BACKOFF_START.saturating_mul(1u32 << crash_count.saturating_sub(1).min(10));
     let base = exp.min(BACKOFF_MAX);
     // Jitter of up to a quarter, so servers that crashed together do not restart in lockstep.
-    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
 }
 
