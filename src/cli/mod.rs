@@ -4,7 +4,7 @@
 pub mod output;
 
 use crate::config::{self, Config, Transport};
-use crate::hub::Hub;
+use crate::hub::{Hub, LocalClient};
 use crate::jsonrpc::{self, RawObject};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -48,6 +48,35 @@ pub enum Command {
         /// The tool, as SERVER:TOOL (any name `openpact tools` shows works).
         tool: String,
         /// Arguments as a JSON object, or `-` for stdin. Default: {}.
+        arguments: Option<String>,
+        /// Print the raw result JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every server's resources and resource templates.
+    Resources {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a resource by URI.
+    Read {
+        uri: String,
+        /// Print the raw result JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every server's prompts.
+    Prompts {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Get a prompt: `openpact prompt SERVER:NAME '{"arg": "value"}'`.
+    Prompt {
+        /// The prompt, as SERVER:NAME.
+        name: String,
+        /// Arguments as a JSON object of strings, or `-` for stdin. Default: {}.
         arguments: Option<String>,
         /// Print the raw result JSON.
         #[arg(long)]
@@ -102,12 +131,51 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     };
     match command {
         Command::Serve => unreachable_serve(),
-        Command::Tools { json } => tools(&load(&cli.config)?, json).await,
+        Command::Tools { json } => list(&load(&cli.config)?, Listing::Tools, json).await,
+        Command::Prompts { json } => list(&load(&cli.config)?, Listing::Prompts, json).await,
+        Command::Resources { json } => list(&load(&cli.config)?, Listing::Resources, json).await,
         Command::Call {
             tool,
             arguments,
             json,
-        } => call(&load(&cli.config)?, &tool, arguments.as_deref(), json).await,
+        } => {
+            let args = arguments_object(arguments.as_deref())?;
+            let params = format!(
+                "{{\"name\":{},\"arguments\":{args}}}",
+                jsonrpc::quote(&tool)
+            );
+            invoke(
+                &load(&cli.config)?,
+                Some(&tool),
+                "tools/call",
+                &params,
+                json,
+            )
+            .await
+        }
+        Command::Prompt {
+            name,
+            arguments,
+            json,
+        } => {
+            let args = arguments_object(arguments.as_deref())?;
+            let params = format!(
+                "{{\"name\":{},\"arguments\":{args}}}",
+                jsonrpc::quote(&name)
+            );
+            invoke(
+                &load(&cli.config)?,
+                Some(&name),
+                "prompts/get",
+                &params,
+                json,
+            )
+            .await
+        }
+        Command::Read { uri, json } => {
+            let params = format!("{{\"uri\":{}}}", jsonrpc::quote(&uri));
+            invoke(&load(&cli.config)?, None, "resources/read", &params, json).await
+        }
         Command::Servers { json } => servers(&load(&cli.config)?, json).await,
         Command::Config {
             command: ConfigCommand::Check { json },
@@ -127,27 +195,34 @@ fn load(path: &Option<PathBuf>) -> Result<Config> {
     Ok(config)
 }
 
-async fn tools(config: &Config, json: bool) -> Result<ExitCode> {
+/// What a listing command shows.
+#[derive(Debug, Clone, Copy)]
+pub enum Listing {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+async fn list(config: &Config, what: Listing, json: bool) -> Result<ExitCode> {
     let hub = Hub::start(config);
+    hub.declare_client(None);
     hub.settled(CLI_START_LIMIT).await;
     let catalog = hub.catalog();
-    if json {
-        output::tools_json(&hub, &catalog)?;
+    let shown = if json {
+        output::listing_json(&hub, &catalog, what)
     } else {
-        output::tools_human(&hub, &catalog);
-    }
+        output::listing_human(&hub, &catalog, what);
+        Ok(())
+    };
     hub.shutdown().await;
+    shown?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn call(
-    config: &Config,
-    tool: &str,
-    arguments: Option<&str>,
-    json: bool,
-) -> Result<ExitCode> {
-    let arguments = match arguments {
-        None => "{}".to_string(),
+/// Reads a JSON-object argument (`-` = stdin; absent = `{}`) and returns it as JSON text.
+fn arguments_object(arguments: Option<&str>) -> Result<String> {
+    let text = match arguments {
+        None => return Ok("{}".to_string()),
         Some("-") => {
             let mut s = String::new();
             std::io::stdin()
@@ -157,13 +232,25 @@ async fn call(
         }
         Some(text) => text.to_string(),
     };
-    let parsed: serde_json::Value = serde_json::from_str(&arguments)
-        .with_context(|| format!("the arguments are not valid JSON: {}", arguments.trim()))?;
+    let parsed: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("the arguments are not valid JSON: {}", text.trim()))?;
     if !parsed.is_object() {
         bail!("the arguments must be a JSON object, like '{{\"message\": \"hi\"}}'");
     }
-    // Start only the server the name points at when that is clear; else everything.
-    let wanted: Option<Vec<String>> = tool.split_once(':').map(|(prefix, _)| {
+    Ok(parsed.to_string())
+}
+
+/// Runs one request through an in-process session, as an editor would, with progress shown
+/// on a terminal and Ctrl-C cancelling the request upstream. `name` (SERVER:NAME) limits
+/// which servers are started when it clearly names one.
+async fn invoke(
+    config: &Config,
+    name: Option<&str>,
+    method: &str,
+    params: &str,
+    json: bool,
+) -> Result<ExitCode> {
+    let wanted: Option<Vec<String>> = name.and_then(|n| n.split_once(':')).map(|(prefix, _)| {
         config
             .servers
             .iter()
@@ -177,37 +264,60 @@ async fn call(
         }
         _ => Hub::start(config),
     };
+    // Connect first: servers wait to learn the client's capabilities before `initialize`.
+    let mut client = LocalClient::connect(hub.clone(), "{}").await;
     hub.settled(CLI_START_LIMIT).await;
-    let params = format!(
-        "{{\"name\":{},\"arguments\":{}}}",
-        jsonrpc::quote(tool),
-        arguments.trim()
-    );
-    let obj = RawObject::parse(&params)?;
-    let outcome = hub.call_tool(tool, &obj).await;
-    hub.shutdown().await;
-    let reply = match outcome {
-        Ok(reply) => reply,
-        Err(e) => {
-            output::call_failed(&e.to_string(), e.code());
-            return Ok(ExitCode::from(1));
+    let progress = output::Progress::new();
+    let params = if progress.visible() {
+        with_progress_token(params)
+    } else {
+        params.to_string()
+    };
+    let id = client.send_request(method, &params);
+    let reply = tokio::select! {
+        reply = client.response(id, |m| progress.update(m)) => reply,
+        _ = tokio::signal::ctrl_c() => {
+            client.notify("notifications/cancelled", Some(&format!("{{\"requestId\":{id},\"reason\":\"interrupted\"}}")));
+            progress.finish();
+            // Let the cancel reach the server before it is stopped.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            hub.shutdown().await;
+            output::interrupted();
+            return Ok(ExitCode::from(130));
         }
+    };
+    progress.finish();
+    hub.shutdown().await;
+    let Some(reply) = reply else {
+        bail!("the request got no answer")
     };
     if let Some(error) = reply.error() {
         output::rpc_error(error);
         return Ok(ExitCode::from(1));
     }
     let result = reply.result().unwrap_or("{}");
-    let is_error = output::call_result(result, json)?;
-    Ok(if is_error {
+    let failed = match method {
+        "tools/call" => output::call_result(result, json)?,
+        "prompts/get" => output::prompt_result(result, json)?,
+        _ => output::read_result(result, json)?,
+    };
+    Ok(if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
 }
 
+fn with_progress_token(params: &str) -> String {
+    match RawObject::parse(params) {
+        Ok(o) => o.with("_meta", "{\"progressToken\":\"cli\"}"),
+        Err(_) => params.to_string(),
+    }
+}
+
 async fn servers(config: &Config, json: bool) -> Result<ExitCode> {
     let hub = Hub::start(config);
+    hub.declare_client(None);
     hub.settled(CLI_START_LIMIT).await;
     if json {
         output::servers_json(&hub)?;

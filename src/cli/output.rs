@@ -2,11 +2,13 @@
 //! reached in serve mode.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use super::Listing;
 use crate::config::{Config, ConfigError, Transport};
 use crate::hub::{Catalog, Hub};
-use crate::jsonrpc::RawObject;
+use crate::jsonrpc::{Message, RawObject};
 use crate::upstream::{State, human_duration};
 use serde_json::{Value, json};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -21,8 +23,8 @@ pub fn fatal(e: &anyhow::Error) {
     eprintln!("openpact: {e:#}");
 }
 
-fn description(tool_json: &str) -> String {
-    let d = RawObject::parse(tool_json)
+fn description(json: &str) -> String {
+    let d = RawObject::parse(json)
         .ok()
         .and_then(|o| o.get_str("description"))
         .unwrap_or_default();
@@ -34,22 +36,67 @@ fn description(tool_json: &str) -> String {
     }
 }
 
-pub fn tools_human(hub: &Hub, catalog: &Catalog) {
-    let width = catalog
-        .tools
+/// One line per tool / prompt / resource, then a count; failed servers on stderr.
+pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
+    let rows: Vec<(String, String)> = match what {
+        Listing::Tools => catalog
+            .tools
+            .items
+            .iter()
+            .map(|t| (t.qualified.clone(), description(&t.json)))
+            .collect(),
+        Listing::Prompts => catalog
+            .prompts
+            .items
+            .iter()
+            .map(|p| {
+                let args = prompt_arguments(&p.json);
+                let label = if args.is_empty() {
+                    p.qualified.clone()
+                } else {
+                    format!("{} ({args})", p.qualified)
+                };
+                (label, description(&p.json))
+            })
+            .collect(),
+        Listing::Resources => catalog
+            .resources
+            .iter()
+            .chain(catalog.templates.iter())
+            .map(|r| {
+                let name = RawObject::parse(&r.json)
+                    .ok()
+                    .and_then(|o| o.get_str("name"))
+                    .unwrap_or_default();
+                let server = hub.upstreams()[r.upstream].name();
+                (
+                    r.key.clone(),
+                    format!("[{server}] {name}  {}", description(&r.json))
+                        .trim_end()
+                        .to_string(),
+                )
+            })
+            .collect(),
+    };
+    let width = rows
         .iter()
-        .map(|t| t.qualified.len())
+        .map(|(a, _)| a.chars().count())
         .max()
         .unwrap_or(0);
-    for t in &catalog.tools {
-        println!("{:width$}  {}", t.qualified, description(&t.json));
+    for (a, b) in &rows {
+        println!("{a:width$}  {b}");
     }
     let ready = hub
         .upstreams()
         .iter()
         .filter(|u| u.snapshot().state == State::Ready)
         .count();
-    println!("{} tools from {ready} server(s)", catalog.tools.len());
+    let noun = match what {
+        Listing::Tools => "tools",
+        Listing::Prompts => "prompts",
+        Listing::Resources => "resources and templates",
+    };
+    println!("{} {noun} from {ready} server(s)", rows.len());
     for up in hub.upstreams() {
         if let State::Failed(reason) = &up.snapshot().state {
             eprintln!("server '{}' failed: {reason}", up.name());
@@ -57,27 +104,125 @@ pub fn tools_human(hub: &Hub, catalog: &Catalog) {
     }
 }
 
-pub fn tools_json(hub: &Hub, catalog: &Catalog) -> anyhow::Result<()> {
-    let tools: Vec<Value> = catalog
-        .tools
-        .iter()
-        .map(|t| {
-            let def: Value = serde_json::from_str(&t.json).unwrap_or(Value::Null);
-            json!({
-                "name": t.wire,
-                "qualified": t.qualified,
-                "server": hub.upstreams()[t.upstream].name(),
-                "tool": t.original,
-                "definition": def,
-            })
+fn prompt_arguments(json: &str) -> String {
+    let v: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    v.get("arguments")
+        .and_then(Value::as_array)
+        .map(|args| {
+            args.iter()
+                .filter_map(|a| {
+                    let name = a.get("name")?.as_str()?;
+                    let required = a.get("required").and_then(Value::as_bool).unwrap_or(false);
+                    Some(if required {
+                        name.to_string()
+                    } else {
+                        format!("{name}?")
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         })
-        .collect();
-    println!("{}", serde_json::to_string_pretty(&tools)?);
+        .unwrap_or_default()
+}
+
+pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Result<()> {
+    let named = |items: &[crate::hub::Named]| -> Vec<Value> {
+        items
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.wire,
+                    "qualified": t.qualified,
+                    "server": hub.upstreams()[t.upstream].name(),
+                    "original": t.original,
+                    "definition": serde_json::from_str::<Value>(&t.json).unwrap_or(Value::Null),
+                })
+            })
+            .collect()
+    };
+    let listed = |items: &[crate::hub::catalog::Listed]| -> Vec<Value> {
+        items
+            .iter()
+            .map(|r| {
+                json!({
+                    "server": hub.upstreams()[r.upstream].name(),
+                    "definition": serde_json::from_str::<Value>(&r.json).unwrap_or(Value::Null),
+                })
+            })
+            .collect()
+    };
+    let out = match what {
+        Listing::Tools => Value::Array(named(&catalog.tools.items)),
+        Listing::Prompts => Value::Array(named(&catalog.prompts.items)),
+        Listing::Resources => {
+            json!({ "resources": listed(&catalog.resources), "templates": listed(&catalog.templates) })
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
-pub fn call_failed(message: &str, code: i64) {
-    eprintln!("error {code}: {message}");
+pub fn interrupted() {
+    eprintln!("interrupted: the request was cancelled");
+}
+
+/// A progress bar on stderr for `notifications/progress`, drawn only on a terminal.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        Progress { bar }
+    }
+
+    pub fn visible(&self) -> bool {
+        self.bar.is_some()
+    }
+
+    pub fn update(&self, m: &Message) {
+        let Some(bar) = &self.bar else { return };
+        if m.method() != "notifications/progress" {
+            return;
+        }
+        let v: Value = m
+            .params()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or(Value::Null);
+        if let Some(total) = v.get("total").and_then(Value::as_f64) {
+            bar.set_length(total as u64);
+        }
+        if let Some(p) = v.get("progress").and_then(Value::as_f64) {
+            bar.set_position(p as u64);
+        }
+        if let Some(msg) = v.get("message").and_then(Value::as_str) {
+            bar.set_message(msg.to_string());
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 pub fn rpc_error(error: &str) {
@@ -90,6 +235,40 @@ pub fn rpc_error(error: &str) {
     }
 }
 
+fn content_text(item: &Value) -> String {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("?");
+    let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => item
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        "image" | "audio" => {
+            let n = item
+                .get("data")
+                .and_then(Value::as_str)
+                .map_or(0, |d| d.len() * 3 / 4);
+            format!("[{kind} {mime}, about {n} bytes]")
+        }
+        "resource" => {
+            let r = item.get("resource").cloned().unwrap_or(Value::Null);
+            match r.get("text").and_then(Value::as_str) {
+                Some(text) => text.to_string(),
+                None => format!(
+                    "[resource {}]",
+                    r.get("uri").and_then(Value::as_str).unwrap_or("?")
+                ),
+            }
+        }
+        "resource_link" => format!(
+            "[link {}]",
+            item.get("uri").and_then(Value::as_str).unwrap_or("?")
+        ),
+        other => format!("[{other} content]"),
+    }
+}
+
 /// Prints a `tools/call` result; returns whether it was an `isError` result.
 pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
     let v: Value = serde_json::from_str(result)?;
@@ -98,50 +277,17 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(is_error);
     }
-    let mut lines = Vec::new();
-    for item in v
+    let mut lines: Vec<String> = v
         .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .map(content_text)
+        .collect();
+    if lines.is_empty()
+        && let Some(s) = v.get("structuredContent")
     {
-        let kind = item.get("type").and_then(Value::as_str).unwrap_or("?");
-        let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "text" => lines.push(
-                item.get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-            ),
-            "image" | "audio" => {
-                let n = item
-                    .get("data")
-                    .and_then(Value::as_str)
-                    .map_or(0, |d| d.len() * 3 / 4);
-                lines.push(format!("[{kind} {mime}, about {n} bytes]"));
-            }
-            "resource" => {
-                let r = item.get("resource").cloned().unwrap_or(Value::Null);
-                match r.get("text").and_then(Value::as_str) {
-                    Some(text) => lines.push(text.to_string()),
-                    None => lines.push(format!(
-                        "[resource {}]",
-                        r.get("uri").and_then(Value::as_str).unwrap_or("?")
-                    )),
-                }
-            }
-            "resource_link" => lines.push(format!(
-                "[link {}]",
-                item.get("uri").and_then(Value::as_str).unwrap_or("?")
-            )),
-            other => lines.push(format!("[{other} content]")),
-        }
-    }
-    if lines.is_empty() {
-        if let Some(s) = v.get("structuredContent") {
-            lines.push(serde_json::to_string_pretty(s)?);
-        }
+        lines.push(serde_json::to_string_pretty(s)?);
     }
     let text = lines.join("\n");
     if is_error {
@@ -150,6 +296,65 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
         println!("{text}");
     }
     Ok(is_error)
+}
+
+/// Prints a `prompts/get` result as `role: text` lines.
+pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
+    let v: Value = serde_json::from_str(result)?;
+    if raw {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(false);
+    }
+    if let Some(d) = v.get("description").and_then(Value::as_str) {
+        println!("# {d}");
+    }
+    for m in v
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
+        println!(
+            "{role}: {}",
+            content_text(m.get("content").unwrap_or(&Value::Null))
+        );
+    }
+    Ok(false)
+}
+
+/// Prints a `resources/read` result: text contents as they are, blobs summarised.
+pub fn read_result(result: &str, raw: bool) -> anyhow::Result<bool> {
+    let v: Value = serde_json::from_str(result)?;
+    if raw {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(false);
+    }
+    for c in v
+        .get("contents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match (
+            c.get("text").and_then(Value::as_str),
+            c.get("blob").and_then(Value::as_str),
+        ) {
+            (Some(text), _) => println!("{text}"),
+            (None, Some(blob)) => {
+                let mime = c
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("application/octet-stream");
+                println!(
+                    "[{mime}, about {} bytes; use --json for the base64]",
+                    blob.len() * 3 / 4
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
 }
 
 /// `2026-11-21T06:40:01Z` without pulling in a date crate.

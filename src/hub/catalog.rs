@@ -1,46 +1,54 @@
-//! The merged tool catalogue: every ready server's tools under their wire names, in config
-//! order, with a lookup table that resolves every accepted form of a name.
+//! The merged catalogue of every ready server: tools and prompts under their wire names,
+//! resources by URI and resource templates, in config order, with lookup tables that resolve
+//! every accepted form of a name and route every URI.
 
 use super::names;
+use super::uri_template::UriTemplate;
 use crate::config::ToolNames;
 use crate::jsonrpc::{self, RawObject};
-use crate::upstream::{State, Upstream};
+use crate::upstream::{Entry, State, Upstream};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// One tool as the hub serves it.
+/// A tool or prompt as the hub serves it.
 #[derive(Debug, Clone)]
-pub struct CatalogTool {
+pub struct Named {
     pub upstream: usize,
     /// The name the server knows it by.
     pub original: String,
-    /// `server:tool` — what the CLI, logs and permission rules use.
+    /// `server:name` — what the CLI, logs and permission rules use.
     pub qualified: String,
-    /// What `tools/list` shows (qualified or portable, per config).
+    /// What the list shows (qualified or portable, per config).
     pub wire: String,
-    /// The server's tool object with `name` replaced by `wire`.
+    /// The server's object with `name` replaced by `wire`; every other member untouched.
     pub json: String,
 }
 
+/// Tools keep this name in the code that only deals with tools.
+pub type CatalogTool = Named;
+
+/// A namespaced list (tools or prompts) with its lookup table.
 #[derive(Debug, Default)]
-pub struct Catalog {
-    pub tools: Vec<CatalogTool>,
+pub struct NamedList {
+    pub items: Vec<Named>,
     lookup: HashMap<String, usize>,
     /// Changes whenever the served list changes; cursors carry it.
     pub fingerprint: u64,
 }
 
-impl Catalog {
-    pub fn build(upstreams: &[Arc<Upstream>], mode: ToolNames) -> Catalog {
-        let mut tools = Vec::new();
+impl NamedList {
+    fn build(
+        upstreams: &[Arc<Upstream>],
+        mode: ToolNames,
+        kind: &str,
+        conflicts: &mut Vec<String>,
+        entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
+    ) -> NamedList {
+        let mut items: Vec<Named> = Vec::new();
         let mut lookup: HashMap<String, usize> = HashMap::new();
-        for up in upstreams {
-            let snap = up.snapshot();
-            if snap.state != State::Ready {
-                continue;
-            }
+        for up in ready(upstreams) {
             let prefix = up.config.prefix();
-            for entry in snap.tools.iter() {
+            for entry in entries(up).iter() {
                 let qualified = names::qualified(prefix, &entry.key);
                 let portable = names::portable(prefix, &entry.key);
                 let wire = match mode {
@@ -48,24 +56,23 @@ impl Catalog {
                     ToolNames::Portable => portable.clone(),
                 };
                 if let Some(&other) = lookup.get(&wire) {
-                    let other: &CatalogTool = &tools[other];
-                    tracing::warn!(
-                        tool = %wire,
-                        kept = %upstreams[other.upstream].name(),
-                        dropped = %up.name(),
-                        "two servers offer a tool under the same name; keeping the first (set a `namespace` to tell them apart)"
-                    );
+                    conflicts.push(format!(
+                        "servers '{}' and '{}' both offer {kind} '{wire}'; '{}' serves it (set a `namespace` to tell them apart)",
+                        upstreams[items[other].upstream].name(),
+                        up.name(),
+                        upstreams[items[other].upstream].name(),
+                    ));
                     continue;
                 }
-                let json = match RawObject::parse(&entry.json) {
-                    Ok(o) => o.with("name", &jsonrpc::quote(&wire)),
-                    Err(_) => continue,
+                let Ok(obj) = RawObject::parse(&entry.json) else {
+                    continue;
                 };
-                let idx = tools.len();
+                let json = obj.with("name", &jsonrpc::quote(&wire));
+                let idx = items.len();
                 for name in [&wire, &qualified, &portable] {
                     lookup.entry(name.clone()).or_insert(idx);
                 }
-                tools.push(CatalogTool {
+                items.push(Named {
                     upstream: up.index,
                     original: entry.key.clone(),
                     qualified,
@@ -74,20 +81,148 @@ impl Catalog {
                 });
             }
         }
-        let mut fp = names::fnv1a(&(tools.len() as u64).to_le_bytes());
-        for t in &tools {
-            fp ^= names::fnv1a(t.json.as_bytes()).rotate_left((t.upstream % 64) as u32);
-            fp = fp.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        Catalog {
-            tools,
+        let fingerprint = fingerprint(items.iter().map(|i| (i.upstream, i.json.as_str())));
+        NamedList {
+            items,
             lookup,
-            fingerprint: fp,
+            fingerprint,
         }
     }
 
     /// Resolves a wire, qualified or portable name.
-    pub fn find(&self, name: &str) -> Option<&CatalogTool> {
-        self.lookup.get(name).map(|&i| &self.tools[i])
+    pub fn find(&self, name: &str) -> Option<&Named> {
+        self.lookup.get(name).map(|&i| &self.items[i])
     }
+
+    pub fn jsons(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|i| i.json.as_str())
+    }
+}
+
+/// A resource or resource template, kept verbatim.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub upstream: usize,
+    /// The URI (or URI template).
+    pub key: String,
+    pub json: Box<str>,
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub tools: NamedList,
+    pub prompts: NamedList,
+    pub resources: Vec<Listed>,
+    pub templates: Vec<Listed>,
+    uri_index: HashMap<String, usize>,
+    matchers: Vec<UriTemplate>,
+    pub resources_fingerprint: u64,
+    pub templates_fingerprint: u64,
+    /// Names or URIs offered by more than one server (the first in config order wins).
+    pub conflicts: Vec<String>,
+}
+
+fn ready(upstreams: &[Arc<Upstream>]) -> impl Iterator<Item = &Arc<Upstream>> {
+    upstreams
+        .iter()
+        .filter(|u| u.snapshot().state == State::Ready)
+}
+
+fn fingerprint<'a>(items: impl Iterator<Item = (usize, &'a str)>) -> u64 {
+    let mut fp: u64 = 0xcbf2_9ce4_8422_2325;
+    for (upstream, json) in items {
+        fp ^= names::fnv1a(json.as_bytes()).rotate_left((upstream % 64) as u32);
+        fp = fp.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    fp
+}
+
+impl Catalog {
+    pub fn build(upstreams: &[Arc<Upstream>], mode: ToolNames) -> Catalog {
+        let mut conflicts = Vec::new();
+        let tools = NamedList::build(upstreams, mode, "tool", &mut conflicts, |u| {
+            u.snapshot().tools.clone()
+        });
+        let prompts = NamedList::build(upstreams, mode, "prompt", &mut conflicts, |u| {
+            u.snapshot().prompts.clone()
+        });
+        let (resources, uri_index) = listed(upstreams, "resource", &mut conflicts, |u| {
+            u.snapshot().resources.clone()
+        });
+        let (templates, _) = listed(upstreams, "resource template", &mut conflicts, |u| {
+            u.snapshot().templates.clone()
+        });
+        let matchers = templates
+            .iter()
+            .map(|t| UriTemplate::parse(&t.key))
+            .collect();
+        let resources_fingerprint = fingerprint(resources.iter().map(|r| (r.upstream, &*r.json)));
+        let templates_fingerprint = fingerprint(templates.iter().map(|r| (r.upstream, &*r.json)));
+        Catalog {
+            tools,
+            prompts,
+            resources,
+            templates,
+            uri_index,
+            matchers,
+            resources_fingerprint,
+            templates_fingerprint,
+            conflicts,
+        }
+    }
+
+    /// Which server serves `uri`: the one listing it, else the first whose template matches
+    /// it, else the only ready server offering resources at all.
+    pub fn route_uri(&self, uri: &str, upstreams: &[Arc<Upstream>]) -> Option<usize> {
+        if let Some(&i) = self.uri_index.get(uri) {
+            return Some(self.resources[i].upstream);
+        }
+        if let Some(t) = self.templates.iter().find(|t| t.key == uri) {
+            return Some(t.upstream);
+        }
+        if let Some(i) = self.matchers.iter().position(|m| m.matches(uri)) {
+            return Some(self.templates[i].upstream);
+        }
+        let mut offering = ready(upstreams).filter(|u| {
+            u.snapshot()
+                .info
+                .as_ref()
+                .is_some_and(|i| i.has_capability("resources"))
+        });
+        match (offering.next(), offering.next()) {
+            (Some(only), None) => Some(only.index),
+            _ => None,
+        }
+    }
+}
+
+/// Resources or templates in config order; a key offered twice goes to the first server.
+fn listed(
+    upstreams: &[Arc<Upstream>],
+    kind: &str,
+    conflicts: &mut Vec<String>,
+    entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
+) -> (Vec<Listed>, HashMap<String, usize>) {
+    let mut out: Vec<Listed> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for up in ready(upstreams) {
+        for entry in entries(up).iter() {
+            if let Some(&first) = index.get(&entry.key) {
+                let kept = upstreams[out[first].upstream].name();
+                conflicts.push(format!(
+                    "servers '{kept}' and '{}' both expose {kind} '{}'; '{kept}' serves it (the first in config order)",
+                    up.name(),
+                    entry.key
+                ));
+                continue;
+            }
+            index.insert(entry.key.clone(), out.len());
+            out.push(Listed {
+                upstream: up.index,
+                key: entry.key.clone(),
+                json: entry.json.clone(),
+            });
+        }
+    }
+    (out, index)
 }

@@ -1,27 +1,64 @@
 //! Many upstream servers as one: starts them in parallel, keeps the merged catalogue current,
-//! routes calls by a lookup table, and tells downstream sessions when the catalogue changes.
+//! routes requests by lookup tables, and carries everything else between servers and the
+//! downstream sessions — progress (with tokens rewritten so they never collide), log
+//! messages, resource updates to subscribers, server→client requests, cancellations, and
+//! `list_changed` announcements.
 //!
 //! Knows upstreams and sessions; knows nothing of stdin, HTTP or the terminal.
 
 pub mod catalog;
+pub mod local;
 pub mod names;
 pub mod session;
+pub mod uri_template;
 
-pub use catalog::{Catalog, CatalogTool};
+pub use catalog::{Catalog, CatalogTool, Named};
+pub use local::LocalClient;
 pub use session::Session;
 
-use crate::config::{Config, HubSettings};
-use crate::jsonrpc::{self, Kind, Message};
-use crate::upstream::{CallError, Event, State, Upstream};
-use std::sync::{Arc, RwLock};
+use crate::config::{Config, HubSettings, ToolNames};
+use crate::jsonrpc::{self, Message, RawObject};
+use crate::upstream::{CallError, Event, Sink, State, Upstream};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// Something every downstream session may need to pass on.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HubEvent {
     ToolsChanged,
+    PromptsChanged,
+    ResourcesChanged,
+}
+
+impl HubEvent {
+    pub fn notification(self) -> &'static str {
+        match self {
+            HubEvent::ToolsChanged => "notifications/tools/list_changed",
+            HubEvent::PromptsChanged => "notifications/prompts/list_changed",
+            HubEvent::ResourcesChanged => "notifications/resources/list_changed",
+        }
+    }
+}
+
+/// Log levels of `logging/setLevel` and `notifications/message`, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+pub fn log_rank(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|l| *l == level)
 }
 
 pub struct Hub {
@@ -32,30 +69,72 @@ pub struct Hub {
     changed: watch::Sender<u64>,
     events: broadcast::Sender<HubEvent>,
     shutdown: watch::Sender<bool>,
-    supervisors: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    supervisors: Mutex<Vec<JoinHandle<()>>>,
     started: Instant,
+    /// What upstream `initialize` declares, taken from the first downstream client.
+    client_caps: watch::Sender<Option<String>>,
+    sessions: Mutex<Vec<Weak<Session>>>,
+    /// Hub progress token (JSON text) → the session and the token it used.
+    progress: Mutex<HashMap<String, (Weak<Session>, String)>>,
+    next_token: AtomicU64,
+    /// The most verbose level any session asked for, replayed to restarted servers.
+    log_level: Mutex<Option<String>>,
+    /// (server, URI) → number of sessions subscribed; replayed to restarted servers.
+    subscriptions: Mutex<HashMap<(usize, String), usize>>,
 }
 
-/// Why a tool call could not be routed.
+/// Why a request could not be routed to a server.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
-    #[error("Unknown tool: {0}")]
-    UnknownTool(String),
-    #[error("tool '{tool}' belongs to server '{server}', which is {state}")]
+    #[error("Unknown {kind}: {name}")]
+    Unknown { kind: &'static str, name: String },
+    #[error("{kind} '{name}' belongs to server '{server}', which is {state}")]
     ServerDown {
-        tool: String,
+        kind: &'static str,
+        name: String,
         server: String,
         state: String,
     },
+    #[error("Resource not found: no server offers {0}")]
+    NoServerForUri(String),
 }
 
 impl RouteError {
     pub fn code(&self) -> i64 {
         match self {
-            RouteError::UnknownTool(_) => jsonrpc::code::INVALID_PARAMS,
+            RouteError::Unknown { .. } => jsonrpc::code::INVALID_PARAMS,
             RouteError::ServerDown { .. } => crate::upstream::code::UNAVAILABLE,
+            RouteError::NoServerForUri(_) => RESOURCE_NOT_FOUND,
         }
     }
+}
+
+/// The 2024-11-05 … 2025-11-25 "resource not found" code.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// Either a routing failure or a failed upstream request.
+#[derive(Debug, thiserror::Error)]
+pub enum HubCallError {
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+impl HubCallError {
+    pub fn code(&self) -> i64 {
+        match self {
+            HubCallError::Route(e) => e.code(),
+            HubCallError::Call(e) => e.code(),
+        }
+    }
+}
+
+/// Which namespaced list a name is looked up in.
+#[derive(Debug, Clone, Copy)]
+pub enum NameKind {
+    Tool,
+    Prompt,
 }
 
 impl Hub {
@@ -68,6 +147,8 @@ impl Hub {
     /// starts just the server it needs); the others stay disabled.
     pub fn start_selected(config: &Config, pick: impl Fn(&str) -> bool) -> Arc<Hub> {
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+        let sink = Arc::new(HubSink(OnceLock::new()));
+        let (client_caps, caps_rx) = watch::channel(None);
         let upstreams: Vec<_> = config
             .servers
             .iter()
@@ -77,7 +158,14 @@ impl Hub {
                 if !pick(&sc.name) {
                     sc.disabled = true;
                 }
-                Upstream::new(i, sc, config.hub.max_message_size, ev_tx.clone())
+                Upstream::new(
+                    i,
+                    sc,
+                    config.hub.max_message_size,
+                    ev_tx.clone(),
+                    sink.clone(),
+                    caps_rx.clone(),
+                )
             })
             .collect();
         drop(ev_tx);
@@ -89,27 +177,28 @@ impl Hub {
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
             shutdown,
-            supervisors: std::sync::Mutex::new(Vec::new()),
+            supervisors: Mutex::new(Vec::new()),
             started: Instant::now(),
+            client_caps,
+            sessions: Mutex::new(Vec::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            log_level: Mutex::new(None),
+            subscriptions: Mutex::new(HashMap::new()),
         });
+        let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub
             .upstreams
             .iter()
             .map(|up| tokio::spawn(up.clone().supervise(shutdown_rx.clone())))
             .collect();
-        if let Ok(mut s) = hub.supervisors.lock() {
-            *s = handles;
-        }
+        *lock(&hub.supervisors) = handles;
         tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
         hub
     }
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
         &self.upstreams
-    }
-
-    pub fn upstream_named(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.upstreams.iter().find(|u| u.name() == name)
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -121,6 +210,46 @@ impl Hub {
 
     pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {
         self.events.subscribe()
+    }
+
+    pub(crate) fn register(&self, session: &Arc<Session>) {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    fn sessions(&self) -> Vec<Arc<Session>> {
+        lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// Records what the downstream client supports, so servers are told only about
+    /// server→client requests the hub can really pass on. The first client decides; `None`
+    /// (no client, as in CLI listings) declares nothing.
+    pub fn declare_client(&self, capabilities: Option<&str>) {
+        let obj = capabilities
+            .and_then(|c| RawObject::parse(c).ok())
+            .unwrap_or_default();
+        let mut out = String::from("{");
+        for key in ["roots", "sampling", "elicitation"] {
+            if let Some(v) = obj.get(key).filter(|v| *v != "null") {
+                if out.len() > 1 {
+                    out.push(',');
+                }
+                out.push_str(&format!("\"{key}\":{v}"));
+            }
+        }
+        out.push('}');
+        self.client_caps.send_if_modified(|c| {
+            if c.is_none() {
+                *c = Some(out);
+                true
+            } else {
+                false
+            }
+        });
     }
 
     /// True while some server is still on its way to its first ready or failed state.
@@ -162,10 +291,40 @@ impl Hub {
         }
     }
 
-    /// Resolves a tool name of any accepted form to its server and upstream name.
-    pub fn route(&self, name: &str) -> Result<(Arc<Upstream>, String), RouteError> {
+    /// Resolves a tool or prompt name of any accepted form to its server and upstream name.
+    /// A name whose server is still starting waits for it (within `list_wait`).
+    pub async fn route_name(
+        &self,
+        kind: NameKind,
+        name: &str,
+    ) -> Result<(Arc<Upstream>, String), RouteError> {
+        match self.try_route_name(kind, name) {
+            Err(_) if self.starting() => {
+                let left = self
+                    .settings
+                    .list_wait
+                    .saturating_sub(self.started.elapsed());
+                self.wait_until(left, || {
+                    self.try_route_name(kind, name).is_ok() || !self.starting()
+                })
+                .await;
+                self.try_route_name(kind, name)
+            }
+            other => other,
+        }
+    }
+
+    fn try_route_name(
+        &self,
+        kind: NameKind,
+        name: &str,
+    ) -> Result<(Arc<Upstream>, String), RouteError> {
         let catalog = self.catalog();
-        if let Some(t) = catalog.find(name) {
+        let (list, label) = match kind {
+            NameKind::Tool => (&catalog.tools, "tool"),
+            NameKind::Prompt => (&catalog.prompts, "prompt"),
+        };
+        if let Some(t) = list.find(name) {
             return Ok((self.upstreams[t.upstream].clone(), t.original.clone()));
         }
         // Not served: if the name points at a known server, say what is wrong with it.
@@ -177,47 +336,225 @@ impl Hub {
                     .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("__")));
             if matches && up.snapshot().state != State::Ready {
                 return Err(RouteError::ServerDown {
-                    tool: name.into(),
+                    kind: label,
+                    name: name.into(),
                     server: up.name().into(),
                     state: up.describe_state(),
                 });
             }
         }
-        Err(RouteError::UnknownTool(name.into()))
+        Err(RouteError::Unknown {
+            kind: label,
+            name: name.into(),
+        })
     }
 
-    /// Calls a tool by any accepted name. `params` is the downstream `tools/call` params
-    /// object; only its `name` is rewritten, everything else passes through untouched.
-    pub async fn call_tool(
+    /// The server serving a resource URI (or a URI template, for completion).
+    pub async fn route_uri(&self, uri: &str) -> Result<Arc<Upstream>, RouteError> {
+        if self.catalog().route_uri(uri, &self.upstreams).is_none() && self.starting() {
+            let left = self
+                .settings
+                .list_wait
+                .saturating_sub(self.started.elapsed());
+            self.wait_until(left, || {
+                self.catalog().route_uri(uri, &self.upstreams).is_some() || !self.starting()
+            })
+            .await;
+        }
+        match self.catalog().route_uri(uri, &self.upstreams) {
+            Some(i) => Ok(self.upstreams[i].clone()),
+            None => Err(RouteError::NoServerForUri(uri.into())),
+        }
+    }
+
+    /// Sends a request upstream on behalf of `session`. A `_meta.progressToken` in `params`
+    /// is replaced by a hub-wide unique token for the duration of the request, so progress
+    /// from any server reaches exactly this requester under its own token.
+    pub async fn request_for(
         &self,
-        name: &str,
-        params: &jsonrpc::RawObject<'_>,
-    ) -> Result<Message, HubCallError> {
-        let (up, original) = match self.route(name) {
-            Ok(found) => found,
-            // Its server may still be starting: wait for it as `tools/list` would.
-            Err(_) if self.starting() => {
-                let left = self
-                    .settings
-                    .list_wait
-                    .saturating_sub(self.started.elapsed());
-                self.wait_until(left, || self.route(name).is_ok() || !self.starting())
-                    .await;
-                self.route(name)?
-            }
-            Err(e) => return Err(e.into()),
+        session: &Arc<Session>,
+        up: &Upstream,
+        method: &str,
+        params: &str,
+    ) -> Result<Message, CallError> {
+        let (params, _guard) = self.rewrite_progress(session, params);
+        up.request(method, Some(&params)).await
+    }
+
+    fn rewrite_progress<'h>(
+        &'h self,
+        session: &Arc<Session>,
+        params: &str,
+    ) -> (String, Option<ProgressGuard<'h>>) {
+        let Ok(obj) = RawObject::parse(params) else {
+            return (params.to_string(), None);
         };
-        let upstream_params = params.with("name", &jsonrpc::quote(&original));
-        Ok(up.request("tools/call", Some(&upstream_params)).await?)
+        let Some(meta_text) = obj.get("_meta") else {
+            return (params.to_string(), None);
+        };
+        let Ok(meta) = RawObject::parse(meta_text) else {
+            return (params.to_string(), None);
+        };
+        let Some(original) = meta.get("progressToken") else {
+            return (params.to_string(), None);
+        };
+        let token = format!(
+            "\"openpact-{}\"",
+            self.next_token.fetch_add(1, Ordering::Relaxed)
+        );
+        lock(&self.progress).insert(
+            token.clone(),
+            (Arc::downgrade(session), original.to_string()),
+        );
+        let new_meta = meta.with("progressToken", &token);
+        (
+            obj.with("_meta", &new_meta),
+            Some(ProgressGuard { hub: self, token }),
+        )
+    }
+
+    /// Applies a session's `logging/setLevel`: servers get the most verbose level any
+    /// session wants (each session filters for itself).
+    pub(crate) async fn set_log_level(&self) {
+        let wanted = self
+            .sessions()
+            .iter()
+            .filter_map(|s| s.log_rank())
+            .min()
+            .map(|r| LOG_LEVELS[r].to_string());
+        *lock(&self.log_level) = wanted.clone();
+        if let Some(level) = wanted {
+            let params = format!("{{\"level\":\"{level}\"}}");
+            let targets: Vec<_> = self
+                .upstreams
+                .iter()
+                .filter(|u| {
+                    u.snapshot()
+                        .info
+                        .as_ref()
+                        .is_some_and(|i| i.has_capability("logging"))
+                })
+                .collect();
+            for up in targets {
+                if let Err(e) = up.request("logging/setLevel", Some(&params)).await {
+                    tracing::debug!(server = %up.name(), "logging/setLevel: {e}");
+                }
+            }
+        }
+    }
+
+    /// Counts a session's subscription; the first one for a URI subscribes upstream.
+    pub(crate) async fn subscribe_uri(
+        &self,
+        up: &Upstream,
+        uri: &str,
+        params: &str,
+    ) -> Result<Option<Message>, CallError> {
+        let first = {
+            let mut subs = lock(&self.subscriptions);
+            let n = subs.entry((up.index, uri.to_string())).or_insert(0);
+            *n += 1;
+            *n == 1
+        };
+        if !first {
+            return Ok(None);
+        }
+        match up.request("resources/subscribe", Some(params)).await {
+            Ok(reply) => {
+                if reply.error().is_some() {
+                    self.forget_subscription(up.index, uri);
+                }
+                Ok(Some(reply))
+            }
+            Err(e) => {
+                self.forget_subscription(up.index, uri);
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops a session's subscription; the last one for a URI unsubscribes upstream.
+    pub(crate) async fn unsubscribe_uri(
+        &self,
+        up: &Upstream,
+        uri: &str,
+        params: &str,
+    ) -> Result<Option<Message>, CallError> {
+        if !self.forget_subscription(up.index, uri) {
+            return Ok(None);
+        }
+        up.request("resources/unsubscribe", Some(params))
+            .await
+            .map(Some)
+    }
+
+    /// Returns true when that was the last subscriber.
+    fn forget_subscription(&self, upstream: usize, uri: &str) -> bool {
+        let mut subs = lock(&self.subscriptions);
+        let key = (upstream, uri.to_string());
+        match subs.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                subs.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The downstream `initialize` capabilities: the union of what ready servers offer.
+    /// Servers still starting could offer anything, so while any is, every list the hub can
+    /// bridge is declared (an empty list is a valid answer, and `list_changed` follows).
+    pub fn capabilities(&self) -> String {
+        let starting = self.starting();
+        let offered = |cap: &str| {
+            starting
+                || self.upstreams.iter().any(|u| {
+                    u.snapshot().state == State::Ready
+                        && u.snapshot()
+                            .info
+                            .as_ref()
+                            .is_some_and(|i| i.has_capability(cap))
+                })
+        };
+        let subscribe = starting
+            || self.upstreams.iter().any(|u| {
+                u.snapshot().info.as_ref().is_some_and(|i| {
+                    RawObject::parse(&i.capabilities)
+                        .ok()
+                        .and_then(|o| {
+                            o.get("resources")
+                                .and_then(|r| RawObject::parse(r).ok())
+                                .and_then(|r| r.get("subscribe").map(|v| v == "true"))
+                        })
+                        .unwrap_or(false)
+                })
+            });
+        let mut caps = vec!["\"tools\":{\"listChanged\":true}".to_string()];
+        if offered("resources") {
+            caps.push(format!(
+                "\"resources\":{{\"subscribe\":{subscribe},\"listChanged\":true}}"
+            ));
+        }
+        if offered("prompts") {
+            caps.push("\"prompts\":{\"listChanged\":true}".into());
+        }
+        if offered("completions") {
+            caps.push("\"completions\":{}".into());
+        }
+        if offered("logging") {
+            caps.push("\"logging\":{}".into());
+        }
+        format!("{{{}}}", caps.join(","))
     }
 
     /// Stops every server (in parallel) and waits for them, at most about two seconds.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
-        let handles: Vec<_> = match self.supervisors.lock() {
-            Ok(mut s) => std::mem::take(&mut *s),
-            Err(_) => Vec::new(),
-        };
+        let handles: Vec<_> = std::mem::take(&mut *lock(&self.supervisors));
         let all = async {
             for h in handles {
                 let _ = h.await;
@@ -248,35 +585,194 @@ impl Hub {
             return None;
         }
         let sep = match self.settings.tool_names {
-            crate::config::ToolNames::Qualified => ":",
-            crate::config::ToolNames::Portable => "__",
+            ToolNames::Qualified => ":",
+            ToolNames::Portable => "__",
         };
         Some(format!(
             "openpact serves the tools of several MCP servers; each tool is named SERVER{sep}TOOL. What each server says about itself:\n\n{}",
             parts.join("\n\n")
         ))
     }
-}
 
-/// Either a routing failure or a failed upstream request.
-#[derive(Debug, thiserror::Error)]
-pub enum HubCallError {
-    #[error(transparent)]
-    Route(#[from] RouteError),
-    #[error(transparent)]
-    Call(#[from] CallError),
-}
+    fn on_notification(&self, i: usize, m: &Message) {
+        let params = m.params().unwrap_or("{}");
+        let obj = RawObject::parse(params).unwrap_or_default();
+        match m.method() {
+            "notifications/progress" => {
+                let target = obj
+                    .get("progressToken")
+                    .and_then(|t| lock(&self.progress).get(t).cloned());
+                if let Some((session, original)) = target
+                    && let Some(session) = session.upgrade()
+                {
+                    let params = obj.with("progressToken", &original);
+                    session.send(jsonrpc::notification(
+                        "notifications/progress",
+                        Some(&params),
+                    ));
+                }
+            }
+            "notifications/message" => {
+                let server = self.upstreams[i].name();
+                let logger = match obj.get_str("logger") {
+                    Some(l) if !l.is_empty() => format!("{server}/{l}"),
+                    _ => server.to_string(),
+                };
+                let rank = obj
+                    .get_str("level")
+                    .as_deref()
+                    .and_then(log_rank)
+                    .unwrap_or(0);
+                let line = jsonrpc::notification(
+                    "notifications/message",
+                    Some(&obj.with("logger", &jsonrpc::quote(&logger))),
+                );
+                for s in self.sessions() {
+                    s.deliver_log(rank, &line);
+                }
+            }
+            "notifications/resources/updated" => {
+                if let Some(uri) = obj.get_str("uri") {
+                    for s in self.sessions() {
+                        s.deliver_update(&uri, m.text());
+                    }
+                }
+            }
+            "notifications/cancelled" => {
+                if let Some(id) = obj.get("requestId") {
+                    for s in self.sessions() {
+                        s.cancel_forwarded(i, id, obj.get("reason"));
+                    }
+                }
+            }
+            "notifications/elicitation/complete" => {
+                for s in self
+                    .sessions()
+                    .iter()
+                    .filter(|s| s.client_has("elicitation"))
+                {
+                    s.send(m.text().to_string());
+                }
+            }
+            other => {
+                tracing::debug!(server = %self.upstreams[i].name(), method = other, "notification not forwarded")
+            }
+        }
+    }
 
-impl HubCallError {
-    pub fn code(&self) -> i64 {
-        match self {
-            HubCallError::Route(e) => e.code(),
-            HubCallError::Call(e) => e.code(),
+    fn on_request(&self, i: usize, m: Message) {
+        let up = &self.upstreams[i];
+        let capability = match m.method() {
+            "sampling/createMessage" => Some("sampling"),
+            "elicitation/create" => Some("elicitation"),
+            "roots/list" => Some("roots"),
+            _ => None,
+        };
+        let session =
+            capability.and_then(|cap| self.sessions().into_iter().find(|s| s.client_has(cap)));
+        match (capability, session) {
+            (Some(_), Some(session)) => session.forward_server_request(i, m),
+            (Some(cap), None) => {
+                let msg = format!(
+                    "the client connected to openpact does not support {cap}, so {} cannot be answered",
+                    m.method()
+                );
+                tracing::debug!(server = %up.name(), "{msg}");
+                if let Some(conn) = up.connection() {
+                    let _ = conn.send(jsonrpc::error(
+                        m.id(),
+                        jsonrpc::code::METHOD_NOT_FOUND,
+                        &msg,
+                        None,
+                    ));
+                }
+            }
+            (None, _) => {
+                if let Some(conn) = up.connection() {
+                    let msg = format!("Method not found: {}", m.method());
+                    let _ = conn.send(jsonrpc::error(
+                        m.id(),
+                        jsonrpc::code::METHOD_NOT_FOUND,
+                        &msg,
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+
+    /// After a server (re)starts, restore what sessions had set up: the log level and the
+    /// resource subscriptions it serves.
+    async fn replay(&self, i: usize) {
+        let up = &self.upstreams[i];
+        let level = lock(&self.log_level).clone();
+        if let Some(level) = level
+            && up
+                .snapshot()
+                .info
+                .as_ref()
+                .is_some_and(|inf| inf.has_capability("logging"))
+        {
+            let _ = up
+                .request(
+                    "logging/setLevel",
+                    Some(&format!("{{\"level\":\"{level}\"}}")),
+                )
+                .await;
+        }
+        let uris: Vec<String> = lock(&self.subscriptions)
+            .keys()
+            .filter(|(u, _)| *u == i)
+            .map(|(_, uri)| uri.clone())
+            .collect();
+        for uri in uris {
+            let params = format!("{{\"uri\":{}}}", jsonrpc::quote(&uri));
+            if let Err(e) = up.request("resources/subscribe", Some(&params)).await {
+                tracing::warn!(server = %up.name(), %uri, "could not restore a subscription after restart: {e}");
+            }
         }
     }
 }
 
-async fn event_loop(hub: std::sync::Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
+/// Receives servers' notifications and requests on their reader tasks. Holds the hub
+/// weakly: upstreams live inside the hub, so a strong reference would be a cycle.
+struct HubSink(OnceLock<Weak<Hub>>);
+
+impl Sink for HubSink {
+    fn notification(&self, server: usize, m: Message) {
+        if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
+            hub.on_notification(server, &m);
+        }
+    }
+
+    fn request(&self, server: usize, m: Message) {
+        if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
+            hub.on_request(server, m);
+        }
+    }
+}
+
+/// Removes a progress token mapping when its request ends, however it ends.
+struct ProgressGuard<'h> {
+    hub: &'h Hub,
+    token: String,
+}
+
+impl Drop for ProgressGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.hub.progress).remove(&self.token);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another thread panicked while holding it; the data is
+    // plain bookkeeping that stays usable.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
+    let mut generations: HashMap<usize, u64> = HashMap::new();
+    let mut warned: std::collections::HashSet<String> = std::collections::HashSet::new();
     while let Some(first) = rx.recv().await {
         let Some(hub) = hub.upgrade() else { return };
         // Coalesce a burst (50 servers coming up) into one rebuild and one announcement.
@@ -284,41 +780,52 @@ async fn event_loop(hub: std::sync::Weak<Hub>, mut rx: mpsc::UnboundedReceiver<E
         let mut next = Some(first);
         while let Some(ev) = next.take() {
             match ev {
-                Event::Changed(_) => rebuild = true,
-                Event::Notification(i, m) => {
-                    tracing::debug!(server = %hub.upstreams[i].name(), method = m.method(), "notification not forwarded yet");
-                }
-                Event::Request(i, m) => {
-                    if let Some(conn) = hub.upstreams[i].connection() {
-                        let msg =
-                            format!("openpact does not forward {} to clients yet", m.method());
-                        let _ = conn.send(jsonrpc::error(
-                            m.id(),
-                            jsonrpc::code::METHOD_NOT_FOUND,
-                            &msg,
-                            None,
-                        ));
+                Event::Changed(i) => {
+                    rebuild = true;
+                    let snap = hub.upstreams[i].snapshot();
+                    if snap.state == State::Ready
+                        && generations.insert(i, snap.generation) != Some(snap.generation)
+                    {
+                        let h = hub.clone();
+                        tokio::spawn(async move { h.replay(i).await });
                     }
-                    debug_assert_eq!(m.kind(), Kind::Request);
                 }
             }
             next = rx.try_recv().ok();
         }
         if rebuild {
             let fresh = Catalog::build(&hub.upstreams, hub.settings.tool_names);
-            let changed = {
+            for c in &fresh.conflicts {
+                if warned.insert(c.clone()) {
+                    tracing::warn!("{c}");
+                }
+            }
+            let changes = {
                 let mut cur = hub
                     .catalog
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let changed = cur.fingerprint != fresh.fingerprint;
+                let mut changes = Vec::new();
+                if cur.tools.fingerprint != fresh.tools.fingerprint {
+                    changes.push(HubEvent::ToolsChanged);
+                }
+                if cur.prompts.fingerprint != fresh.prompts.fingerprint {
+                    changes.push(HubEvent::PromptsChanged);
+                }
+                if cur.resources_fingerprint != fresh.resources_fingerprint
+                    || cur.templates_fingerprint != fresh.templates_fingerprint
+                {
+                    changes.push(HubEvent::ResourcesChanged);
+                }
                 *cur = Arc::new(fresh);
-                changed
+                changes
             };
             hub.changed.send_modify(|g| *g += 1);
             // Servers stopping at shutdown empty the catalogue; nobody needs to hear that.
-            if changed && !*hub.shutdown.borrow() {
-                let _ = hub.events.send(HubEvent::ToolsChanged);
+            if !*hub.shutdown.borrow() {
+                for c in changes {
+                    let _ = hub.events.send(c);
+                }
             }
         }
     }

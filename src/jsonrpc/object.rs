@@ -62,10 +62,10 @@ impl<'a> RawObject<'a> {
             }
         }
         for (ek, ev) in edits {
-            if let Some(nv) = ev {
-                if !self.members.iter().any(|(k, _)| k == ek) {
-                    push(&mut out, ek, nv);
-                }
+            if let Some(nv) = ev
+                && !self.members.iter().any(|(k, _)| k == ek)
+            {
+                push(&mut out, ek, nv);
             }
         }
         out.push('}');

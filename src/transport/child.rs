@@ -263,10 +263,10 @@ impl Drop for ChildProc {
     fn drop(&mut self) {
         // Last resort when a connection is dropped without `terminate` (e.g. the runtime is
         // going away): kill_on_drop only reaches the leader, so hit the group as well.
-        if self.pid.is_some() {
-            if let Ok(None) = self.child.try_wait() {
-                self.signal_group(Signal::SIGKILL);
-            }
+        if self.pid.is_some()
+            && let Ok(None) = self.child.try_wait()
+        {
+            self.signal_group(Signal::SIGKILL);
         }
     }
 }

@@ -44,11 +44,10 @@ pub fn start(max_message_size: usize) -> std::io::Result<StdioPipes> {
             }
             let (used, frame) = framer.feed(buf);
             reader.consume(used);
-            if let Some(f) = frame {
-                if in_tx.send(f).is_err() {
+            if let Some(f) = frame
+                && in_tx.send(f).is_err() {
                     break;
                 }
-            }
         }
     })?;
 

@@ -176,8 +176,10 @@ impl Connection {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Handles one frame from the server's stdout.
-    pub fn on_frame(&self, frame: Frame, incoming: &mpsc::UnboundedSender<Incoming>) {
+    /// Handles one frame from the server's stdout. Everything that is not a response goes to
+    /// `incoming` synchronously, in order, so a notification the server sent before a
+    /// response (say, the last progress step) is delivered before that response.
+    pub fn on_frame(&self, frame: Frame, incoming: &dyn Fn(Incoming)) {
         let line = match frame {
             Frame::Line(line) => line,
             Frame::Oversized { len } => {
@@ -202,7 +204,7 @@ impl Connection {
         }
     }
 
-    fn dispatch(&self, m: Message, incoming: &mpsc::UnboundedSender<Incoming>) {
+    fn dispatch(&self, m: Message, incoming: &dyn Fn(Incoming)) {
         match m.kind() {
             Kind::Response => {
                 let waiter = m.id_u64().and_then(|id| self.lock_pending().remove(&id));
@@ -218,21 +220,8 @@ impl Connection {
             Kind::Request if m.method() == "ping" => {
                 let _ = self.send(jsonrpc::result(m.id(), "{}"));
             }
-            Kind::Request => {
-                if let Err(mpsc::error::SendError(Incoming::Request(m))) =
-                    incoming.send(Incoming::Request(m))
-                {
-                    let _ = self.send(jsonrpc::error(
-                        m.id(),
-                        jsonrpc::code::METHOD_NOT_FOUND,
-                        "openpact cannot serve this request",
-                        None,
-                    ));
-                }
-            }
-            Kind::Notification => {
-                let _ = incoming.send(Incoming::Notification(m));
-            }
+            Kind::Request => incoming(Incoming::Request(m)),
+            Kind::Notification => incoming(Incoming::Notification(m)),
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct Snapshot {
     pub state: State,
     pub info: Option<ServerInfo>,
     pub tools: Arc<Vec<Entry>>,
+    pub prompts: Arc<Vec<Entry>>,
+    pub resources: Arc<Vec<Entry>>,
+    pub templates: Arc<Vec<Entry>>,
     /// Wall-clock time the current process was started.
     pub started_at: Option<SystemTime>,
     /// Spawn to handshake complete, for the current process.
@@ -67,13 +70,18 @@ pub struct Snapshot {
     pub generation: u64,
 }
 
-/// What an upstream tells the hub.
+/// What an upstream tells the hub through its event channel (coalesced there).
 #[derive(Debug)]
 pub enum Event {
     /// The snapshot of server `index` changed (state or lists).
     Changed(usize),
-    Notification(usize, Message),
-    Request(usize, Message),
+}
+
+/// Where a server's own notifications and requests go. Called on the server's reader task, in
+/// the order the server wrote them, so implementations must not block.
+pub trait Sink: Send + Sync {
+    fn notification(&self, server: usize, m: Message);
+    fn request(&self, server: usize, m: Message);
 }
 
 /// Restart policy after a crash.
@@ -91,7 +99,14 @@ pub struct Upstream {
     conn: RwLock<Option<Arc<Connection>>>,
     snapshot: RwLock<Arc<Snapshot>>,
     events: mpsc::UnboundedSender<Event>,
+    sink: Arc<dyn Sink>,
+    /// The client capabilities to declare in `initialize` (JSON text), once known.
+    client_caps: watch::Receiver<Option<String>>,
 }
+
+/// How long a server's `initialize` waits for the downstream client to say what it supports
+/// (the process is already starting meanwhile). Editors send `initialize` right away.
+const CLIENT_CAPS_WAIT: Duration = Duration::from_secs(1);
 
 /// A process that finished its handshake.
 struct Running {
@@ -107,6 +122,8 @@ impl Upstream {
         config: ServerConfig,
         max_message_size: usize,
         events: mpsc::UnboundedSender<Event>,
+        sink: Arc<dyn Sink>,
+        client_caps: watch::Receiver<Option<String>>,
     ) -> Arc<Self> {
         let state = if config.disabled {
             State::Disabled
@@ -117,6 +134,9 @@ impl Upstream {
             state,
             info: None,
             tools: Arc::new(Vec::new()),
+            prompts: Arc::new(Vec::new()),
+            resources: Arc::new(Vec::new()),
+            templates: Arc::new(Vec::new()),
             started_at: None,
             ready_in: None,
             restarts: 0,
@@ -132,6 +152,8 @@ impl Upstream {
             conn: RwLock::new(None),
             snapshot: RwLock::new(Arc::new(snapshot)),
             events,
+            sink,
+            client_caps,
         })
     }
 
@@ -349,37 +371,30 @@ impl Upstream {
         let out = spawn_writer(spawned.stdin, self.config.name.clone());
         let conn = Connection::new(self.config.name.clone(), out, stderr.clone());
         let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
-        let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (exit_tx, exited) = oneshot::channel();
+        let me = Arc::downgrade(self);
+        let incoming = move |item: Incoming| {
+            if let Some(me) = me.upgrade() {
+                me.on_incoming(item);
+            }
+        };
         tokio::spawn(read_until_exit(
             conn.clone(),
             spawned.stdout,
             self.max_message_size,
-            incoming_tx,
+            incoming,
             proc.clone(),
             exit_tx,
         ));
-        tokio::spawn(self.clone().forward_incoming(incoming_rx, conn.clone()));
 
         let handshake = async {
-            let info = handshake::initialize(&conn, "{}", self.config.timeout).await?;
-            let tools = if info.has_capability("tools") {
-                handshake::list_all(
-                    &conn,
-                    self.name(),
-                    "tools/list",
-                    "tools",
-                    "name",
-                    self.config.timeout,
-                )
-                .await?
-            } else {
-                Vec::new()
-            };
-            Ok::<_, HandshakeError>((info, tools))
+            let caps = self.client_capabilities().await;
+            let info = handshake::initialize(&conn, &caps, self.config.timeout).await?;
+            let lists = self.fetch_lists(&conn, &info).await?;
+            Ok::<_, HandshakeError>((info, lists))
         };
         match handshake.await {
-            Ok((info, tools)) => {
+            Ok((info, [tools, prompts, resources, templates])) => {
                 let ready_in = t0.elapsed();
                 tracing::info!(server = %self.name(), version = %info.protocol_version, tools = tools.len(), ms = ready_in.as_millis() as u64, "ready");
                 self.set_conn(Some(conn.clone()));
@@ -387,6 +402,9 @@ impl Upstream {
                     s.state = State::Ready;
                     s.info = Some(info);
                     s.tools = Arc::new(tools);
+                    s.prompts = Arc::new(prompts);
+                    s.resources = Arc::new(resources);
+                    s.templates = Arc::new(templates);
                     s.ready_in = Some(ready_in);
                     s.generation += 1;
                 });
@@ -410,58 +428,134 @@ impl Upstream {
         }
     }
 
-    /// Re-fetches the tool list (after `notifications/tools/list_changed`).
-    pub async fn refresh_tools(&self) {
+    /// The capabilities to declare upstream: what the downstream client declared, as soon as
+    /// it has (or `{}` if it has not said within a moment).
+    async fn client_capabilities(&self) -> String {
+        let mut rx = self.client_caps.clone();
+        let _ = tokio::time::timeout(CLIENT_CAPS_WAIT, rx.wait_for(Option::is_some)).await;
+        let caps = rx.borrow().clone();
+        caps.unwrap_or_else(|| "{}".to_string())
+    }
+
+    /// Fetches every list the server's capabilities promise: tools, prompts, resources and
+    /// resource templates, concurrently. Only a failing tool list fails the server; the
+    /// others are optional features, so a server that declares them but cannot list them
+    /// is logged and served without them.
+    async fn fetch_lists(
+        &self,
+        conn: &Connection,
+        info: &ServerInfo,
+    ) -> Result<[Vec<Entry>; 4], HandshakeError> {
+        let want = |kind: ListKind| info.has_capability(kind.capability());
+        let list = |kind: ListKind| async move {
+            if !want(kind) {
+                return Ok(Vec::new());
+            }
+            let (method, field, key) = kind.wire();
+            handshake::list_all(conn, self.name(), method, field, key, self.config.timeout).await
+        };
+        let (tools, prompts, resources, templates) = tokio::join!(
+            list(ListKind::Tools),
+            list(ListKind::Prompts),
+            list(ListKind::Resources),
+            list(ListKind::Templates)
+        );
+        let optional = |kind: ListKind, r: Result<Vec<Entry>, HandshakeError>| {
+            r.unwrap_or_else(|e| {
+                tracing::warn!(server = %self.name(), "{} failed, serving none: {e}", kind.wire().0);
+                Vec::new()
+            })
+        };
+        Ok([
+            tools?,
+            optional(ListKind::Prompts, prompts),
+            optional(ListKind::Resources, resources),
+            optional(ListKind::Templates, templates),
+        ])
+    }
+
+    /// Re-fetches one list (after its `notifications/…/list_changed`).
+    pub async fn refresh(&self, kind: ListKind) {
         let Some(conn) = self.connection() else {
             return;
         };
-        match handshake::list_all(
-            &conn,
-            self.name(),
-            "tools/list",
-            "tools",
-            "name",
-            self.config.timeout,
-        )
-        .await
+        let (method, field, key) = kind.wire();
+        match handshake::list_all(&conn, self.name(), method, field, key, self.config.timeout).await
         {
-            Ok(tools) => {
-                tracing::info!(server = %self.name(), tools = tools.len(), "tool list changed");
-                self.update(|s| s.tools = Arc::new(tools));
+            Ok(items) => {
+                tracing::info!(server = %self.name(), count = items.len(), "{method}: list changed");
+                let items = Arc::new(items);
+                self.update(|s| match kind {
+                    ListKind::Tools => s.tools = items,
+                    ListKind::Prompts => s.prompts = items,
+                    ListKind::Resources => s.resources = items,
+                    ListKind::Templates => s.templates = items,
+                });
             }
             Err(e) => {
-                tracing::warn!(server = %self.name(), "could not refresh tools after list_changed: {e}")
+                tracing::warn!(server = %self.name(), "could not refresh after list_changed ({method}): {e}")
             }
         }
     }
 
-    async fn forward_incoming(
-        self: Arc<Self>,
-        mut rx: mpsc::UnboundedReceiver<Incoming>,
-        conn: Arc<Connection>,
-    ) {
-        while let Some(item) = rx.recv().await {
-            match item {
-                Incoming::Notification(m) if m.method() == "notifications/tools/list_changed" => {
-                    let me = self.clone();
-                    tokio::spawn(async move { me.refresh_tools().await });
-                }
-                Incoming::Notification(m) => {
-                    let _ = self.events.send(Event::Notification(self.index, m));
-                }
-                Incoming::Request(m) => {
-                    if let Err(mpsc::error::SendError(Event::Request(_, m))) =
-                        self.events.send(Event::Request(self.index, m))
-                    {
-                        let _ = conn.send(crate::jsonrpc::error(
-                            m.id(),
-                            crate::jsonrpc::code::METHOD_NOT_FOUND,
-                            "openpact cannot serve this request",
-                            None,
-                        ));
+    /// A server's own notification or request (never a response). Runs on the reader task.
+    fn on_incoming(self: &Arc<Self>, item: Incoming) {
+        match item {
+            Incoming::Notification(m) => match ListKind::from_notification(m.method()) {
+                Some(kinds) => {
+                    for &kind in kinds {
+                        let me = self.clone();
+                        tokio::spawn(async move { me.refresh(kind).await });
                     }
                 }
+                None => self.sink.notification(self.index, m),
+            },
+            Incoming::Request(m) => self.sink.request(self.index, m),
+        }
+    }
+}
+
+/// The lists a server may offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+impl ListKind {
+    /// (method, result field, identifying member)
+    pub fn wire(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            ListKind::Tools => ("tools/list", "tools", "name"),
+            ListKind::Prompts => ("prompts/list", "prompts", "name"),
+            ListKind::Resources => ("resources/list", "resources", "uri"),
+            ListKind::Templates => (
+                "resources/templates/list",
+                "resourceTemplates",
+                "uriTemplate",
+            ),
+        }
+    }
+
+    fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources | ListKind::Templates => "resources",
+        }
+    }
+
+    /// The lists a `notifications/…/list_changed` invalidates.
+    fn from_notification(method: &str) -> Option<&'static [ListKind]> {
+        match method {
+            "notifications/tools/list_changed" => Some(&[ListKind::Tools]),
+            "notifications/prompts/list_changed" => Some(&[ListKind::Prompts]),
+            "notifications/resources/list_changed" => {
+                Some(&[ListKind::Resources, ListKind::Templates])
             }
+            _ => None,
         }
     }
 }
@@ -472,12 +566,11 @@ async fn read_until_exit(
     conn: Arc<Connection>,
     stdout: tokio::process::ChildStdout,
     max: usize,
-    incoming: mpsc::UnboundedSender<Incoming>,
+    incoming: impl Fn(Incoming),
     proc: Arc<AsyncMutex<Option<ChildProc>>>,
     exit_tx: oneshot::Sender<String>,
 ) {
     let read = read_frames(stdout, max, |frame| conn.on_frame(frame, &incoming)).await;
-    drop(incoming);
     // Stdout closing almost always means the process is exiting; give it and its stderr a
     // moment so the report can say how it ended and what it said last.
     let status = {
@@ -517,9 +610,9 @@ pub fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{:.1}s", d.as_secs_f64())
