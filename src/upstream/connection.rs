@@ -94,10 +94,7 @@ impl Connection {
             id,
             reason: Some("cancelled by the client"),
         };
-        if self
-            .send(jsonrpc::request(&id.to_string(), method, params))
-            .is_err()
-        {
+        if !self.send(jsonrpc::request(&id.to_string(), method, params)) {
             guard.reason = None;
             self.lock_pending().remove(&id);
             let reason = self
@@ -133,12 +130,13 @@ impl Connection {
     }
 
     pub fn notify(&self, method: &str, params: Option<&str>) {
-        let _ = self.send(jsonrpc::notification(method, params));
+        self.send(jsonrpc::notification(method, params));
     }
 
-    /// Sends an already-built line (responses to server requests go this way).
-    pub fn send(&self, line: String) -> Result<(), ()> {
-        self.out.send(Outgoing::Line(line)).map_err(|_| ())
+    /// Queues an already-built line (responses to server requests go this way); false when
+    /// the writer is gone.
+    pub fn send(&self, line: String) -> bool {
+        self.out.send(Outgoing::Line(line)).is_ok()
     }
 
     /// Closes the server's stdin (step one of shutdown).
