@@ -10,7 +10,14 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 const TOP_KEYS: &[&str] = &["mcpServers", "servers", "inputs", "$schema", "openpact"];
-const HUB_KEYS: &[&str] = &["toolNames", "maxMessageSize", "pageSize", "listWait"];
+const HUB_KEYS: &[&str] = &[
+    "toolNames",
+    "maxMessageSize",
+    "pageSize",
+    "listWait",
+    "restart",
+];
+const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
 /// Accepted silently: they belong to features that read them later.
 const RESERVED_HUB_KEYS: &[&str] = &[
     "permissions",
@@ -212,6 +219,47 @@ impl Builder<'_> {
         }
     }
 
+    fn restart(&mut self, value: &Value, path: &str) -> crate::config::RestartPolicy {
+        let mut policy = crate::config::RestartPolicy::default();
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"maxCrashes\": 5, \"window\": \"60s\"}}",
+                    kind_of(value)
+                ),
+            );
+            return policy;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            match key.as_str() {
+                "initialBackoff" | "maxBackoff" | "window" => match units::duration(v) {
+                    Ok(d) if key == "initialBackoff" => policy.initial_backoff = d,
+                    Ok(d) if key == "maxBackoff" => policy.max_backoff = d,
+                    Ok(d) => policy.window = d,
+                    Err(message) => self.error(&p, message),
+                },
+                "maxCrashes" => match v
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .and_then(|n| u32::try_from(n).ok())
+                {
+                    Some(n) => policy.max_crashes = n,
+                    None => self.error(
+                        &p,
+                        format!("{v} is not a valid count; use a whole number of at least 1"),
+                    ),
+                },
+                _ => self.warn(&p, unknown_key(closest_key(key, RESTART_KEYS))),
+            }
+        }
+        if policy.max_backoff < policy.initial_backoff {
+            policy.max_backoff = policy.initial_backoff;
+        }
+        policy
+    }
+
     fn hub(&mut self, value: &Value) -> HubSettings {
         let mut hub = HubSettings::default();
         let Value::Object(map) = value else {
@@ -260,6 +308,7 @@ impl Builder<'_> {
                     Ok(wait) => hub.list_wait = wait,
                     Err(message) => self.error(&path, message),
                 },
+                "restart" => hub.restart = self.restart(v, &path),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =

@@ -122,6 +122,29 @@ pub struct HubSettings {
     pub page_size: usize,
     /// How long a tools/list may wait for servers that are still starting.
     pub list_wait: Duration,
+    pub restart: RestartPolicy,
+}
+
+/// How a server that crashes is brought back (`openpact.restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Wait before the first restart; doubles for each further crash in the window.
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Crashes within `window` after which the server is parked as failed.
+    pub max_crashes: u32,
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            max_crashes: 5,
+            window: Duration::from_secs(60),
+        }
+    }
 }
 
 impl HubSettings {
@@ -138,6 +161,7 @@ impl Default for HubSettings {
             max_message_size: Self::DEFAULT_MAX_MESSAGE_SIZE,
             page_size: Self::DEFAULT_PAGE_SIZE,
             list_wait: Self::DEFAULT_LIST_WAIT,
+            restart: RestartPolicy::default(),
         }
     }
 }

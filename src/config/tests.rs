@@ -810,3 +810,20 @@ fn a_broken_server_entry_does_not_stop_the_others() {
             .contains("${NOPE_TOKEN} is not set")
     );
 }
+
+#[test]
+fn restart_policy_is_configurable_and_checked() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"openpact": {"restart": {"initialBackoff": "100ms", "maxBackoff": "2s", "maxCrashes": 3, "window": "10s"}}}"#,
+        &[],
+    );
+    assert_eq!(c.hub.restart.initial_backoff, Duration::from_millis(100));
+    assert_eq!(c.hub.restart.max_backoff, Duration::from_secs(2));
+    assert_eq!(c.hub.restart.max_crashes, 3);
+    assert_eq!(c.hub.restart.window, Duration::from_secs(10));
+    let errs = f.err_short(r#"{"openpact": {"restart": {"maxCrashes": 0}}}"#, &[]);
+    assert!(errs[0].contains("openpact.restart.maxCrashes"), "{errs:?}");
+    let c = f.ok(r#"{"openpact": {"restart": {"maxCrash": 2}}}"#, &[]);
+    assert!(c.warnings[0].contains("did you mean"), "{:?}", c.warnings);
+}

@@ -161,7 +161,7 @@ impl Hub {
                 Upstream::new(
                     i,
                     sc,
-                    config.hub.max_message_size,
+                    &config.hub,
                     ev_tx.clone(),
                     sink.clone(),
                     caps_rx.clone(),

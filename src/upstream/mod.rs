@@ -11,7 +11,7 @@ mod handshake;
 pub use connection::{CallError, Connection, Incoming, code};
 pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
 
-use crate::config::{ServerConfig, Transport};
+use crate::config::{HubSettings, RestartPolicy, ServerConfig, Transport};
 use crate::jsonrpc::Message;
 use crate::transport::{ChildProc, ChildSpec, StderrLog, read_frames, spawn_writer};
 use std::collections::VecDeque;
@@ -84,11 +84,6 @@ pub trait Sink: Send + Sync {
     fn request(&self, server: usize, m: Message);
 }
 
-/// Restart policy after a crash.
-const BACKOFF_START: Duration = Duration::from_millis(500);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
-const CRASH_WINDOW: Duration = Duration::from_secs(60);
-const MAX_CRASHES_IN_WINDOW: usize = 5;
 /// Each shutdown step (after stdin close, after SIGTERM) waits at most this long.
 pub const STOP_GRACE: Duration = Duration::from_millis(400);
 
@@ -96,6 +91,7 @@ pub struct Upstream {
     pub index: usize,
     pub config: ServerConfig,
     max_message_size: usize,
+    restart: RestartPolicy,
     conn: RwLock<Option<Arc<Connection>>>,
     snapshot: RwLock<Arc<Snapshot>>,
     events: mpsc::UnboundedSender<Event>,
@@ -120,7 +116,7 @@ impl Upstream {
     pub fn new(
         index: usize,
         config: ServerConfig,
-        max_message_size: usize,
+        settings: &HubSettings,
         events: mpsc::UnboundedSender<Event>,
         sink: Arc<dyn Sink>,
         client_caps: watch::Receiver<Option<String>>,
@@ -148,7 +144,8 @@ impl Upstream {
         Arc::new(Upstream {
             index,
             config,
-            max_message_size,
+            max_message_size: settings.max_message_size,
+            restart: settings.restart,
             conn: RwLock::new(None),
             snapshot: RwLock::new(Arc::new(snapshot)),
             events,
@@ -296,15 +293,15 @@ impl Upstream {
             crashes.push_back(now);
             while crashes
                 .front()
-                .is_some_and(|t| now.duration_since(*t) > CRASH_WINDOW)
+                .is_some_and(|t| now.duration_since(*t) > self.restart.window)
             {
                 crashes.pop_front();
             }
-            if crashes.len() >= MAX_CRASHES_IN_WINDOW {
+            if crashes.len() >= self.restart.max_crashes as usize {
                 let parked = format!(
-                    "crashed {} times within {}s; not restarting (last: {reason}). Fix the server and restart openpact",
+                    "crashed {} times within {}; not restarting (last: {reason}). Fix the server and restart openpact",
                     crashes.len(),
-                    CRASH_WINDOW.as_secs()
+                    human_duration(self.restart.window)
                 );
                 tracing::error!(server = %self.name(), "{parked}");
                 self.update(|s| {
@@ -315,7 +312,7 @@ impl Upstream {
                 let _ = shutdown.changed().await;
                 break;
             }
-            let delay = backoff(crashes.len() as u32);
+            let delay = backoff(&self.restart, crashes.len() as u32);
             tracing::warn!(server = %self.name(), "crashed: {reason}; restarting in {}", human_duration(delay));
             self.update(|s| {
                 s.state = State::Restarting;
@@ -594,9 +591,11 @@ async fn read_until_exit(
     let _ = exit_tx.send(reason);
 }
 
-fn backoff(crash_count: u32) -> Duration {
-    let exp = BACKOFF_START.saturating_mul(1u32 << crash_count.saturating_sub(1).min(10));
-    let base = exp.min(BACKOFF_MAX);
+fn backoff(policy: &RestartPolicy, crash_count: u32) -> Duration {
+    let exp = policy
+        .initial_backoff
+        .saturating_mul(1u32 << crash_count.saturating_sub(1).min(16));
+    let base = exp.min(policy.max_backoff);
     // Jitter of up to a quarter, so servers that crashed together do not restart in lockstep.
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -616,5 +615,27 @@ pub fn human_duration(d: Duration) -> String {
         format!("{}s", ms / 1000)
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_bounded_jitter() {
+        let p = RestartPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+            ..Default::default()
+        };
+        for (n, base) in [(1, 100), (2, 200), (3, 350), (20, 350)] {
+            let d = backoff(&p, n).as_millis();
+            assert!(
+                d >= base && d <= base + base / 4,
+                "crash {n}: {d}ms not in [{base}, {}]",
+                base + base / 4
+            );
+        }
     }
 }
