@@ -639,6 +639,7 @@ fn hub_settings() {
             max_message_size: 512 * 1024,
             page_size: 7,
             list_wait: Duration::from_millis(250),
+            restart: RestartPolicy::default(),
         }
     );
     let c = f.ok(
