@@ -4,6 +4,7 @@
 //! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
 //! - [`transport`]: child processes and our own stdio.
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
+//! - [`state`]: private, atomically written files in the state dir (a leaf).
 //! - [`upstream`]: one server — handshake, requests, lifecycle.
 //! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
 //! - [`face`]: the outside world — the stdio MCP server.
@@ -14,5 +15,6 @@ pub mod config;
 pub mod face;
 pub mod hub;
 pub mod jsonrpc;
+pub mod state;
 pub mod transport;
 pub mod upstream;

@@ -82,11 +82,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Start every server and show its state, protocol, tools and last stderr lines.
+    /// Show each server's state, protocol, tools, restarts and last stderr lines: those of
+    /// the running `openpact serve` processes if there are any, else of freshly started ones.
     Servers {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Start the servers now even when a running `openpact serve` could be shown.
+        #[arg(long)]
+        start: bool,
     },
     /// Config file commands.
     Config {
@@ -120,7 +124,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     let command = match (cli.mcp, cli.command) {
         (true, _) | (false, Some(Command::Serve)) => {
             let config = load(&cli.config)?;
-            crate::face::stdio::serve(&config).await?;
+            crate::face::stdio::serve(&config, &state_dir(&cli.state_dir)).await?;
             return Ok(ExitCode::SUCCESS);
         }
         (false, Some(c)) => c,
@@ -176,7 +180,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let params = format!("{{\"uri\":{}}}", jsonrpc::quote(&uri));
             invoke(&load(&cli.config)?, None, "resources/read", &params, json).await
         }
-        Command::Servers { json } => servers(&load(&cli.config)?, json).await,
+        Command::Servers { json, start } => {
+            servers(&load(&cli.config)?, &state_dir(&cli.state_dir), json, start).await
+        }
         Command::Config {
             command: ConfigCommand::Check { json },
         } => config_check(&cli.config, &cli.state_dir, json),
@@ -315,17 +321,39 @@ fn with_progress_token(params: &str) -> String {
     }
 }
 
-async fn servers(config: &Config, json: bool) -> Result<ExitCode> {
+async fn servers(
+    config: &Config,
+    state_dir: &std::path::Path,
+    json: bool,
+    start: bool,
+) -> Result<ExitCode> {
+    if !start {
+        let live = crate::face::status_file::live(state_dir);
+        if !live.is_empty() {
+            if json {
+                output::live_json(&live)?;
+            } else {
+                output::live_human(&live);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let hub = Hub::start(config);
     hub.declare_client(None);
     hub.settled(CLI_START_LIMIT).await;
-    if json {
-        output::servers_json(&hub)?;
-    } else {
-        output::servers_human(&hub);
-    }
+    let status = hub.status();
     hub.shutdown().await;
+    if json {
+        output::servers_json(&status)?;
+    } else {
+        output::servers_human(&status);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn state_dir(explicit: &Option<PathBuf>) -> PathBuf {
+    let env = |k: &str| std::env::var(k).ok();
+    config::state_dir(explicit.as_deref(), &env)
 }
 
 fn config_check(
@@ -333,8 +361,7 @@ fn config_check(
     state_dir: &Option<PathBuf>,
     json: bool,
 ) -> Result<ExitCode> {
-    let env = |k: &str| std::env::var(k).ok();
-    let state = config::state_dir(state_dir.as_deref(), &env);
+    let state = self::state_dir(state_dir);
     match config::load(path.as_deref()).and_then(Config::strict) {
         Ok(config) => {
             if json {

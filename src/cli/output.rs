@@ -4,13 +4,12 @@
 
 use super::Listing;
 use crate::config::{Config, ConfigError, Transport};
-use crate::hub::{Catalog, Hub};
+use crate::hub::{Catalog, Hub, HubStatus, ServerStatus};
 use crate::jsonrpc::{Message, RawObject};
 use crate::upstream::{State, human_duration};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::Path;
-use std::time::SystemTime;
 
 pub fn help() {
     eprintln!(
@@ -357,39 +356,14 @@ pub fn read_result(result: &str, raw: bool) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// `2026-11-21T06:40:01Z` without pulling in a date crate.
-pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-pub fn servers_human(hub: &Hub) {
-    if hub.upstreams().is_empty() {
+pub fn servers_human(servers: &[ServerStatus]) {
+    if servers.is_empty() {
         println!("no servers configured");
         return;
     }
-    let w = hub
-        .upstreams()
+    let w = servers
         .iter()
-        .map(|u| u.name().len())
+        .map(|s| s.name.len())
         .max()
         .unwrap_or(4)
         .max(4);
@@ -397,63 +371,58 @@ pub fn servers_human(hub: &Hub) {
         "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS",
         "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN"
     );
-    for up in hub.upstreams() {
-        let s = up.snapshot();
-        let proto = s.info.as_ref().map_or("-", |i| i.protocol_version.as_str());
-        let tools = if s.state == State::Ready {
-            s.tools.len().to_string()
-        } else {
-            "-".into()
-        };
-        let started = s.started_at.map_or_else(|| "-".into(), rfc3339);
-        let ready = s.ready_in.map_or_else(|| "-".into(), human_duration);
+    for s in servers {
+        let dash = || "-".to_string();
         println!(
             "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  {}",
-            up.name(),
-            s.state.label(),
-            proto,
-            tools,
-            started,
-            ready,
+            s.name,
+            s.state,
+            s.protocol_version.clone().unwrap_or_else(dash),
+            s.tools.map_or_else(dash, |n| n.to_string()),
+            s.started_at.clone().unwrap_or_else(dash),
+            s.ready_ms
+                .map_or_else(dash, |ms| human_duration(std::time::Duration::from_millis(
+                    ms
+                ))),
             s.restarts
         );
-        if let State::Failed(reason) = &s.state {
+        if let Some(reason) = &s.reason {
             println!("{:w$}  reason: {reason}", "");
         } else if let Some(e) = &s.last_error {
             println!("{:w$}  last error: {e}", "");
         }
-        if s.state != State::Ready {
-            for line in s.stderr.as_ref().map(|l| l.tail(5)).unwrap_or_default() {
+        if s.state != "ready" {
+            for line in s.stderr.iter().rev().take(5).rev() {
                 println!("{:w$}  stderr: {line}", "");
             }
         }
     }
 }
 
-pub fn servers_json(hub: &Hub) -> anyhow::Result<()> {
-    let list: Vec<Value> = hub
-        .upstreams()
-        .iter()
-        .map(|up| {
-            let s = up.snapshot();
-            let info = s.info.as_ref();
-            json!({
-                "name": up.name(),
-                "state": s.state.label(),
-                "reason": match &s.state { State::Failed(r) => Some(r.clone()), _ => None },
-                "protocolVersion": info.map(|i| i.protocol_version.clone()),
-                "serverInfo": info.and_then(|i| serde_json::from_str::<Value>(&i.server_info).ok()),
-                "tools": if s.state == State::Ready { Some(s.tools.len()) } else { None },
-                "startedAt": s.started_at.map(rfc3339),
-                "readyMs": s.ready_in.map(|d| d.as_millis() as u64),
-                "restarts": s.restarts,
-                "lastError": s.last_error,
-                "pid": s.pid,
-                "stderr": s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
-            })
-        })
-        .collect();
-    println!("{}", serde_json::to_string_pretty(&list)?);
+pub fn servers_json(servers: &[ServerStatus]) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(servers)?);
+    Ok(())
+}
+
+pub fn live_human(hubs: &[HubStatus]) {
+    for (i, h) in hubs.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        println!(
+            "openpact serve (pid {}, config {}, since {}, updated {}):",
+            h.pid,
+            h.config.as_deref().unwrap_or("none"),
+            h.started_at,
+            h.updated_at
+        );
+        servers_human(&h.servers);
+    }
+    println!("\n(`openpact servers --start` starts the configured servers afresh instead)");
+}
+
+pub fn live_json(hubs: &[HubStatus]) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(hubs)?);
     Ok(())
 }
 

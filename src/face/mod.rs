@@ -2,4 +2,5 @@
 //!
 //! Stdout belongs to the protocol here: nothing in this module (or below it) prints.
 
+pub mod status_file;
 pub mod stdio;

@@ -18,12 +18,17 @@ pub enum ServeError {
 }
 
 /// Runs the hub behind a stdio MCP face. Returns when the client is gone.
-pub async fn serve(config: &Config) -> Result<(), ServeError> {
+pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), ServeError> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut pipes = stdio::start(config.hub.max_message_size)?;
     let hub = Hub::start(config);
     let session = Session::new(hub.clone(), pipes.outgoing.clone());
+    let _status = super::status_file::publish(
+        hub.clone(),
+        state_dir,
+        config.source.as_ref().map(|p| p.display().to_string()),
+    );
     tracing::info!(
         servers = hub.upstreams().iter().filter(|u| !u.config.disabled).count(),
         config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),

@@ -10,11 +10,13 @@ pub mod catalog;
 pub mod local;
 pub mod names;
 pub mod session;
+pub mod status;
 pub mod uri_template;
 
 pub use catalog::{Catalog, CatalogTool, Named};
 pub use local::LocalClient;
 pub use session::Session;
+pub use status::{HubStatus, ServerStatus};
 
 use crate::config::{Config, HubSettings, ToolNames};
 use crate::jsonrpc::{self, Message, RawObject};
@@ -206,6 +208,11 @@ impl Hub {
             Ok(c) => c.clone(),
             Err(p) => p.into_inner().clone(),
         }
+    }
+
+    /// Fires after every change of any server (state, lists).
+    pub fn watch_changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<HubEvent> {

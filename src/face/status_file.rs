@@ -1,0 +1,89 @@
+//! The live status file of a running `openpact serve`: `serve-<pid>.json` in the state dir,
+//! rewritten (atomically) whenever a server changes state, removed at exit. `openpact servers`
+//! reads it to show restarts and errors of the hub an editor is using right now.
+
+use crate::hub::{Hub, HubStatus, status::rfc3339};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub fn path_for(state_dir: &Path, pid: u32) -> PathBuf {
+    state_dir.join(format!("serve-{pid}.json"))
+}
+
+/// Keeps the status file current until the returned guard is dropped.
+pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> StatusFile {
+    let path = path_for(state_dir, std::process::id());
+    let started_at = rfc3339(SystemTime::now());
+    let task_path = path.clone();
+    let task = tokio::spawn(async move {
+        let mut changes = hub.watch_changes();
+        loop {
+            let status = HubStatus {
+                pid: std::process::id(),
+                config: config.clone(),
+                started_at: started_at.clone(),
+                updated_at: rfc3339(SystemTime::now()),
+                servers: hub.status(),
+            };
+            match serde_json::to_vec_pretty(&status) {
+                Ok(bytes) => {
+                    if let Err(e) = crate::state::write_atomic(&task_path, &bytes) {
+                        tracing::debug!(path = %task_path.display(), "could not write the status file: {e}");
+                    }
+                }
+                Err(e) => tracing::debug!("could not encode the status: {e}"),
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+            // Coalesce a burst of changes (a restart is several) into one write.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            changes.borrow_and_update();
+        }
+    });
+    StatusFile { path, task }
+}
+
+pub struct StatusFile {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for StatusFile {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The status files of `serve` processes that are still running; stale ones are removed.
+pub fn live(state_dir: &Path) -> Vec<HubStatus> {
+    let Ok(entries) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("serve-")
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let running = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        if !running {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        if let Ok(status) = std::fs::read(entry.path())
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<HubStatus>(&b).map_err(|e| e.to_string()))
+        {
+            out.push(status);
+        }
+    }
+    out.sort_by_key(|s| s.pid);
+    out
+}
