@@ -16,19 +16,15 @@ const HUB_KEYS: &[&str] = &[
     "pageSize",
     "listWait",
     "restart",
-];
-const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
-/// Accepted silently: they belong to features that read them later.
-const RESERVED_HUB_KEYS: &[&str] = &[
     "permissions",
     "cache",
     "rateLimits",
     "secrets",
     "audit",
-    "builtins",
-    "http",
-    "oauth",
 ];
+const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
+/// Accepted silently: they belong to features that read them later.
+const RESERVED_HUB_KEYS: &[&str] = &["builtins", "http", "oauth"];
 const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -129,6 +125,7 @@ pub(super) fn parse(
         }
     }
     b.collisions(&claims);
+    b.rule_targets(&hub, &servers);
 
     // Only file-level problems stop the load; when there are any, report everything at once.
     if b.problems.iter().any(|p| !b.local.contains(p)) {
@@ -185,7 +182,7 @@ struct Claim {
     prefix: String,
 }
 
-struct Builder<'a> {
+pub(super) struct Builder<'a> {
     label: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
     base_dir: PathBuf,
@@ -196,7 +193,56 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn error(&mut self, path: &str, message: impl Into<String>) {
+    /// Warns about policy rules that name a server no entry defines (a typo would otherwise
+    /// silently never match). Tool names are checked once the servers have listed them.
+    fn rule_targets(&mut self, hub: &HubSettings, servers: &[ServerConfig]) {
+        let known = |prefix: &str| {
+            servers
+                .iter()
+                .any(|s| s.prefix() == prefix || s.name == prefix)
+        };
+        let literal = |s: &str| !s.contains(['*', '?', '[', '{']);
+        let p = &hub.policy;
+        let mut globs: Vec<(String, &str)> = Vec::new();
+        for (list, key) in [
+            (&p.permissions.allow, "allow"),
+            (&p.permissions.ask, "ask"),
+            (&p.permissions.deny, "deny"),
+        ] {
+            globs.extend(
+                list.iter()
+                    .map(|g| (format!("openpact.permissions.{key}"), g.as_str())),
+            );
+        }
+        globs.extend(
+            p.cache
+                .rules
+                .iter()
+                .map(|(g, _)| ("openpact.cache.rules".to_string(), g.as_str())),
+        );
+        globs.extend(
+            p.rate_limits
+                .tools
+                .iter()
+                .map(|(g, _)| ("openpact.rateLimits.tools".to_string(), g.as_str())),
+        );
+        for (path, glob) in globs {
+            let server = glob.split_once(':').map_or(glob, |(s, _)| s);
+            if literal(server) && !known(server) {
+                self.warn(&path, format!("\"{glob}\" names server \"{server}\", which is not configured; the rule will never match"));
+            }
+        }
+        for (name, _) in &p.rate_limits.servers {
+            if !known(name) {
+                self.warn(
+                    "openpact.rateLimits.servers",
+                    format!("\"{name}\" is not a configured server; the limit will never apply"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
         self.problems.push(Problem {
             file: self.label.to_string(),
             path: path.to_string(),
@@ -204,7 +250,7 @@ impl Builder<'_> {
         });
     }
 
-    fn warn(&mut self, path: &str, message: impl Into<String>) {
+    pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
         let problem = Problem {
             file: self.label.to_string(),
             path: path.to_string(),
@@ -309,6 +355,11 @@ impl Builder<'_> {
                     Err(message) => self.error(&path, message),
                 },
                 "restart" => hub.restart = self.restart(v, &path),
+                "permissions" => hub.policy.permissions = self.permissions(v, &path),
+                "cache" => hub.policy.cache = self.cache(v, &path),
+                "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),
+                "secrets" => hub.policy.secrets = self.secrets(v, &path),
+                "audit" => hub.policy.audit = self.audit(v, &path),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =

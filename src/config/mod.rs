@@ -7,6 +7,7 @@ mod build;
 mod expand;
 mod jsonc;
 mod paths;
+mod policy;
 mod resolve;
 mod suggest;
 mod units;
@@ -15,6 +16,9 @@ mod units;
 mod tests;
 
 pub use paths::{FILE_NAME, locate, state_dir};
+pub use policy::{
+    AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
+};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -114,7 +118,7 @@ pub enum ToolNames {
     Portable,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HubSettings {
     pub tool_names: ToolNames,
     pub max_message_size: usize,
@@ -123,6 +127,7 @@ pub struct HubSettings {
     /// How long a tools/list may wait for servers that are still starting.
     pub list_wait: Duration,
     pub restart: RestartPolicy,
+    pub policy: PolicySettings,
 }
 
 /// How a server that crashes is brought back (`openpact.restart`).
@@ -162,6 +167,7 @@ impl Default for HubSettings {
             page_size: Self::DEFAULT_PAGE_SIZE,
             list_wait: Self::DEFAULT_LIST_WAIT,
             restart: RestartPolicy::default(),
+            policy: PolicySettings::default(),
         }
     }
 }
