@@ -4,7 +4,8 @@
 //! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
 //! - [`transport`]: child processes and our own stdio.
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
-//! - [`state`]: private, atomically written files in the state dir (a leaf).
+//! - [`state`], [`time`]: private atomic files in the state dir; timestamps (leaves).
+//! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`upstream`]: one server — handshake, requests, lifecycle.
 //! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
 //! - [`face`]: the outside world — the stdio MCP server.
@@ -15,6 +16,8 @@ pub mod config;
 pub mod face;
 pub mod hub;
 pub mod jsonrpc;
+pub mod policy;
 pub mod state;
+pub mod time;
 pub mod transport;
 pub mod upstream;

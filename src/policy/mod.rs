@@ -1,0 +1,354 @@
+//! The policy every call passes, in this order: permission → rate limit → cache lookup →
+//! (the call) → redaction → cache store → audit. This module owns each step's state; the hub
+//! runs the steps around the upstream call.
+//!
+//! Knows qualified names, definitions and arguments — never sessions or transports (the
+//! client is reached through the [`prompt::Asker`] trait).
+
+pub mod audit;
+pub mod cache;
+pub mod canonical;
+pub mod decisions;
+pub mod prompt;
+pub mod ratelimit;
+pub mod redact;
+pub mod rules;
+
+use crate::config::{PolicySettings, Rule};
+use decisions::{DecisionStore, Remember};
+use prompt::{Answer, Asker, Question};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where an allow or deny came from (recorded in the audit log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Rule,
+    Remembered,
+    Prompt,
+    Default,
+    NonInteractive,
+}
+
+impl Source {
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Rule => "rule",
+            Source::Remembered => "remembered",
+            Source::Prompt => "prompt",
+            Source::Default => "default",
+            Source::NonInteractive => "non-interactive",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow(Source),
+    /// With the message the caller gets.
+    Deny(Source, String),
+}
+
+/// The thing a permission is asked for.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    /// `tool`, `prompt` or `resource`.
+    pub kind: &'static str,
+    pub qualified: &'a str,
+    pub server: &'a str,
+    pub description: &'a str,
+    /// `sha256:…` of the definition (see [`canonical::definition_hash`]).
+    pub definition: &'a str,
+    /// Arguments as JSON text.
+    pub arguments: &'a str,
+}
+
+pub struct Policy {
+    pub settings: PolicySettings,
+    rules: rules::RuleSet,
+    decisions: DecisionStore,
+    /// One prompt on screen at a time; calls that need none never wait for it.
+    prompt_lock: tokio::sync::Mutex<()>,
+    pub cache: cache::ResultCache,
+    cache_rules: rules::FirstMatch<Option<Duration>>,
+    limiter: ratelimit::Limiter,
+    redactor: redact::Redactor,
+    audit: Option<audit::AuditLog>,
+    state_dir: PathBuf,
+    /// Shown in denial messages so users know which file to edit.
+    config_label: String,
+}
+
+impl Policy {
+    /// `servers`: configured server names (rate-limit buckets); `secrets`: (name, value) pairs
+    /// to redact — the configured secret variables and every value openpact injects into a
+    /// child's environment.
+    pub fn new(
+        settings: &PolicySettings,
+        state_dir: &Path,
+        servers: &[String],
+        secrets: &[(String, String)],
+        config_label: String,
+    ) -> Policy {
+        Policy {
+            rules: rules::RuleSet::new(&settings.permissions),
+            decisions: DecisionStore::new(state_dir),
+            prompt_lock: tokio::sync::Mutex::new(()),
+            cache: cache::ResultCache::new(settings.cache.max_bytes),
+            cache_rules: rules::FirstMatch::new(&settings.cache.rules),
+            limiter: ratelimit::Limiter::new(&settings.rate_limits, servers),
+            redactor: redact::Redactor::new(secrets),
+            audit: settings
+                .audit
+                .enabled
+                .then(|| audit::AuditLog::start(state_dir, settings.audit.max_bytes)),
+            state_dir: state_dir.to_path_buf(),
+            config_label,
+            settings: settings.clone(),
+        }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    pub fn decisions(&self) -> &DecisionStore {
+        &self.decisions
+    }
+
+    /// Decides whether the call may go ahead, asking the user if rules and remembered
+    /// decisions leave it open.
+    pub async fn permission(&self, t: &Target<'_>, asker: &dyn Asker) -> Verdict {
+        match self.rules.matching(t.qualified) {
+            Some(Rule::Deny) => {
+                return Verdict::Deny(
+                    Source::Rule,
+                    format!(
+                        "openpact denied {} {}: a rule in openpact.permissions.deny matches it",
+                        t.kind, t.qualified
+                    ),
+                );
+            }
+            Some(Rule::Allow) => return Verdict::Allow(Source::Rule),
+            // An explicit ask rule asks every time, whatever was remembered.
+            Some(Rule::Ask) => return self.ask(t, asker, None).await,
+            None => {}
+        }
+        let changed = match self.remembered(t) {
+            Ok(Some(verdict)) => return verdict,
+            Ok(None) => None,
+            Err(why) => Some(why),
+        };
+        match (changed, self.settings.permissions.default) {
+            (Some(why), _) => self.ask(t, asker, Some(why)).await,
+            (None, Rule::Allow) => Verdict::Allow(Source::Default),
+            (None, Rule::Deny) => Verdict::Deny(
+                Source::Default,
+                format!(
+                    "openpact denied {} {}: openpact.permissions.default is \"deny\"; {}",
+                    t.kind,
+                    t.qualified,
+                    self.how_to_allow(t.qualified)
+                ),
+            ),
+            (None, Rule::Ask) => self.ask(t, asker, None).await,
+        }
+    }
+
+    /// A remembered decision that still applies; `Err(reason)` when one exists but the
+    /// definition changed since (so the user must be asked again, and told why).
+    fn remembered(&self, t: &Target<'_>) -> Result<Option<Verdict>, String> {
+        let found = match self.decisions.lookup(t.qualified) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!("remembered decisions unreadable, asking instead: {e}");
+                None
+            }
+        };
+        match found {
+            None => Ok(None),
+            Some(r) if r.definition == t.definition => Ok(Some(match r.decision {
+                Remember::Allow => Verdict::Allow(Source::Remembered),
+                Remember::Deny => Verdict::Deny(
+                    Source::Remembered,
+                    format!(
+                        "openpact denied {} {}: you chose to deny it (on {}); `openpact permissions forget {}` undoes that",
+                        t.kind, t.qualified, r.at, t.qualified
+                    ),
+                ),
+            })),
+            Some(r) => Err(format!(
+                "the server changed this {}'s definition since you chose \"{}\" on {}, so openpact asks again",
+                t.kind,
+                match r.decision {
+                    Remember::Allow => "always",
+                    Remember::Deny => "deny",
+                },
+                r.at
+            )),
+        }
+    }
+
+    fn how_to_allow(&self, qualified: &str) -> String {
+        let server = qualified.split_once(':').map_or(qualified, |(s, _)| s);
+        format!(
+            "to allow it, run `openpact permissions allow {qualified}`, or add \"{qualified}\" (or \"{server}:*\") to openpact.permissions.allow in {}",
+            self.config_label
+        )
+    }
+
+    async fn ask(&self, t: &Target<'_>, asker: &dyn Asker, changed: Option<String>) -> Verdict {
+        let timeout = self.settings.permissions.prompt_timeout;
+        let _turn = self.prompt_lock.lock().await;
+        // Someone may have answered "always" for this very tool while we waited our turn.
+        if changed.is_none() {
+            if let Ok(Some(v)) = self.remembered(t) {
+                return v;
+            }
+        }
+        let q = Question {
+            kind: t.kind,
+            qualified: t.qualified.to_string(),
+            server: t.server.to_string(),
+            description: first_line(t.description, 200),
+            arguments: self.preview(t.arguments),
+            changed,
+        };
+        let answer = if asker.can_elicit() {
+            match asker
+                .elicit(q.text(), prompt::ELICITATION_SCHEMA, timeout)
+                .await
+            {
+                Some(result) => Some(prompt::parse_elicitation(&result)),
+                None => None,
+            }
+        } else if prompt::has_terminal() {
+            let q2 = q.clone();
+            let blocking = tokio::task::spawn_blocking(move || prompt::ask_terminal(&q2));
+            match tokio::time::timeout(timeout, blocking).await {
+                Ok(Ok(Some(a))) => Some(a),
+                _ => None,
+            }
+        } else {
+            return match self.settings.permissions.non_interactive {
+                Rule::Allow => Verdict::Allow(Source::NonInteractive),
+                _ => Verdict::Deny(
+                    Source::NonInteractive,
+                    format!(
+                        "openpact denied {} {}: it needs permission and there is no way to ask (the client did not declare elicitation and there is no terminal); {}",
+                        t.kind,
+                        t.qualified,
+                        self.how_to_allow(t.qualified)
+                    ),
+                ),
+            };
+        };
+        let Some(answer) = answer else {
+            return Verdict::Deny(
+                Source::Prompt,
+                format!(
+                    "openpact denied {} {}: no answer to the permission prompt within {}",
+                    t.kind,
+                    t.qualified,
+                    crate::upstream::human_duration(timeout)
+                ),
+            );
+        };
+        let remember = match answer {
+            Answer::Always => Some(Remember::Allow),
+            Answer::Deny { remember: true } => Some(Remember::Deny),
+            _ => None,
+        };
+        if let Some(decision) = remember {
+            let store = DecisionStore::new(&self.state_dir);
+            let (name, def) = (t.qualified.to_string(), t.definition.to_string());
+            match tokio::task::spawn_blocking(move || store.remember(&name, decision, &def)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("could not remember the decision: {e}"),
+                Err(e) => tracing::warn!("could not remember the decision: {e}"),
+            }
+        }
+        match answer {
+            Answer::Always | Answer::Once => Verdict::Allow(Source::Prompt),
+            Answer::Deny { .. } => Verdict::Deny(
+                Source::Prompt,
+                format!(
+                    "openpact denied {} {}: denied at the prompt",
+                    t.kind, t.qualified
+                ),
+            ),
+        }
+    }
+
+    /// Arguments for a prompt: long strings cut, secrets hidden.
+    fn preview(&self, arguments: &str) -> String {
+        fn cut(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::String(s) if s.chars().count() > 200 => {
+                    *s = format!(
+                        "{}… ({} characters)",
+                        s.chars().take(200).collect::<String>(),
+                        s.chars().count()
+                    );
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(cut),
+                serde_json::Value::Object(m) => m.values_mut().for_each(cut),
+                _ => {}
+            }
+        }
+        let text = match serde_json::from_str::<serde_json::Value>(arguments) {
+            Ok(mut v) => {
+                cut(&mut v);
+                v.to_string()
+            }
+            Err(_) => arguments.chars().take(400).collect(),
+        };
+        self.redact(&text).into_owned()
+    }
+
+    pub fn rate_limit(&self, server: &str, qualified: &str) -> Result<(), ratelimit::Limited> {
+        self.limiter.check(server, qualified)
+    }
+
+    /// How long a tool's successful results may be cached, if at all.
+    pub fn cache_ttl(&self, qualified: &str, read_only_hint: bool) -> Option<Duration> {
+        match self.cache_rules.find(qualified) {
+            Some(rule) => *rule,
+            None if read_only_hint && self.settings.cache.trust_read_only_hint => Some(
+                self.settings
+                    .cache
+                    .default
+                    .unwrap_or(crate::config::CacheSettings::READ_ONLY_TTL),
+            ),
+            None => self.settings.cache.default,
+        }
+    }
+
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redactor.redact(text)
+    }
+
+    pub fn has_secrets(&self) -> bool {
+        !self.redactor.is_empty()
+    }
+
+    pub fn audit(&self, record: audit::Record) {
+        if let Some(a) = &self.audit {
+            a.record(record);
+        }
+    }
+
+    pub fn audit_enabled(&self) -> bool {
+        self.audit.is_some()
+    }
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("").trim();
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}

@@ -1,0 +1,181 @@
+//! Asking the user: the always / once / deny question, through the downstream client
+//! (elicitation) or the terminal (`/dev/tty`, never stdin/stdout, which carry the protocol).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+/// The user's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Allow and remember.
+    Always,
+    /// Allow this call only.
+    Once,
+    /// Refuse this call; `remember` makes it stick.
+    Deny { remember: bool },
+}
+
+/// What the question is about.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub kind: &'static str,
+    pub qualified: String,
+    pub server: String,
+    pub description: String,
+    /// Arguments, shortened and redacted.
+    pub arguments: String,
+    /// Why we ask again, if a remembered decision no longer applies.
+    pub changed: Option<String>,
+}
+
+impl Question {
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "openpact: allow {} {}?\n  server: {}\n",
+            self.kind, self.qualified, self.server
+        );
+        if !self.description.is_empty() {
+            t.push_str(&format!("  description: {}\n", self.description));
+        }
+        if !self.arguments.is_empty() && self.arguments != "{}" {
+            t.push_str(&format!("  arguments: {}\n", self.arguments));
+        }
+        if let Some(why) = &self.changed {
+            t.push_str(&format!("  {why}\n"));
+        }
+        t
+    }
+}
+
+/// The elicitation form: exactly one required string property, `decision`.
+pub const ELICITATION_SCHEMA: &str = r#"{"type":"object","properties":{"decision":{"type":"string","title":"Decision","description":"always: allow and remember; once: allow this call only; deny: refuse this call","enum":["always","once","deny"]}},"required":["decision"]}"#;
+
+/// Reads an `elicitation/create` result: accept with a decision; decline, cancel or anything
+/// unexpected is a denial.
+pub fn parse_elicitation(result: &str) -> Answer {
+    let v: serde_json::Value = serde_json::from_str(result).unwrap_or(serde_json::Value::Null);
+    if v.get("action").and_then(|a| a.as_str()) != Some("accept") {
+        return Answer::Deny { remember: false };
+    }
+    match v.pointer("/content/decision").and_then(|d| d.as_str()) {
+        Some("always") => Answer::Always,
+        Some("once") => Answer::Once,
+        _ => Answer::Deny { remember: false },
+    }
+}
+
+/// A way to reach the user through the downstream client (implemented by a session).
+pub trait Asker: Send + Sync {
+    /// Whether the client declared `elicitation`.
+    fn can_elicit(&self) -> bool;
+    /// Sends `elicitation/create`; the result JSON text, or None (no answer in time).
+    fn elicit(
+        &self,
+        message: String,
+        schema: &'static str,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>>;
+}
+
+/// No client to ask (e.g. a listing from the CLI).
+pub struct NoClient;
+
+impl Asker for NoClient {
+    fn can_elicit(&self) -> bool {
+        false
+    }
+    fn elicit(
+        &self,
+        _: String,
+        _: &'static str,
+        _: Duration,
+    ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>> {
+        Box::pin(async { None })
+    }
+}
+
+/// The controlling terminal, if this process has one.
+fn tty() -> Option<(std::fs::File, std::fs::File)> {
+    let read = std::fs::OpenOptions::new()
+        .read(true)
+        .open("/dev/tty")
+        .ok()?;
+    let write = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    Some((read, write))
+}
+
+pub fn has_terminal() -> bool {
+    tty().is_some()
+}
+
+/// Asks on the terminal (blocking: run it off the async threads). None when there is no
+/// terminal or it failed.
+pub fn ask_terminal(q: &Question) -> Option<Answer> {
+    let (read, write) = tty()?;
+    let term = console::Term::read_write_pair(read, write);
+    let _ = term.write_line("");
+    let _ = term.write_str(&q.text());
+    let choice = dialoguer::Select::new()
+        .with_prompt("Allow?")
+        .items(["always (remember)", "once (this call only)", "deny"])
+        .default(2)
+        .interact_on_opt(&term)
+        .ok()??;
+    Some(match choice {
+        0 => Answer::Always,
+        1 => Answer::Once,
+        _ => {
+            let remember = dialoguer::Confirm::new()
+                .with_prompt("Remember this denial?")
+                .default(false)
+                .interact_on_opt(&term)
+                .ok()
+                .flatten()
+                .unwrap_or(false);
+            Answer::Deny { remember }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicitation_answers() {
+        assert_eq!(
+            parse_elicitation(r#"{"action":"accept","content":{"decision":"always"}}"#),
+            Answer::Always
+        );
+        assert_eq!(
+            parse_elicitation(r#"{"action":"accept","content":{"decision":"once"}}"#),
+            Answer::Once
+        );
+        assert_eq!(
+            parse_elicitation(r#"{"action":"accept","content":{"decision":"deny"}}"#),
+            Answer::Deny { remember: false }
+        );
+        assert_eq!(
+            parse_elicitation(r#"{"action":"decline"}"#),
+            Answer::Deny { remember: false }
+        );
+        assert_eq!(
+            parse_elicitation(r#"{"action":"cancel"}"#),
+            Answer::Deny { remember: false }
+        );
+        assert_eq!(
+            parse_elicitation(r#"{"action":"accept","content":{"decision":"yes"}}"#),
+            Answer::Deny { remember: false }
+        );
+        let schema: serde_json::Value = serde_json::from_str(ELICITATION_SCHEMA).unwrap();
+        assert_eq!(schema["required"], serde_json::json!(["decision"]));
+        assert_eq!(
+            schema["properties"]["decision"]["enum"],
+            serde_json::json!(["always", "once", "deny"])
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Permission rules compiled once: which of `deny`, `ask`, `allow` (in that precedence) a
+//! qualified name matches, or none.
+
+use crate::config::{Permissions, Rule};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+#[derive(Debug)]
+pub struct RuleSet {
+    deny: GlobSet,
+    ask: GlobSet,
+    allow: GlobSet,
+}
+
+fn compile(globs: &[String]) -> GlobSet {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        // The config layer already rejected invalid globs; skipping keeps this total.
+        if let Ok(glob) = Glob::new(g) {
+            b.add(glob);
+        }
+    }
+    b.build().unwrap_or_else(|_| GlobSet::empty())
+}
+
+impl RuleSet {
+    pub fn new(p: &Permissions) -> RuleSet {
+        RuleSet {
+            deny: compile(&p.deny),
+            ask: compile(&p.ask),
+            allow: compile(&p.allow),
+        }
+    }
+
+    /// The strongest rule matching `qualified`: deny beats ask beats allow.
+    pub fn matching(&self, qualified: &str) -> Option<Rule> {
+        if self.deny.is_match(qualified) {
+            Some(Rule::Deny)
+        } else if self.ask.is_match(qualified) {
+            Some(Rule::Ask)
+        } else if self.allow.is_match(qualified) {
+            Some(Rule::Allow)
+        } else {
+            None
+        }
+    }
+}
+
+/// First matching glob of an ordered list (cache rules, rate limits).
+#[derive(Debug)]
+pub struct FirstMatch<T> {
+    globs: Vec<(globset::GlobMatcher, T)>,
+}
+
+impl<T: Clone> FirstMatch<T> {
+    pub fn new(entries: &[(String, T)]) -> Self {
+        let globs = entries
+            .iter()
+            .filter_map(|(g, v)| Glob::new(g).ok().map(|g| (g.compile_matcher(), v.clone())))
+            .collect();
+        FirstMatch { globs }
+    }
+
+    pub fn find(&self, name: &str) -> Option<&T> {
+        self.globs
+            .iter()
+            .find(|(g, _)| g.is_match(name))
+            .map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deny_beats_ask_beats_allow() {
+        let p = Permissions {
+            allow: vec!["github:*".into(), "time:*".into()],
+            ask: vec!["github:create_*".into()],
+            deny: vec!["*:delete_*".into()],
+            ..Permissions::default()
+        };
+        let r = RuleSet::new(&p);
+        assert_eq!(r.matching("time:now"), Some(Rule::Allow));
+        assert_eq!(r.matching("github:list"), Some(Rule::Allow));
+        assert_eq!(r.matching("github:create_issue"), Some(Rule::Ask));
+        assert_eq!(r.matching("github:delete_repo"), Some(Rule::Deny));
+        assert_eq!(r.matching("fs:read"), None);
+        let f = FirstMatch::new(&[("a:*".to_string(), 1), ("*".to_string(), 2)]);
+        assert_eq!(f.find("a:x"), Some(&1));
+        assert_eq!(f.find("b:x"), Some(&2));
+    }
+}
