@@ -1,1 +1,28 @@
+//! The one integration-test binary: real processes over real pipes.
+//!
+//! - `support`: the hub harness and a JSON-RPC test client.
+//! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
+//! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
+//! - `cli`: the command line.
+//! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
+//! - `surface`: resources, prompts, completion, logging, progress, server→client requests.
+//! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
+//! - `everything`: server-everything's whole surface through the hub vs directly.
+//! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
+mod support;
+
+mod cli;
+mod clients;
+mod everything;
+mod failures;
+mod hub;
+mod interleave;
+mod interop;
+mod surface;

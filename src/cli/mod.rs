@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -92,10 +93,66 @@ pub enum Command {
         #[arg(long)]
         start: bool,
     },
+    /// Remembered permission decisions: list, allow, deny, forget.
+    Permissions {
+        #[command(subcommand)]
+        command: PermissionsCommand,
+    },
+    /// The result cache of the running `openpact serve` processes.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+    /// The audit log of calls.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Config file commands.
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// Show remembered decisions.
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Always allow a tool or prompt (SERVER:NAME), bound to its current definition.
+    Allow { name: String },
+    /// Always deny a tool or prompt (SERVER:NAME).
+    Deny { name: String },
+    /// Forget the decision about SERVER:NAME, so openpact asks again.
+    Forget { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Hits, misses, entries and bytes of each running `openpact serve`.
+    Stats {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Empty the cache of each running `openpact serve` (it is sent SIGUSR1).
+    Clear,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The last calls, oldest first.
+    Tail {
+        /// How many.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        lines: usize,
+        /// Raw JSON lines.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -121,10 +178,11 @@ const CLI_START_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let state = state_dir(&cli.state_dir);
     let command = match (cli.mcp, cli.command) {
         (true, _) | (false, Some(Command::Serve)) => {
             let config = load(&cli.config)?;
-            crate::face::stdio::serve(&config, &state_dir(&cli.state_dir)).await?;
+            crate::face::stdio::serve(&config, &state).await?;
             return Ok(ExitCode::SUCCESS);
         }
         (false, Some(c)) => c,
@@ -133,23 +191,31 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let call = |name: &str, arguments: Option<&str>| -> Result<String> {
+        let args = arguments_object(arguments)?;
+        Ok(format!(
+            "{{\"name\":{},\"arguments\":{args}}}",
+            jsonrpc::quote(name)
+        ))
+    };
     match command {
         Command::Serve => unreachable_serve(),
-        Command::Tools { json } => list(&load(&cli.config)?, Listing::Tools, json).await,
-        Command::Prompts { json } => list(&load(&cli.config)?, Listing::Prompts, json).await,
-        Command::Resources { json } => list(&load(&cli.config)?, Listing::Resources, json).await,
+        Command::Tools { json } => list(&load(&cli.config)?, &state, Listing::Tools, json).await,
+        Command::Prompts { json } => {
+            list(&load(&cli.config)?, &state, Listing::Prompts, json).await
+        }
+        Command::Resources { json } => {
+            list(&load(&cli.config)?, &state, Listing::Resources, json).await
+        }
         Command::Call {
             tool,
             arguments,
             json,
         } => {
-            let args = arguments_object(arguments.as_deref())?;
-            let params = format!(
-                "{{\"name\":{},\"arguments\":{args}}}",
-                jsonrpc::quote(&tool)
-            );
+            let params = call(&tool, arguments.as_deref())?;
             invoke(
                 &load(&cli.config)?,
+                &state,
                 Some(&tool),
                 "tools/call",
                 &params,
@@ -162,13 +228,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             arguments,
             json,
         } => {
-            let args = arguments_object(arguments.as_deref())?;
-            let params = format!(
-                "{{\"name\":{},\"arguments\":{args}}}",
-                jsonrpc::quote(&name)
-            );
+            let params = call(&name, arguments.as_deref())?;
             invoke(
                 &load(&cli.config)?,
+                &state,
                 Some(&name),
                 "prompts/get",
                 &params,
@@ -178,15 +241,108 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Read { uri, json } => {
             let params = format!("{{\"uri\":{}}}", jsonrpc::quote(&uri));
-            invoke(&load(&cli.config)?, None, "resources/read", &params, json).await
+            invoke(
+                &load(&cli.config)?,
+                &state,
+                None,
+                "resources/read",
+                &params,
+                json,
+            )
+            .await
         }
-        Command::Servers { json, start } => {
-            servers(&load(&cli.config)?, &state_dir(&cli.state_dir), json, start).await
+        Command::Servers { json, start } => servers(&load(&cli.config)?, &state, json, start).await,
+        Command::Permissions { command } => permissions(&cli.config, &state, command).await,
+        Command::Cache { command } => cache(&state, command),
+        Command::Audit {
+            command: AuditCommand::Tail { lines, json },
+        } => {
+            let records = crate::policy::audit::tail(&state, lines)
+                .with_context(|| format!("reading the audit log in {}", state.display()))?;
+            output::audit(&records, json)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Config {
             command: ConfigCommand::Check { json },
         } => config_check(&cli.config, &cli.state_dir, json),
     }
+}
+
+/// The servers a SERVER:NAME argument points at, so only those are started.
+fn servers_named(config: &Config, name: Option<&str>) -> Option<Vec<String>> {
+    let (prefix, _) = name?.split_once(':')?;
+    let names: Vec<String> = config
+        .servers
+        .iter()
+        .filter(|s| s.prefix() == prefix)
+        .map(|s| s.name.clone())
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+fn start_for(config: &Config, state: &std::path::Path, name: Option<&str>) -> Arc<Hub> {
+    match servers_named(config, name) {
+        Some(names) => Hub::start_selected(config, state, |n| names.iter().any(|w| w == n)),
+        None => Hub::start(config, state),
+    }
+}
+
+async fn permissions(
+    config: &Option<PathBuf>,
+    state: &std::path::Path,
+    command: PermissionsCommand,
+) -> Result<ExitCode> {
+    let store = crate::policy::decisions::DecisionStore::new(state);
+    let (name, decision) = match command {
+        PermissionsCommand::List { json } => {
+            output::decisions(&store.all()?, json)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        PermissionsCommand::Forget { name } => {
+            let existed = store.forget(&name)?;
+            output::forgot(&name, existed);
+            return Ok(ExitCode::SUCCESS);
+        }
+        PermissionsCommand::Allow { name } => (name, crate::policy::decisions::Remember::Allow),
+        PermissionsCommand::Deny { name } => (name, crate::policy::decisions::Remember::Deny),
+    };
+    // A decision is bound to the definition the server shows now, so ask the server.
+    let config = load(config)?;
+    let hub = start_for(&config, state, Some(&name));
+    hub.declare_client(None);
+    hub.settled(CLI_START_LIMIT).await;
+    let catalog = hub.catalog();
+    let found = catalog
+        .tools
+        .find(&name)
+        .or_else(|| catalog.prompts.find(&name))
+        .map(|n| (n.qualified.clone(), n.definition().to_string()));
+    hub.shutdown().await;
+    let Some((qualified, definition)) = found else {
+        bail!(
+            "no tool or prompt is named {name} (see `openpact tools` and `openpact prompts`); for patterns, use openpact.permissions rules in the config"
+        );
+    };
+    store.remember(&qualified, decision, &definition)?;
+    output::remembered(&qualified, decision);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
+    let live = crate::face::status_file::live(state);
+    match command {
+        CacheCommand::Stats { json } => output::cache_stats(&live, json)?,
+        CacheCommand::Clear => {
+            for h in &live {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(h.pid).unwrap_or(0));
+                if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR1) {
+                    tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
+                }
+            }
+            output::cache_cleared(live.len());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn unreachable_serve() -> Result<ExitCode> {
@@ -209,8 +365,13 @@ pub enum Listing {
     Resources,
 }
 
-async fn list(config: &Config, what: Listing, json: bool) -> Result<ExitCode> {
-    let hub = Hub::start(config);
+async fn list(
+    config: &Config,
+    state: &std::path::Path,
+    what: Listing,
+    json: bool,
+) -> Result<ExitCode> {
+    let hub = Hub::start(config, state);
     hub.declare_client(None);
     hub.settled(CLI_START_LIMIT).await;
     let catalog = hub.catalog();
@@ -251,25 +412,13 @@ fn arguments_object(arguments: Option<&str>) -> Result<String> {
 /// which servers are started when it clearly names one.
 async fn invoke(
     config: &Config,
+    state: &std::path::Path,
     name: Option<&str>,
     method: &str,
     params: &str,
     json: bool,
 ) -> Result<ExitCode> {
-    let wanted: Option<Vec<String>> = name.and_then(|n| n.split_once(':')).map(|(prefix, _)| {
-        config
-            .servers
-            .iter()
-            .filter(|s| s.prefix() == prefix)
-            .map(|s| s.name.clone())
-            .collect()
-    });
-    let hub = match wanted {
-        Some(names) if !names.is_empty() => {
-            Hub::start_selected(config, |n| names.iter().any(|w| w == n))
-        }
-        _ => Hub::start(config),
-    };
+    let hub = start_for(config, state, name);
     // Connect first: servers wait to learn the client's capabilities before `initialize`.
     let mut client = LocalClient::connect(hub.clone(), "{}").await;
     hub.settled(CLI_START_LIMIT).await;
@@ -338,7 +487,7 @@ async fn servers(
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let hub = Hub::start(config);
+    let hub = Hub::start(config, state_dir);
     hub.declare_client(None);
     hub.settled(CLI_START_LIMIT).await;
     let status = hub.status();

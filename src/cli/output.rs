@@ -133,7 +133,7 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
                     "name": t.wire,
                     "qualified": t.qualified,
                     "server": hub.upstreams()[t.upstream].name(),
-                    "original": t.original,
+                    "tool": t.original,
                     "definition": serde_json::from_str::<Value>(&t.json).unwrap_or(Value::Null),
                 })
             })
@@ -539,4 +539,115 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
 
 pub fn config_problems(e: &ConfigError) {
     eprintln!("{e}");
+}
+
+pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Result<()> {
+    if records.is_empty() && !raw {
+        println!("the audit log is empty");
+    }
+    for r in records {
+        if raw {
+            println!("{}", serde_json::to_string(r)?);
+            continue;
+        }
+        let decision = if r.source.is_empty() {
+            r.decision.clone()
+        } else {
+            format!("{} ({})", r.decision, r.source)
+        };
+        println!(
+            "{}  {:<12} {:<14} {:<32} {:<22} cache {:<4} {:>8.1} ms  {:<11} {} B",
+            r.time,
+            r.client,
+            r.method,
+            r.target,
+            decision,
+            r.cache,
+            r.duration_ms,
+            r.outcome,
+            r.result_bytes
+        );
+        if let Some(e) = &r.error {
+            println!("    {e}");
+        }
+    }
+    Ok(())
+}
+
+pub fn decisions(
+    map: &std::collections::BTreeMap<String, crate::policy::decisions::Remembered>,
+    raw: bool,
+) -> anyhow::Result<()> {
+    if raw {
+        println!("{}", serde_json::to_string_pretty(map)?);
+        return Ok(());
+    }
+    if map.is_empty() {
+        println!("no remembered decisions");
+    }
+    for (name, r) in map {
+        let d = match r.decision {
+            crate::policy::decisions::Remember::Allow => "allow",
+            crate::policy::decisions::Remember::Deny => "deny",
+        };
+        println!(
+            "{name:<40} {d:<6} since {}  ({})",
+            r.at,
+            &r.definition[..r.definition.len().min(19)]
+        );
+    }
+    Ok(())
+}
+
+pub fn forgot(name: &str, existed: bool) {
+    if existed {
+        println!("forgot the decision about {name}; openpact will ask again");
+    } else {
+        println!("there was no remembered decision about {name}");
+    }
+}
+
+pub fn remembered(name: &str, decision: crate::policy::decisions::Remember) {
+    let d = match decision {
+        crate::policy::decisions::Remember::Allow => "allowed",
+        crate::policy::decisions::Remember::Deny => "denied",
+    };
+    println!(
+        "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
+    );
+}
+
+pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
+    if raw {
+        let v: Vec<Value> = hubs
+            .iter()
+            .map(|h| json!({"pid": h.pid, "cache": h.cache}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if hubs.is_empty() {
+        println!("no openpact serve is running (the cache lives in its process)");
+    }
+    for h in hubs {
+        let c = h.cache.unwrap_or_default();
+        let total = c.hits + c.misses;
+        let rate = if total == 0 {
+            0.0
+        } else {
+            c.hits as f64 * 100.0 / total as f64
+        };
+        println!(
+            "openpact serve pid {}: {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
+            h.pid, c.hits, c.misses, c.entries, c.bytes
+        );
+    }
+    Ok(())
+}
+
+pub fn cache_cleared(n: usize) {
+    match n {
+        0 => println!("no openpact serve is running; nothing to clear"),
+        n => println!("asked {n} running openpact serve process(es) to clear their cache"),
+    }
 }

@@ -358,10 +358,10 @@ impl Builder<'_> {
                     if let Some(rules) = self.object(val, &kp, r#"{"time:*": "30s"}"#) {
                         for (glob, ttl) in rules {
                             let rp = child(&kp, glob);
-                            if self.glob(&Value::String(glob.clone()), &rp).is_some() {
-                                if let Some(ttl) = self.duration_or_off(ttl, &rp) {
-                                    c.rules.push((glob.clone(), ttl));
-                                }
+                            if self.glob(&Value::String(glob.clone()), &rp).is_some()
+                                && let Some(ttl) = self.duration_or_off(ttl, &rp)
+                            {
+                                c.rules.push((glob.clone(), ttl));
                             }
                         }
                     }

@@ -25,6 +25,7 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
                 started_at: started_at.clone(),
                 updated_at: rfc3339(SystemTime::now()),
                 servers: hub.status(),
+                cache: Some(hub.policy.cache.stats()),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {
@@ -34,9 +35,13 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
                 }
                 Err(e) => tracing::debug!("could not encode the status: {e}"),
             }
-            if changes.changed().await.is_err() {
+            // Rewritten on every change, and every few seconds for the cache counters.
+            if let Ok(Err(_)) =
+                tokio::time::timeout(Duration::from_secs(5), changes.changed()).await
+            {
                 return;
             }
+
             // Coalesce a burst of changes (a restart is several) into one write.
             tokio::time::sleep(Duration::from_millis(100)).await;
             changes.borrow_and_update();

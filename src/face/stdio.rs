@@ -21,8 +21,10 @@ pub enum ServeError {
 pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), ServeError> {
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
+    // `openpact cache clear` asks running hubs to drop their cached results this way.
+    let mut sigusr1 = signal(SignalKind::user_defined1())?;
     let mut pipes = stdio::start(config.hub.max_message_size)?;
-    let hub = Hub::start(config);
+    let hub = Hub::start(config, state_dir);
     let session = Session::new(hub.clone(), pipes.outgoing.clone());
     let _status = super::status_file::publish(
         hub.clone(),
@@ -41,7 +43,12 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
                 None => break "stdin closed",
             },
             _ = sigterm.recv() => break "SIGTERM",
-            _ = sigint.recv() => break "SIGINT",
+                        _ = sigint.recv() => break "SIGINT",
+            _ = sigusr1.recv() => {
+                hub.policy.cache.clear();
+                tracing::info!("result cache cleared (SIGUSR1)");
+            }
+
         }
     };
     tracing::info!("shutting down ({why})");

@@ -22,6 +22,24 @@ pub struct Named {
     pub wire: String,
     /// The server's object with `name` replaced by `wire`; every other member untouched.
     pub json: String,
+    /// Annotated `readOnlyHint: true` (a hint from the server, trusted only if configured).
+    pub read_only: bool,
+    /// `sha256:…` of description + schema + annotations, computed when first needed.
+    definition: std::sync::OnceLock<String>,
+}
+
+impl Named {
+    pub fn definition(&self) -> &str {
+        self.definition
+            .get_or_init(|| crate::policy::canonical::definition_hash(&self.json))
+    }
+
+    pub fn description(&self) -> String {
+        RawObject::parse(&self.json)
+            .ok()
+            .and_then(|o| o.get_str("description"))
+            .unwrap_or_default()
+    }
 }
 
 /// Tools keep this name in the code that only deals with tools.
@@ -68,6 +86,12 @@ impl NamedList {
                     continue;
                 };
                 let json = obj.with("name", &jsonrpc::quote(&wire));
+                let read_only = obj
+                    .get("annotations")
+                    .and_then(|a| RawObject::parse(a).ok())
+                    .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
+                    .unwrap_or(false);
+
                 let idx = items.len();
                 for name in [&wire, &qualified, &portable] {
                     lookup.entry(name.clone()).or_insert(idx);
@@ -78,6 +102,8 @@ impl NamedList {
                     qualified,
                     wire,
                     json,
+                    read_only,
+                    definition: std::sync::OnceLock::new(),
                 });
             }
         }

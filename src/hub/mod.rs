@@ -20,7 +20,10 @@ pub use status::{HubStatus, ServerStatus};
 
 use crate::config::{Config, HubSettings, ToolNames};
 use crate::jsonrpc::{self, Message, RawObject};
+use crate::policy::Policy;
 use crate::upstream::{CallError, Event, Sink, State, Upstream};
+use std::path::Path;
+
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,6 +86,10 @@ pub struct Hub {
     log_level: Mutex<Option<String>>,
     /// (server, URI) → number of sessions subscribed; replayed to restarted servers.
     subscriptions: Mutex<HashMap<(usize, String), usize>>,
+        pub policy: Arc<Policy>,
+    /// Server changes announced so far, and how many of them the catalogue reflects.
+    seq: Arc<AtomicU64>,
+    rebuilt: AtomicU64,
 }
 
 /// Why a request could not be routed to a server.
@@ -141,15 +148,21 @@ pub enum NameKind {
 
 impl Hub {
     /// Starts every enabled server of `config` (in parallel) and returns at once.
-    pub fn start(config: &Config) -> Arc<Hub> {
-        Self::start_selected(config, |_| true)
+    pub fn start(config: &Config, state_dir: &Path) -> Arc<Hub> {
+        Self::start_selected(config, state_dir, |_| true)
     }
 
     /// Like [`Hub::start`], but only servers for which `pick` is true are started (the CLI
     /// starts just the server it needs); the others stay disabled.
-    pub fn start_selected(config: &Config, pick: impl Fn(&str) -> bool) -> Arc<Hub> {
+    pub fn start_selected(
+        config: &Config,
+        state_dir: &Path,
+        pick: impl Fn(&str) -> bool,
+    ) -> Arc<Hub> {
+        let policy = Arc::new(Self::policy_for(config, state_dir));
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-        let sink = Arc::new(HubSink(OnceLock::new()));
+                let sink = Arc::new(HubSink(OnceLock::new()));
+        let seq = Arc::new(AtomicU64::new(0));
         let (client_caps, caps_rx) = watch::channel(None);
         let upstreams: Vec<_> = config
             .servers
@@ -165,7 +178,8 @@ impl Hub {
                     sc,
                     &config.hub,
                     ev_tx.clone(),
-                    sink.clone(),
+                                        sink.clone(),
+                    seq.clone(),
                     caps_rx.clone(),
                 )
             })
@@ -186,7 +200,10 @@ impl Hub {
             progress: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             log_level: Mutex::new(None),
-            subscriptions: Mutex::new(HashMap::new()),
+                        subscriptions: Mutex::new(HashMap::new()),
+            policy,
+            seq,
+            rebuilt: AtomicU64::new(0),
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub
@@ -197,6 +214,28 @@ impl Hub {
         *lock(&hub.supervisors) = handles;
         tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
         hub
+    }
+
+    fn policy_for(config: &Config, state_dir: &Path) -> Policy {
+        let mut secrets: Vec<(String, String)> = config
+            .hub
+            .policy
+            .secrets
+            .env
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
+            .collect();
+        for s in &config.servers {
+            if let crate::config::Transport::Stdio { injected, .. } = &s.transport {
+                secrets.extend(injected.iter().cloned());
+            }
+        }
+        let servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        let label = config
+            .source
+            .as_ref()
+            .map_or_else(|| "your mcp.json".to_string(), |p| p.display().to_string());
+        Policy::new(&config.hub.policy, state_dir, &servers, &secrets, label)
     }
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
@@ -260,10 +299,10 @@ impl Hub {
     }
 
     /// True while some server is still on its way to its first ready or failed state.
-    pub fn starting(&self) -> bool {
-        self.upstreams
-            .iter()
-            .any(|u| u.snapshot().state.is_pending())
+        pub fn starting(&self) -> bool {
+        // A server that just became ready counts as starting until the catalogue shows it.
+        self.rebuilt.load(Ordering::SeqCst) < self.seq.load(Ordering::SeqCst)
+            || self.upstreams.iter().any(|u| u.snapshot().state.is_pending())
     }
 
     /// Waits until no server is still starting, or `limit` has passed.
@@ -304,7 +343,7 @@ impl Hub {
         &self,
         kind: NameKind,
         name: &str,
-    ) -> Result<(Arc<Upstream>, String), RouteError> {
+    ) -> Result<(Arc<Upstream>, Named), RouteError> {
         match self.try_route_name(kind, name) {
             Err(_) if self.starting() => {
                 let left = self
@@ -325,14 +364,14 @@ impl Hub {
         &self,
         kind: NameKind,
         name: &str,
-    ) -> Result<(Arc<Upstream>, String), RouteError> {
+    ) -> Result<(Arc<Upstream>, Named), RouteError> {
         let catalog = self.catalog();
         let (list, label) = match kind {
             NameKind::Tool => (&catalog.tools, "tool"),
             NameKind::Prompt => (&catalog.prompts, "prompt"),
         };
         if let Some(t) = list.find(name) {
-            return Ok((self.upstreams[t.upstream].clone(), t.original.clone()));
+            return Ok((self.upstreams[t.upstream].clone(), t.clone()));
         }
         // Not served: if the name points at a known server, say what is wrong with it.
         for up in &self.upstreams {
@@ -757,6 +796,13 @@ impl Sink for HubSink {
             hub.on_request(server, m);
         }
     }
+
+    fn scrub(&self, text: &str) -> String {
+        match self.0.get().and_then(Weak::upgrade) {
+            Some(hub) => hub.policy.redact(text).into_owned(),
+            None => text.to_string(),
+        }
+    }
 }
 
 /// Removes a progress token mapping when its request ends, however it ends.
@@ -779,17 +825,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
     let mut generations: HashMap<usize, u64> = HashMap::new();
+    let mut tool_lists: HashMap<usize, usize> = HashMap::new();
     let mut warned: std::collections::HashSet<String> = std::collections::HashSet::new();
     while let Some(first) = rx.recv().await {
         let Some(hub) = hub.upgrade() else { return };
         // Coalesce a burst (50 servers coming up) into one rebuild and one announcement.
-        let mut rebuild = false;
+                let mut rebuild = false;
+        let mut seen = 0;
         let mut next = Some(first);
         while let Some(ev) = next.take() {
             match ev {
-                Event::Changed(i) => {
+                                Event::Changed(i, n) => {
                     rebuild = true;
+                    seen = seen.max(n);
                     let snap = hub.upstreams[i].snapshot();
+                    // A restart or a new tool list makes cached results of that server stale.
+                    let tools_id = Arc::as_ptr(&snap.tools) as usize;
+                    if tool_lists
+                        .insert(i, tools_id)
+                        .is_some_and(|old| old != tools_id)
+                        || snap.state != State::Ready
+                    {
+                        hub.policy.cache.invalidate_server(i);
+                    }
+
                     if snap.state == State::Ready
                         && generations.insert(i, snap.generation) != Some(snap.generation)
                     {
@@ -827,7 +886,9 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
                 *cur = Arc::new(fresh);
                 changes
             };
+                        hub.rebuilt.fetch_max(seen, Ordering::SeqCst);
             hub.changed.send_modify(|g| *g += 1);
+
             // Servers stopping at shutdown empty the catalogue; nobody needs to hear that.
             if !*hub.shutdown.borrow() {
                 for c in changes {

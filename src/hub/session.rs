@@ -6,12 +6,21 @@
 
 use super::{Hub, HubEvent, NameKind, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
+use crate::policy::audit::Record;
+use crate::policy::cache::{Key, NotStored};
+use crate::policy::canonical::{canonical, sha256};
+use crate::policy::prompt::Asker;
+use crate::policy::{Target, Verdict};
 use crate::transport::Outgoing;
 use crate::upstream::{CallError, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
 use tokio::task::AbortHandle;
 
 pub struct Session {
@@ -28,6 +37,10 @@ pub struct Session {
     /// Our id for a request forwarded to the client → (server, that server's id as JSON).
     forwarded: Mutex<HashMap<u64, (usize, String)>>,
     next_forward_id: AtomicU64,
+    /// Requests the hub itself sent the client (permission prompts), by our id.
+    own: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
+    /// `clientInfo.name` from `initialize`, for the audit log.
+    client_name: Mutex<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -64,6 +77,8 @@ impl Session {
             subscriptions: Mutex::new(HashSet::new()),
             forwarded: Mutex::new(HashMap::new()),
             next_forward_id: AtomicU64::new(1),
+            own: Mutex::new(HashMap::new()),
+            client_name: Mutex::new(String::from("unknown")),
         });
         session.hub.register(&session);
         tokio::spawn(forward_hub_events(
@@ -73,7 +88,14 @@ impl Session {
         session
     }
 
+    /// Everything sent to the client passes here, so secrets are removed in one place.
     pub(crate) fn send(&self, line: String) {
+        let policy = &self.hub.policy;
+        let line = if policy.has_secrets() {
+            policy.redact(&line).into_owned()
+        } else {
+            line
+        };
         let _ = self.out.send(Outgoing::Line(line));
     }
 
@@ -194,7 +216,10 @@ impl Session {
 
     fn request(self: &Arc<Self>, m: Message) {
         match m.method() {
-            "initialize" => self.initialize(&m),
+            "initialize" => {
+                self.accept_client(&m);
+                self.spawn(m, |s, m| async move { s.initialize(&m).await })
+            }
             "ping" => self.send(jsonrpc::result(m.id(), "{}")),
             // The 2026-07-28 era arrives later; -32601 makes modern clients fall back to
             // `initialize` on the same pipe.
@@ -257,6 +282,10 @@ impl Session {
     /// The client answered a request we forwarded from a server: pass it back under the
     /// server's own id.
     fn response(&self, m: &Message) {
+        if let Some(tx) = m.id_u64().and_then(|id| lock(&self.own).remove(&id)) {
+            let _ = tx.send(m.clone());
+            return;
+        }
         let Some((upstream, upstream_id)) =
             m.id_u64().and_then(|id| lock(&self.forwarded).remove(&id))
         else {
@@ -323,7 +352,30 @@ impl Session {
         lock(&self.in_flight).len()
     }
 
-    fn initialize(&self, m: &Message) {
+    /// Takes note of the client (synchronously, so requests right behind `initialize` already
+    /// see its capabilities) and tells the servers what it supports.
+    fn accept_client(&self, m: &Message) {
+        let params = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .unwrap_or_default();
+        if let Some(name) = params
+            .get("clientInfo")
+            .and_then(|c| RawObject::parse(c).ok())
+            .and_then(|c| c.get_str("name"))
+        {
+            *lock(&self.client_name) = name;
+        }
+        let caps = params.get("capabilities");
+        *lock(&self.capabilities) = caps.map(str::to_string);
+        self.hub.declare_client(caps);
+    }
+
+    /// The `initialize` result. Servers that come up quickly (most do, once they know the
+    /// client's capabilities) get a moment to, so their instructions and capabilities are in
+    /// it; a slow server is never waited for beyond that.
+    async fn initialize(&self, m: &Message) -> String {
+        self.hub.settled(INITIALIZE_GRACE).await;
         let params = m
             .params()
             .and_then(|p| RawObject::parse(p).ok())
@@ -332,9 +384,6 @@ impl Session {
             Some(v) if LEGACY_VERSIONS.contains(&v.as_str()) => v,
             _ => OFFERED_VERSION.to_string(),
         };
-        let caps = params.get("capabilities");
-        *lock(&self.capabilities) = caps.map(str::to_string);
-        self.hub.declare_client(caps);
         let mut result = format!(
             "{{\"protocolVersion\":\"{version}\",\"capabilities\":{},\"serverInfo\":{{\"name\":\"openpact\",\"title\":\"openpact MCP hub\",\"version\":\"{}\"}}",
             self.hub.capabilities(),
@@ -345,7 +394,7 @@ impl Session {
             result.push_str(&jsonrpc::quote(&text));
         }
         result.push('}');
-        self.send(jsonrpc::result(m.id(), &result));
+        jsonrpc::result(m.id(), &result)
     }
 
     /// One page of a merged list, with the hub's own cursors.
@@ -374,10 +423,15 @@ impl Session {
                 catalog.templates.iter().map(|r| &*r.json).collect(),
             ),
         };
-        let cursor = m
-            .params()
-            .and_then(|p| RawObject::parse(p).ok())
-            .and_then(|o| o.get_str("cursor"));
+                let cursor_raw = m.params().and_then(|p| RawObject::parse(p).ok()).and_then(|o| o.get("cursor").map(str::to_string));
+        let cursor = match cursor_raw.as_deref() {
+            None | Some("null") => None,
+            Some(raw) => match serde_json::from_str::<String>(raw) {
+                Ok(c) => Some(c),
+                Err(_) => return jsonrpc::error(m.id(), code::INVALID_PARAMS, "Invalid cursor: it must be a string from nextCursor", None),
+            },
+        };
+
         let start = match cursor {
             None => 0,
             Some(c) => match parse_cursor(&c, fingerprint) {
@@ -414,8 +468,11 @@ impl Session {
         jsonrpc::result(m.id(), &result)
     }
 
-    /// `tools/call` and `prompts/get`: route by name, rewrite only `name`.
+    /// `tools/call` and `prompts/get`: route by name, then the policy pipeline — permission →
+    /// rate limit → cache lookup → call (only `name` rewritten) → cache store → audit.
+    /// Redaction happens where every line leaves ([`Session::send`]).
     async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> String {
+        let t0 = Instant::now();
         let params = m.params().unwrap_or("{}");
         let obj = match RawObject::parse(params) {
             Ok(o) => o,
@@ -436,15 +493,167 @@ impl Session {
                 None,
             );
         };
-        let (up, original) = match self.hub.route_name(kind, &name).await {
+        let (up, named) = match self.hub.route_name(kind, &name).await {
             Ok(found) => found,
             Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
         };
-        let params = obj.with("name", &jsonrpc::quote(&original));
-        relay(
-            m.id(),
-            self.hub.request_for(self, &up, m.method(), &params).await,
-        )
+        let arguments = obj.get("arguments").unwrap_or("{}");
+        let description = named.description();
+        let target = Target {
+            kind: match kind {
+                NameKind::Tool => "tool",
+                NameKind::Prompt => "prompt",
+            },
+            qualified: &named.qualified,
+            server: up.name(),
+            description: &description,
+            definition: named.definition(),
+            arguments,
+        };
+        let mut audit = self.audit_start(m.method(), &named.qualified, arguments);
+        let policy = self.hub.policy.clone();
+        if let Some(denied) = self.admit(m, &target, &mut audit).await {
+            return self.finish(audit, t0, denied);
+        }
+        let upstream_params = obj.with("name", &jsonrpc::quote(&named.original));
+        let ttl = match kind {
+            NameKind::Tool => policy.cache_ttl(&named.qualified, named.read_only),
+            NameKind::Prompt => None,
+        };
+        let Some(ttl) = ttl else {
+            let reply = self
+                .hub
+                .request_for(self, &up, m.method(), &upstream_params)
+                .await;
+            audit.cache = "off".into();
+            return self.finish(audit, t0, relay(m.id(), reply));
+        };
+        let key = Key::new(up.index, &named.original, arguments);
+        let call = async {
+            let reply = self
+                .hub
+                .request_for(self, &up, m.method(), &upstream_params)
+                .await;
+            match &reply {
+                // Only successful, non-error results are stored — already redacted, so the
+                // cache never holds a secret.
+                Ok(msg) if msg.result().is_some_and(|r| !is_error_result(r)) => Ok(Arc::from(
+                    policy.redact(msg.result().unwrap_or("{}")).as_ref(),
+                )),
+                _ => Err(NotStored::Uncacheable(reply)),
+            }
+        };
+        match policy.cache.get_or_call(key, ttl, call).await {
+            Ok((result, hit)) => {
+                audit.cache = if hit { "hit" } else { "miss" }.into();
+                self.finish(audit, t0, jsonrpc::result(m.id(), &result))
+            }
+            Err(not_stored) => {
+                audit.cache = "miss".into();
+                let NotStored::Uncacheable(reply) = &*not_stored;
+                self.finish(audit, t0, relay(m.id(), reply.clone()))
+            }
+        }
+    }
+
+    /// Permission and rate limit. `Some(line)` is the refusal to send instead of calling.
+    async fn admit(
+        self: &Arc<Self>,
+        m: &Message,
+        target: &Target<'_>,
+        audit: &mut Record,
+    ) -> Option<String> {
+        let policy = &self.hub.policy;
+        let verdict = policy.permission(target, self.as_ref()).await;
+        let (decision, source) = match &verdict {
+            Verdict::Allow(s) => ("allow", *s),
+            Verdict::Deny(s, _) => ("deny", *s),
+        };
+        audit.decision = decision.into();
+        audit.source = source.label().into();
+        if let Verdict::Deny(_, message) = verdict {
+            audit.outcome = "denied".into();
+            audit.error = Some(message.clone());
+            tracing::info!(target = target.qualified, source = source.label(), "denied");
+            return Some(if m.method() == "tools/call" {
+                // A tool error the model can read and relay, as the spec prefers.
+                let text = jsonrpc::quote(&message);
+                jsonrpc::result(
+                    m.id(),
+                    &format!(
+                        "{{\"content\":[{{\"type\":\"text\",\"text\":{text}}}],\"isError\":true}}"
+                    ),
+                )
+            } else {
+                jsonrpc::error(m.id(), PERMISSION_DENIED, &message, None)
+            });
+        }
+        if let Err(limited) = policy.rate_limit(target.server, target.qualified) {
+            audit.outcome = "rateLimited".into();
+            let retry_ms = limited.retry_after.as_millis();
+            let data = serde_json::json!({
+                "limit": limited.which,
+                "perSecond": limited.limit.per_second,
+                "burst": limited.limit.burst,
+                "retryAfterMs": retry_ms,
+            });
+            return Some(jsonrpc::error(
+                m.id(),
+                RATE_LIMITED,
+                "Rate limit exceeded. Please try again later.",
+                Some(&data.to_string()),
+            ));
+        }
+        None
+    }
+
+    fn audit_start(&self, method: &str, target: &str, arguments: &str) -> Record {
+        let policy = &self.hub.policy;
+        let (arguments_hash, arguments_value) = if policy.audit_enabled() {
+            let canon = canonical(arguments);
+            let value = policy.settings.audit.arguments.then(|| {
+                serde_json::from_str(&policy.redact(&canon)).unwrap_or(serde_json::Value::Null)
+            });
+            (sha256(&canon), value)
+        } else {
+            (String::new(), None)
+        };
+        Record {
+            time: crate::time::now_rfc3339(),
+            client: lock(&self.client_name).clone(),
+            method: method.to_string(),
+            target: target.to_string(),
+            decision: String::new(),
+            source: String::new(),
+            cache: "off".into(),
+            duration_ms: 0.0,
+            outcome: String::new(),
+            result_bytes: 0,
+            arguments_hash,
+            arguments: arguments_value,
+            error: None,
+        }
+    }
+
+    /// Completes the audit record from the response line and hands the line back.
+    fn finish(&self, mut audit: Record, t0: Instant, line: String) -> String {
+        let policy = &self.hub.policy;
+        if policy.audit_enabled() {
+            audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+            audit.result_bytes = line.len();
+            if audit.outcome.is_empty() {
+                audit.outcome = match Message::parse(line.as_str().into()) {
+                    Ok(msg) if msg.error().is_some() => {
+                        audit.error = msg.error().map(|e| policy.redact(e).into_owned());
+                        "error".into()
+                    }
+                    Ok(msg) if msg.result().is_some_and(is_error_result) => "isError".into(),
+                    _ => "ok".into(),
+                };
+            }
+            policy.audit(audit);
+        }
+        line
     }
 
     fn uri_of(m: &Message) -> Result<String, String> {
@@ -469,8 +678,10 @@ impl Session {
             .map_err(|e| jsonrpc::error(m.id(), e.code(), &e.to_string(), None))
     }
 
-    /// `resources/read`: URIs are not namespaced; route by the URI → server map.
+    /// `resources/read`: URIs are not namespaced; route by the URI → server map. Passes
+    /// permission (as `server:<uri>`), rate limit and audit like a call.
     async fn by_uri(self: &Arc<Self>, m: &Message) -> String {
+        let t0 = Instant::now();
         let uri = match Self::uri_of(m) {
             Ok(u) => u,
             Err(line) => return line,
@@ -479,12 +690,24 @@ impl Session {
             Ok(up) => up,
             Err(line) => return line,
         };
-        relay(
-            m.id(),
-            self.hub
-                .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
-                .await,
-        )
+        let qualified = format!("{}:{uri}", up.config.prefix());
+        let target = Target {
+            kind: "resource",
+            qualified: &qualified,
+            server: up.name(),
+            description: "",
+            definition: "",
+            arguments: "{}",
+        };
+        let mut audit = self.audit_start(m.method(), &qualified, "{}");
+        if let Some(denied) = self.admit(m, &target, &mut audit).await {
+            return self.finish(audit, t0, denied);
+        }
+        let reply = self
+            .hub
+            .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
+            .await;
+        self.finish(audit, t0, relay(m.id(), reply))
     }
 
     async fn subscription(&self, m: &Message) -> String {
@@ -551,8 +774,8 @@ impl Session {
                     self.hub
                         .route_name(NameKind::Prompt, &name)
                         .await
-                        .map(|(up, original)| {
-                            let new_ref = reference.with("name", &jsonrpc::quote(&original));
+                        .map(|(up, named)| {
+                            let new_ref = reference.with("name", &jsonrpc::quote(&named.original));
                             (up, obj.with("ref", &new_ref))
                         })
                 }
@@ -617,6 +840,62 @@ impl Session {
         *lock(&self.log_rank) = Some(rank);
         self.hub.set_log_level().await;
         jsonrpc::result(m.id(), "{}")
+    }
+}
+
+/// How long `initialize` may wait for servers still starting.
+const INITIALIZE_GRACE: Duration = Duration::from_millis(750);
+
+/// A `tools/call` result with `isError: true`.
+fn is_error_result(result: &str) -> bool {
+    RawObject::parse(result)
+        .ok()
+        .and_then(|o| o.get("isError").map(|v| v == "true"))
+        .unwrap_or(false)
+}
+
+/// JSON-RPC code for a refused `prompts/get` or `resources/read` (tools get an `isError`
+/// result instead).
+pub const PERMISSION_DENIED: i64 = -32003;
+/// The code the rate limit answers with.
+pub const RATE_LIMITED: i64 = -32000;
+
+impl Asker for Session {
+    fn can_elicit(&self) -> bool {
+        self.client_has("elicitation")
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: &'static str,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>> {
+        Box::pin(async move {
+            let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            lock(&self.own).insert(id, tx);
+            let params = format!(
+                "{{\"message\":{},\"requestedSchema\":{schema}}}",
+                jsonrpc::quote(&message)
+            );
+            self.send(jsonrpc::request(
+                &id.to_string(),
+                "elicitation/create",
+                Some(&params),
+            ));
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(reply)) => reply.result().map(str::to_string),
+                _ => {
+                    lock(&self.own).remove(&id);
+                    self.send(jsonrpc::notification(
+                        "notifications/cancelled",
+                        Some(&format!("{{\"requestId\":{id},\"reason\":\"timed out\"}}")),
+                    ));
+                    None
+                }
+            }
+        })
     }
 }
 

@@ -33,6 +33,8 @@ pub struct HubStatus {
     pub started_at: String,
     pub updated_at: String,
     pub servers: Vec<ServerStatus>,
+    #[serde(default)]
+    pub cache: Option<crate::policy::cache::CacheStats>,
 }
 
 impl Hub {

@@ -90,11 +90,11 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, rx: mpsc::Receiver<Record>) {
             // One write per batch: with O_APPEND, lines of two processes never interleave.
             open(path)?.write_all(&buf)
         })();
-        if let Err(e) = result {
-            if !warned {
-                tracing::warn!(path = %path.display(), "cannot write the audit log: {e}");
-                warned = true;
-            }
+        if let Err(e) = result
+            && !warned
+        {
+            tracing::warn!(path = %path.display(), "cannot write the audit log: {e}");
+            warned = true;
         }
     }
 }

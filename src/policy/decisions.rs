@@ -47,11 +47,14 @@ pub enum DecisionError {
     },
 }
 
+/// The decisions as last read, with the file's mtime then.
+type Snapshot = (Option<SystemTime>, BTreeMap<String, Remembered>);
+
 pub struct DecisionStore {
     path: PathBuf,
     lock_path: PathBuf,
     /// Last read: file mtime and content, re-read when the file changes.
-    cached: Mutex<Option<(Option<SystemTime>, BTreeMap<String, Remembered>)>>,
+    cached: Mutex<Option<Snapshot>>,
 }
 
 impl DecisionStore {
@@ -101,10 +104,11 @@ impl DecisionStore {
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((seen, map)) = cached.as_ref() {
-            if *seen == mtime && mtime.is_some() {
-                return Ok(map.clone());
-            }
+        if let Some((seen, map)) = cached.as_ref()
+            && *seen == mtime
+            && mtime.is_some()
+        {
+            return Ok(map.clone());
         }
         let map = self.read()?;
         *cached = Some((mtime, map.clone()));

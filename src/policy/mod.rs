@@ -202,10 +202,10 @@ impl Policy {
         let timeout = self.settings.permissions.prompt_timeout;
         let _turn = self.prompt_lock.lock().await;
         // Someone may have answered "always" for this very tool while we waited our turn.
-        if changed.is_none() {
-            if let Ok(Some(v)) = self.remembered(t) {
-                return v;
-            }
+        if changed.is_none()
+            && let Ok(Some(v)) = self.remembered(t)
+        {
+            return v;
         }
         let q = Question {
             kind: t.kind,
@@ -216,13 +216,10 @@ impl Policy {
             changed,
         };
         let answer = if asker.can_elicit() {
-            match asker
+            asker
                 .elicit(q.text(), prompt::ELICITATION_SCHEMA, timeout)
                 .await
-            {
-                Some(result) => Some(prompt::parse_elicitation(&result)),
-                None => None,
-            }
+                .map(|result| prompt::parse_elicitation(&result))
         } else if prompt::has_terminal() {
             let q2 = q.clone();
             let blocking = tokio::task::spawn_blocking(move || prompt::ask_terminal(&q2));

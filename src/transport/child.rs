@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// How to start a child.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ChildSpec {
     /// Used in logs as the `server` field.
     pub label: String,
@@ -22,7 +22,12 @@ pub struct ChildSpec {
     /// Set on top of the inherited environment.
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
+    /// Applied to every stderr line before it is logged or kept (secret redaction).
+    pub scrub: Option<Scrub>,
 }
+
+/// A text filter for what a child writes to stderr.
+pub type Scrub = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 #[error("could not start `{program}`: {source}")]
@@ -143,7 +148,9 @@ impl ChildSpec {
             stderr_pipe,
             self.label.clone(),
             stderr.clone(),
+            self.scrub.clone(),
         ));
+
         let pid = child.id();
         Ok(Spawned {
             proc: ChildProc {
@@ -158,7 +165,12 @@ impl ChildSpec {
     }
 }
 
-async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc<StderrLog>) {
+async fn drain_stderr(
+    pipe: tokio::process::ChildStderr,
+    label: String,
+    log: Arc<StderrLog>,
+    scrub: Option<Scrub>,
+) {
     let mut reader = BufReader::with_capacity(1 << 14, pipe);
     let mut buf = Vec::with_capacity(256);
     let mut window = Instant::now();
@@ -170,7 +182,10 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+        let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
+        if let Some(scrub) = &scrub {
+            line = scrub(&line);
+        }
         if window.elapsed() >= Duration::from_secs(1) {
             if suppressed > 0 {
                 tracing::warn!(server = %label, suppressed, "stderr lines not logged (server is flooding stderr)");
@@ -179,13 +194,19 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc
             logged = 0;
             suppressed = 0;
         }
-        if logged < LOG_RATE {
+                if logged < LOG_RATE {
             logged += 1;
             tracing::info!(target: "openpact::server", server = %label, "{line}");
         } else {
+            if suppressed == 0 {
+                tracing::warn!(server = %label, "server is flooding stderr: lines past {LOG_RATE}/s are not logged (suppressed lines are counted)");
+            }
             suppressed += 1;
         }
-        log.push(line);
+                log.push(line);
+    }
+    if suppressed > 0 {
+        tracing::warn!(server = %label, suppressed, "stderr lines not logged (server was flooding stderr)");
     }
     log.mark_done();
 }
@@ -250,7 +271,14 @@ impl ChildProc {
         status
     }
 
+        /// Kills whatever is left of the process group after the leader died on its own (a crash
+    /// leaves `npx`/shell grandchildren behind otherwise).
+    pub fn kill_group(&self) {
+        self.signal_group(Signal::SIGKILL);
+    }
+
     fn signal_group(&self, sig: Signal) {
+
         let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
             return;
         };

@@ -7,5 +7,5 @@ pub mod child;
 pub mod lines;
 pub mod stdio;
 
-pub use child::{ChildProc, ChildSpec, SpawnError, Spawned, StderrLog};
+pub use child::{ChildProc, ChildSpec, Scrub, SpawnError, Spawned, StderrLog};
 pub use lines::{Outgoing, read_frames, spawn_writer};

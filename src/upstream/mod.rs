@@ -15,6 +15,7 @@ use crate::config::{HubSettings, RestartPolicy, ServerConfig, Transport};
 use crate::jsonrpc::Message;
 use crate::transport::{ChildProc, ChildSpec, StderrLog, read_frames, spawn_writer};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot, watch};
@@ -73,8 +74,9 @@ pub struct Snapshot {
 /// What an upstream tells the hub through its event channel (coalesced there).
 #[derive(Debug)]
 pub enum Event {
-    /// The snapshot of server `index` changed (state or lists).
-    Changed(usize),
+        /// The snapshot of server `index` changed (state or lists); the number orders all
+    /// changes of all servers (see [`Upstream::new`]'s `seq`).
+    Changed(usize, u64),
 }
 
 /// Where a server's own notifications and requests go. Called on the server's reader task, in
@@ -82,6 +84,8 @@ pub enum Event {
 pub trait Sink: Send + Sync {
     fn notification(&self, server: usize, m: Message);
     fn request(&self, server: usize, m: Message);
+    /// Removes secrets from text that leaves openpact (stderr lines, error reasons).
+    fn scrub(&self, text: &str) -> String;
 }
 
 /// Each shutdown step (after stdin close, after SIGTERM) waits at most this long.
@@ -95,7 +99,10 @@ pub struct Upstream {
     conn: RwLock<Option<Arc<Connection>>>,
     snapshot: RwLock<Arc<Snapshot>>,
     events: mpsc::UnboundedSender<Event>,
-    sink: Arc<dyn Sink>,
+        sink: Arc<dyn Sink>,
+    /// Shared by all servers of a hub: bumped before every snapshot change, so whoever sees
+    /// a new snapshot can tell whether the hub has caught up with it.
+    seq: Arc<AtomicU64>,
     /// The client capabilities to declare in `initialize` (JSON text), once known.
     client_caps: watch::Receiver<Option<String>>,
 }
@@ -118,7 +125,8 @@ impl Upstream {
         config: ServerConfig,
         settings: &HubSettings,
         events: mpsc::UnboundedSender<Event>,
-        sink: Arc<dyn Sink>,
+                sink: Arc<dyn Sink>,
+        seq: Arc<AtomicU64>,
         client_caps: watch::Receiver<Option<String>>,
     ) -> Arc<Self> {
         let state = if config.disabled {
@@ -149,7 +157,8 @@ impl Upstream {
             conn: RwLock::new(None),
             snapshot: RwLock::new(Arc::new(snapshot)),
             events,
-            sink,
+                        sink,
+            seq,
             client_caps,
         })
     }
@@ -165,7 +174,8 @@ impl Upstream {
         }
     }
 
-    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+        let n = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         {
             let mut guard = self
                 .snapshot
@@ -173,9 +183,17 @@ impl Upstream {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut next = (**guard).clone();
             f(&mut next);
+            // Reasons quote servers' own words, which may echo a secret.
+            if let Some(e) = &next.last_error {
+                next.last_error = Some(self.sink.scrub(e));
+            }
+            if let State::Failed(r) = &next.state {
+                next.state = State::Failed(self.sink.scrub(r));
+            }
             *guard = Arc::new(next);
         }
-        let _ = self.events.send(Event::Changed(self.index));
+                let _ = self.events.send(Event::Changed(self.index, n));
+
     }
 
     fn set_conn(&self, conn: Option<Arc<Connection>>) {
@@ -239,6 +257,10 @@ impl Upstream {
                 args: args.clone(),
                 env: env.clone(),
                 cwd: cwd.clone(),
+                scrub: {
+                    let sink = self.sink.clone();
+                    Some(Arc::new(move |line: &str| sink.scrub(line)))
+                },
             },
             Transport::Http { url, .. } => {
                 let reason =
@@ -572,13 +594,17 @@ async fn read_until_exit(
     // moment so the report can say how it ended and what it said last.
     let status = {
         let mut guard = proc.lock().await;
-        match guard.as_mut() {
-            Some(p) => tokio::time::timeout(Duration::from_millis(500), p.wait())
-                .await
-                .ok()
-                .and_then(Result::ok),
+                match guard.as_mut() {
+            Some(p) => {
+                let status = tokio::time::timeout(Duration::from_millis(500), p.wait()).await.ok().and_then(Result::ok);
+                if status.is_some() {
+                    p.kill_group();
+                }
+                status
+            }
             None => None,
         }
+
     };
     conn.stderr.wait_done(Duration::from_millis(200)).await;
     let mut reason = match (status, read) {

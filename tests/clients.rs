@@ -1,0 +1,870 @@
+//! Independent MCP clients on the hub's whole surface: rmcp (the Rust SDK), the MCP
+//! Inspector CLI and the Python `mcp` SDK, each against `openpact serve` with two servers
+//! behind it — the fixture (`fx`) and server-everything (`everything`). Tools, resources
+//! (listed, read, by template), prompts, completion, and where the client can, sampling and
+//! logging.
+//!
+//! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
+//! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
+
+use crate::everything::StderrLog;
+use crate::support::{self, OPENPACT, Peers, Scratch, fixture};
+// Sampling and roots are deprecated for 2026-07-28 (SEP-2577) but current in 2025-11-25,
+// which is what the hub speaks.
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, GetPromptRequestParams, JsonObject,
+    ReadResourceRequestParams,
+};
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
+use rmcp::service::RequestContext;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::process::Command;
+
+/// How long a whole external client run (Inspector, Python) may take; they finish in a
+/// second or two.
+const CLIENT_LIMIT: Duration = Duration::from_secs(90);
+
+const FEATURES: &str = "demo://resource/static/document/features.md";
+
+/// The fixture as `fx` and server-everything as `everything`. `listWait` is generous so
+/// that a busy machine never shows a client a server still starting.
+fn config(peers: &Peers, sc: &Scratch) -> PathBuf {
+    sc.servers(
+        json!({"fx": fixture(&[]), "everything": peers.entry("PEER_EVERYTHING", &[])}),
+        Some(json!({"listWait": "30s"})),
+    )
+}
+
+fn state_dir(config: &Path) -> PathBuf {
+    config.parent().unwrap().join("state")
+}
+
+fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+fn first_text(r: &CallToolResult) -> String {
+    let content = serde_json::to_value(&r.content).unwrap();
+    content[0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {content}"))
+        .to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// rmcp
+
+const RMCP_SAMPLED: &str = "Sampled by the rmcp test client.";
+
+/// An rmcp client that declares sampling and roots, and answers them with fixed values.
+#[derive(Clone, Default)]
+struct RmcpClient {
+    sampled: Arc<Mutex<Vec<Value>>>,
+}
+
+#[allow(deprecated)]
+impl ClientHandler for RmcpClient {
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.sampled
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&params).unwrap());
+        Ok(serde_json::from_value(json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": RMCP_SAMPLED},
+            "model": "rmcp-test-model",
+            "stopReason": "endTurn",
+        }))
+        .unwrap())
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(serde_json::from_value(
+            json!({"roots": [{"uri": "file:///tmp/rmcp-root", "name": "rmcp root"}]}),
+        )
+        .unwrap())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"sampling": {}, "roots": {"listChanged": true}},
+            "clientInfo": {"name": "openpact-rmcp-test", "version": "0"},
+        }))
+        .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let config = config(&peers, &sc);
+    let mut cmd = Command::new(OPENPACT);
+    cmd.arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(state_dir(&config))
+        .arg("serve");
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn openpact");
+    let _log = StderrLog::drain("openpact", stderr.expect("stderr is piped"));
+    let handler = RmcpClient::default();
+    let client = tokio::time::timeout(support::WAIT, handler.clone().serve(transport))
+        .await
+        .expect("handshake in time")
+        .expect("rmcp initialize");
+
+    // Tools: both servers', namespaced; server-everything was told the client's sampling
+    // and roots (so it lists its tools for those) but not elicitation.
+    let tools = tokio::time::timeout(support::WAIT, client.list_all_tools())
+        .await
+        .expect("tools/list answered")
+        .expect("tools/list");
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    for n in [
+        "fx:echo",
+        "fx:add",
+        "everything:get-sum",
+        "everything:echo",
+        "everything:trigger-sampling-request",
+        "everything:get-roots-list",
+    ] {
+        assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
+    }
+    assert!(
+        !names.contains(&"everything:trigger-elicitation-request".to_string()),
+        "the client declared no elicitation: {names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("fx:")).count(),
+        21,
+        "{names:?}"
+    );
+
+    let sum = client
+        .call_tool(
+            CallToolRequestParams::new("everything:get-sum")
+                .with_arguments(obj(json!({"a": 2, "b": 3}))),
+        )
+        .await
+        .expect("get-sum");
+    assert_ne!(sum.is_error, Some(true), "{sum:?}");
+    assert_eq!(first_text(&sum), "The sum of 2 and 3 is 5.");
+    let add = client
+        .call_tool(
+            CallToolRequestParams::new("fx:add").with_arguments(obj(json!({"a": 4, "b": 5}))),
+        )
+        .await
+        .expect("fx:add");
+    assert_eq!(add.structured_content, Some(json!({"sum": 9})));
+
+    // Sampling: server-everything asks, the hub forwards to rmcp's handler, the answer goes
+    // back up.
+    let sampled = client
+        .call_tool(
+            CallToolRequestParams::new("everything:trigger-sampling-request")
+                .with_arguments(obj(json!({"prompt": "Say hi", "maxTokens": 10}))),
+        )
+        .await
+        .expect("trigger-sampling-request");
+    assert!(first_text(&sampled).contains(RMCP_SAMPLED), "{sampled:?}");
+    let asked = handler.sampled.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        asked[0]["messages"][0]["content"]["text"],
+        "Resource trigger-sampling-request context: Say hi"
+    );
+
+    // Resources: listed from both servers, read by URI (static and by template).
+    let resources = client.list_all_resources().await.expect("resources/list");
+    let uris: Vec<String> = resources.iter().map(|r| r.uri.to_string()).collect();
+    for u in ["fixture://static/1", "fixture://static/3", FEATURES] {
+        assert!(uris.contains(&u.to_string()), "{u} missing from {uris:?}");
+    }
+    let templates = client
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    let templates: Vec<String> = templates
+        .iter()
+        .map(|t| t.uri_template.to_string())
+        .collect();
+    assert_eq!(
+        templates,
+        [
+            "fixture://item/{id}",
+            "demo://resource/dynamic/text/{resourceId}",
+            "demo://resource/dynamic/blob/{resourceId}"
+        ],
+    );
+    for (uri, want) in [
+        ("fixture://static/2", "content of fixture://static/2"),
+        ("fixture://item/xyz", "content of fixture://item/xyz"),
+        (
+            "demo://resource/dynamic/text/4",
+            "Resource 4: This is a plaintext resource created at ",
+        ),
+        (FEATURES, "# Everything Server - Features"),
+    ] {
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap_or_else(|e| panic!("resources/read {uri}: {e:?}"));
+        let v = serde_json::to_value(&read).unwrap();
+        assert_eq!(v["contents"][0]["uri"], uri, "{v}");
+        let text = v["contents"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with(want), "{uri}: {text:.200}");
+    }
+
+    // Prompts.
+    let prompts = client.list_all_prompts().await.expect("prompts/list");
+    let prompt_names: Vec<String> = prompts.iter().map(|p| p.name.to_string()).collect();
+    assert_eq!(
+        prompt_names,
+        [
+            "fx:greet",
+            "fx:plain",
+            "everything:simple-prompt",
+            "everything:args-prompt",
+            "everything:completable-prompt",
+            "everything:resource-prompt"
+        ],
+    );
+    let simple = client
+        .get_prompt(GetPromptRequestParams::new("everything:simple-prompt"))
+        .await
+        .expect("prompts/get simple-prompt");
+    let v = serde_json::to_value(&simple).unwrap();
+    assert_eq!(
+        v["messages"][0]["content"]["text"], "This is a simple prompt without arguments.",
+        "{v}"
+    );
+    let greet = client
+        .get_prompt(
+            GetPromptRequestParams::new("fx:greet").with_arguments(obj(json!({"name": "Ada"}))),
+        )
+        .await
+        .expect("prompts/get greet");
+    let v = serde_json::to_value(&greet).unwrap();
+    assert_eq!(v["messages"][0]["content"]["text"], "Hello, Ada!", "{v}");
+
+    // Completion: a prompt argument (by namespaced name) and a template variable.
+    let values = client
+        .complete_prompt_simple("everything:completable-prompt", "department", "S")
+        .await
+        .expect("complete a prompt argument");
+    assert_eq!(values, ["Sales", "Support"]);
+    let values = client
+        .complete_resource_simple("fixture://item/{id}", "id", "")
+        .await
+        .expect("complete a template variable");
+    assert_eq!(values, ["1", "2", "3"]);
+
+    client.cancel().await.expect("close");
+}
+
+// ---------------------------------------------------------------------------------------
+// MCP Inspector CLI
+
+struct Ran {
+    words: Vec<String>,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "{:?}\nstdout:\n{}\nstderr:\n{}",
+            self.words,
+            self.stdout,
+            self.stderr
+        );
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!(
+                "{:?}: not JSON ({e}):\n{}\nstderr:\n{}",
+                self.words, self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// The `result` of a successful run.
+    fn result(&self) -> Value {
+        let v = self.json();
+        assert!(v["result"].is_object(), "{:?}: {v}", self.words);
+        v["result"].clone()
+    }
+}
+
+/// Runs a command to its end (HOME pointed at `cwd`, so nothing lands in the real one).
+async fn run(words: Vec<String>, cwd: PathBuf) -> Ran {
+    let out = Command::new(&words[0])
+        .args(&words[1..])
+        .current_dir(&cwd)
+        .env("HOME", &cwd)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(CLIENT_LIMIT, out)
+        .await
+        .unwrap_or_else(|_| panic!("{words:?} did not finish within {CLIENT_LIMIT:?}"))
+        .unwrap_or_else(|e| panic!("run {words:?}: {e}"));
+    Ran {
+        words,
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspector_cli_uses_tools_resources_and_prompts() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let config = config(&peers, &sc);
+    // The Inspector takes `--config` (even `--config=…`) for itself wherever it appears, so
+    // the hub gets its config from the environment the Inspector passes on (`-e`).
+    let hub = |method: &[&str]| {
+        let mut w = peers.command("PEER_INSPECTOR");
+        w.extend(["--cli".into(), OPENPACT.into(), "serve".into()]);
+        w.extend([
+            "-e".into(),
+            format!("OPENPACT_CONFIG={}", config.display()),
+            "-e".into(),
+            format!("OPENPACT_STATE_DIR={}", state_dir(&config).display()),
+        ]);
+        w.extend(method.iter().map(|s| s.to_string()));
+        w.extend(["--format", "json", "-q"].map(String::from));
+        w
+    };
+    let direct_list = {
+        let mut w = peers.command("PEER_INSPECTOR");
+        w.push("--cli".into());
+        w.extend(peers.command("PEER_EVERYTHING"));
+        w.extend(["--method", "tools/list", "--format", "json", "-q"].map(String::from));
+        w
+    };
+    let runs = [
+        direct_list,
+        hub(&["--method", "tools/list"]),
+        hub(&["--protocol-era", "auto", "--method", "tools/list"]),
+        hub(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "everything:get-sum",
+            "--tool-arg",
+            "a=2",
+            "b=3",
+        ]),
+        hub(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "everything:get-structured-content",
+            "--tool-arg",
+            "location=Chicago",
+        ]),
+        hub(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "fx:add",
+            "--tool-arg",
+            "a=2",
+            "b=3",
+        ]),
+        hub(&["--method", "resources/list"]),
+        hub(&["--method", "resources/templates/list"]),
+        hub(&["--method", "resources/read", "--uri", FEATURES]),
+        hub(&[
+            "--method",
+            "resources/read",
+            "--uri",
+            "demo://resource/dynamic/text/9",
+        ]),
+        hub(&["--method", "resources/read", "--uri", "fixture://item/7"]),
+        hub(&["--method", "prompts/list"]),
+        hub(&[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "everything:args-prompt",
+            "--prompt-args",
+            "city=Paris",
+            "state=Texas",
+        ]),
+        hub(&[
+            "--method",
+            "prompts/get",
+            "--prompt-name",
+            "fx:greet",
+            "--prompt-args",
+            "name=Ada",
+        ]),
+        hub(&["--method", "logging/setLevel", "--log-level", "warning"]),
+        hub(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "everything:no-such-tool",
+        ]),
+    ];
+    let ran = futures_join_all(runs.into_iter().map(|w| run(w, sc.path().to_path_buf()))).await;
+    let [
+        direct_list,
+        list,
+        auto_list,
+        sum,
+        weather,
+        add,
+        resources,
+        templates,
+        features,
+        text9,
+        item7,
+        prompts,
+        args_prompt,
+        greet,
+        set_level,
+        unknown,
+    ] = &ran[..]
+    else {
+        unreachable!()
+    };
+
+    // The hub tells server-everything what the Inspector declared, so it lists the same
+    // tools through the hub as directly, prefixed.
+    let direct_names = tool_names(&direct_list.result());
+    let names = tool_names(&list.result());
+    let everything: Vec<String> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("everything:").map(String::from))
+        .collect();
+    assert_eq!(everything, direct_names);
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("fx:")).count(),
+        21,
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 21 + direct_names.len(), "{names:?}");
+    // `--protocol-era auto` probes server/discover; the hub's -32601 sends it to initialize.
+    assert_eq!(tool_names(&auto_list.result()), names);
+
+    assert_eq!(
+        sum.result()["content"],
+        json!([{"type": "text", "text": "The sum of 2 and 3 is 5."}])
+    );
+    assert_eq!(
+        weather.result()["structuredContent"],
+        json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82})
+    );
+    assert_eq!(add.result()["structuredContent"], json!({"sum": 5}));
+
+    let uris: Vec<String> = resources.result()["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_string())
+        .collect();
+    for u in ["fixture://static/1", FEATURES] {
+        assert!(uris.contains(&u.to_string()), "{u} missing from {uris:?}");
+    }
+    assert_eq!(uris.len(), 3 + 7, "{uris:?}");
+    let templates: Vec<Value> = templates.result()["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].clone())
+        .collect();
+    assert_eq!(
+        templates,
+        [
+            "fixture://item/{id}",
+            "demo://resource/dynamic/text/{resourceId}",
+            "demo://resource/dynamic/blob/{resourceId}"
+        ]
+    );
+    let features = features.result();
+    assert_eq!(features["contents"][0]["uri"], FEATURES);
+    assert!(
+        features["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Everything Server - Features"),
+        "{features}"
+    );
+    assert!(
+        text9.result()["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Resource 9: This is a plaintext resource created at "),
+        "{}",
+        text9.stdout
+    );
+    assert_eq!(
+        item7.result()["contents"][0]["text"],
+        "content of fixture://item/7"
+    );
+
+    let prompt_names: Vec<String> = prompts.result()["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        prompt_names,
+        [
+            "fx:greet",
+            "fx:plain",
+            "everything:simple-prompt",
+            "everything:args-prompt",
+            "everything:completable-prompt",
+            "everything:resource-prompt"
+        ]
+    );
+    assert_eq!(
+        args_prompt.result()["messages"][0]["content"]["text"],
+        "What's weather in Paris, Texas?"
+    );
+    assert_eq!(
+        greet.result()["messages"][0]["content"]["text"],
+        "Hello, Ada!"
+    );
+    assert_eq!(set_level.result(), json!({}));
+
+    // An unknown tool: the Inspector's own "not found" (exit 5), as against any server.
+    assert_eq!(
+        unknown.code,
+        Some(5),
+        "{}\n{}",
+        unknown.stdout,
+        unknown.stderr
+    );
+}
+
+/// Awaits all futures concurrently, results in order.
+async fn futures_join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futs.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.expect("client run"));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Python SDK
+
+/// A client on the Python SDK with sampling, roots and logging callbacks: tools, resources,
+/// templates, prompts, completion, sampling through server-everything, logging through the
+/// fixture. Prints what it saw as one JSON object.
+const PY_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import Client, StdioServerParameters, types
+
+def dump(r):
+    return r.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+async def main():
+    mode, command, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    sampled, logs = [], []
+
+    async def sampling(context, params):
+        sampled.append(dump(params))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="Sampled by Python."),
+            model="py-test-model", stop_reason="endTurn")
+
+    async def roots(context):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/py-root", name="py root")])
+
+    async def logging(params):
+        logs.append(dump(params))
+
+    async def until(cond):
+        for _ in range(400):
+            if cond():
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    out = {}
+    async with Client(StdioServerParameters(command=command, args=args), mode=mode,
+                      read_timeout_seconds=60, sampling_callback=sampling,
+                      list_roots_callback=roots, logging_callback=logging) as client:
+        out["protocolVersion"] = client.protocol_version
+        out["serverName"] = client.server_info.name if client.server_info else None
+        out["capabilities"] = dump(client.server_capabilities)
+        out["tools"] = [t.name for t in (await client.list_tools()).tools]
+        out["sum"] = dump(await client.call_tool("everything:get-sum", {"a": 2, "b": 3}))
+        out["add"] = dump(await client.call_tool("fx:add", {"a": 2, "b": 3}))
+        out["resources"] = [r.uri for r in (await client.list_resources()).resources]
+        out["templates"] = [t.uri_template for t in
+                            (await client.list_resource_templates()).resource_templates]
+        out["read_features"] = dump(await client.read_resource(
+            "demo://resource/static/document/features.md"))
+        out["read_static"] = dump(await client.read_resource("fixture://static/2"))
+        out["read_text3"] = dump(await client.read_resource("demo://resource/dynamic/text/3"))
+        out["prompts"] = [p.name for p in (await client.list_prompts()).prompts]
+        out["args_prompt"] = dump(await client.get_prompt("everything:args-prompt", {"city": "Paris"}))
+        out["greet"] = dump(await client.get_prompt("fx:greet", {"name": "Ada"}))
+        out["complete_prompt"] = dump(await client.complete(
+            types.PromptReference(type="ref/prompt", name="everything:completable-prompt"),
+            {"name": "department", "value": "E"}))
+        out["complete_template"] = dump(await client.complete(
+            types.ResourceTemplateReference(type="ref/resource", uri="fixture://item/{id}"),
+            {"name": "id", "value": ""}))
+        out["sampling_result"] = dump(await client.call_tool(
+            "everything:trigger-sampling-request", {"prompt": "Say hi", "maxTokens": 10}))
+        out["sampled"] = sampled
+        # server-everything asks for the roots after initialized and logs the count.
+        await until(lambda: any("Roots updated" in str(l.get("data")) for l in logs))
+        await client.set_logging_level("warning")
+        await client.call_tool("fx:log", {"level": "info", "message": "below the level"})
+        out["log_call"] = dump(await client.call_tool(
+            "fx:log", {"level": "error", "message": "from python"}))
+        await until(lambda: any(l.get("data") == "from python" for l in logs))
+        out["logs"] = logs
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let config = config(&peers, &sc);
+    let script = sc.path().join("py_client.py");
+    std::fs::write(&script, PY_CLIENT).unwrap();
+    // The hub runs behind `tee`, which records what the client sent.
+    let sent = |mode: &str| sc.path().join(format!("sent-{mode}.jsonl"));
+    let state = |mode: &str| sc.path().join(format!("state-{mode}"));
+    let client = |mode: &str| {
+        let log = sent(mode);
+        let state = state(mode);
+        let shell: Vec<&str> = [
+            "-c",
+            "tee \"$0\" | exec \"$@\"",
+            log.to_str().unwrap(),
+            OPENPACT,
+            "--config",
+            config.to_str().unwrap(),
+            "--state-dir",
+            state.to_str().unwrap(),
+            "serve",
+        ]
+        .into_iter()
+        .collect();
+        let mut w = peers.command("PEER_PYTHON");
+        w.extend([
+            script.to_str().unwrap().to_string(),
+            mode.to_string(),
+            "/bin/sh".into(),
+            json!(shell).to_string(),
+        ]);
+        w
+    };
+    let (auto, legacy) = tokio::join!(
+        run(client("auto"), sc.path().to_path_buf()),
+        run(client("legacy"), sc.path().to_path_buf())
+    );
+
+    for (mode, ran) in [("auto", auto), ("legacy", legacy)] {
+        let v = ran.json();
+        let ctx = format!("{mode}: {v:#}\nstderr:\n{}", ran.stderr);
+        assert_eq!(v["protocolVersion"], "2025-11-25", "{ctx}");
+        assert_eq!(v["serverName"], "openpact", "{ctx}");
+        assert_eq!(v["capabilities"]["resources"]["subscribe"], true, "{ctx}");
+        assert!(v["capabilities"]["completions"].is_object(), "{ctx}");
+
+        let tools: Vec<&str> = v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        for t in [
+            "fx:echo",
+            "everything:get-sum",
+            "everything:trigger-sampling-request",
+            "everything:get-roots-list",
+        ] {
+            assert!(tools.contains(&t), "{t}: {ctx}");
+        }
+        // No elicitation callback, so no elicitation declared, upstream either.
+        assert!(
+            !tools.contains(&"everything:trigger-elicitation-request"),
+            "{ctx}"
+        );
+        assert_eq!(
+            v["sum"]["content"],
+            json!([{"type": "text", "text": "The sum of 2 and 3 is 5."}]),
+            "{ctx}"
+        );
+        assert_eq!(v["add"]["structuredContent"], json!({"sum": 5}), "{ctx}");
+
+        let resources = v["resources"].as_array().unwrap();
+        assert_eq!(resources.len(), 3 + 7, "{ctx}");
+        assert!(resources.contains(&json!(FEATURES)), "{ctx}");
+        assert_eq!(
+            v["templates"],
+            json!([
+                "fixture://item/{id}",
+                "demo://resource/dynamic/text/{resourceId}",
+                "demo://resource/dynamic/blob/{resourceId}"
+            ]),
+            "{ctx}"
+        );
+        assert!(
+            v["read_features"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("# Everything Server - Features")),
+            "{ctx}"
+        );
+        assert_eq!(
+            v["read_static"]["contents"][0]["text"], "content of fixture://static/2",
+            "{ctx}"
+        );
+        assert!(
+            v["read_text3"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Resource 3: This is a plaintext resource")),
+            "{ctx}"
+        );
+
+        assert_eq!(
+            v["prompts"],
+            json!([
+                "fx:greet",
+                "fx:plain",
+                "everything:simple-prompt",
+                "everything:args-prompt",
+                "everything:completable-prompt",
+                "everything:resource-prompt"
+            ]),
+            "{ctx}"
+        );
+        assert_eq!(
+            v["args_prompt"]["messages"][0]["content"]["text"], "What's weather in Paris?",
+            "{ctx}"
+        );
+        assert_eq!(
+            v["greet"]["messages"][0]["content"]["text"], "Hello, Ada!",
+            "{ctx}"
+        );
+        assert_eq!(
+            v["complete_prompt"]["completion"]["values"],
+            json!(["Engineering"]),
+            "{ctx}"
+        );
+        assert_eq!(
+            v["complete_template"]["completion"]["values"],
+            json!(["1", "2", "3"]),
+            "{ctx}"
+        );
+
+        // Sampling through the hub, answered by the Python callback.
+        assert_eq!(v["sampled"].as_array().map(Vec::len), Some(1), "{ctx}");
+        assert_eq!(
+            v["sampled"][0]["messages"][0]["content"]["text"],
+            "Resource trigger-sampling-request context: Say hi",
+            "{ctx}"
+        );
+        assert!(
+            v["sampling_result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Sampled by Python.")),
+            "{ctx}"
+        );
+
+        // Logging: the roots sync message (before any level was set), then at "warning" only
+        // the error; each with the server's name in `logger`.
+        let logs = v["logs"].as_array().unwrap();
+        let roots_log = logs
+            .iter()
+            .find(|l| l["data"] == "Roots updated: 1 root(s) received from client")
+            .unwrap_or_else(|| panic!("no roots log: {ctx}"));
+        assert_eq!(roots_log["logger"], "everything/everything-server", "{ctx}");
+        assert!(
+            !logs.iter().any(|l| l["data"] == "below the level"),
+            "{ctx}"
+        );
+        let error = logs
+            .iter()
+            .find(|l| l["data"] == "from python")
+            .unwrap_or_else(|| panic!("no error log: {ctx}"));
+        assert_eq!(error["level"], "error", "{ctx}");
+        assert!(
+            error["logger"]
+                .as_str()
+                .is_some_and(|l| l == "fx" || l.starts_with("fx/")),
+            "{ctx}"
+        );
+
+        // What the client sent: auto probes with server/discover first, then initializes on
+        // the same pipe after the hub's -32601; legacy goes straight to initialize.
+        let log = std::fs::read_to_string(sent(mode)).unwrap();
+        let methods: Vec<String> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|m| m["method"].as_str().map(String::from))
+            .collect();
+        let want_first: &[&str] = if mode == "auto" {
+            &["server/discover", "initialize"]
+        } else {
+            &["initialize"]
+        };
+        assert_eq!(
+            methods[..want_first.len()],
+            *want_first,
+            "{mode}: client sent {methods:?}"
+        );
+        for m in [
+            "completion/complete",
+            "resources/read",
+            "prompts/get",
+            "logging/setLevel",
+        ] {
+            assert!(methods.contains(&m.to_string()), "{mode}: {methods:?}");
+        }
+    }
+}
