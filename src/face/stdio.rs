@@ -26,7 +26,15 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     let mut pipes = stdio::start(config.hub.max_message_size)?;
     let hub = Hub::start(config, state_dir);
     let session = Session::new(hub.clone(), pipes.outgoing.clone());
+        {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.settled(std::time::Duration::from_secs(120)).await;
+            hub.check_rule_targets();
+        });
+    }
     let _status = super::status_file::publish(
+
         hub.clone(),
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),

@@ -86,7 +86,7 @@ pub struct Hub {
     log_level: Mutex<Option<String>>,
     /// (server, URI) → number of sessions subscribed; replayed to restarted servers.
     subscriptions: Mutex<HashMap<(usize, String), usize>>,
-        pub policy: Arc<Policy>,
+    pub policy: Arc<Policy>,
     /// Server changes announced so far, and how many of them the catalogue reflects.
     seq: Arc<AtomicU64>,
     rebuilt: AtomicU64,
@@ -161,7 +161,7 @@ impl Hub {
     ) -> Arc<Hub> {
         let policy = Arc::new(Self::policy_for(config, state_dir));
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-                let sink = Arc::new(HubSink(OnceLock::new()));
+        let sink = Arc::new(HubSink(OnceLock::new()));
         let seq = Arc::new(AtomicU64::new(0));
         let (client_caps, caps_rx) = watch::channel(None);
         let upstreams: Vec<_> = config
@@ -178,7 +178,7 @@ impl Hub {
                     sc,
                     &config.hub,
                     ev_tx.clone(),
-                                        sink.clone(),
+                    sink.clone(),
                     seq.clone(),
                     caps_rx.clone(),
                 )
@@ -200,7 +200,7 @@ impl Hub {
             progress: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
             log_level: Mutex::new(None),
-                        subscriptions: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashMap::new()),
             policy,
             seq,
             rebuilt: AtomicU64::new(0),
@@ -299,10 +299,13 @@ impl Hub {
     }
 
     /// True while some server is still on its way to its first ready or failed state.
-        pub fn starting(&self) -> bool {
+    pub fn starting(&self) -> bool {
         // A server that just became ready counts as starting until the catalogue shows it.
         self.rebuilt.load(Ordering::SeqCst) < self.seq.load(Ordering::SeqCst)
-            || self.upstreams.iter().any(|u| u.snapshot().state.is_pending())
+            || self
+                .upstreams
+                .iter()
+                .any(|u| u.snapshot().state.is_pending())
     }
 
     /// Waits until no server is still starting, or `limit` has passed.
@@ -597,7 +600,38 @@ impl Hub {
         format!("{{{}}}", caps.join(","))
     }
 
+        /// Warns about policy rules that name a tool no ready server offers (a typo would never
+    /// match). Servers' names were checked when the config was loaded; tools can only be
+    /// checked once the servers have listed them.
+    pub fn check_rule_targets(&self) {
+        let catalog = self.catalog();
+        let p = &self.policy.settings;
+        let lists: [(&str, Vec<&String>); 5] = [
+            ("permissions.allow", p.permissions.allow.iter().collect()),
+            ("permissions.ask", p.permissions.ask.iter().collect()),
+            ("permissions.deny", p.permissions.deny.iter().collect()),
+            ("cache.rules", p.cache.rules.iter().map(|(g, _)| g).collect()),
+            ("rateLimits.tools", p.rate_limits.tools.iter().map(|(g, _)| g).collect()),
+        ];
+        for (section, globs) in lists {
+            for glob in globs {
+                let Some((server, tool)) = glob.split_once(':') else { continue };
+                if server.contains(['*', '?', '[', '{']) || tool.contains(['*', '?', '[', '{']) || tool.contains("://") {
+                    continue;
+                }
+                let up = self.upstreams.iter().find(|u| u.config.prefix() == server);
+                if up.is_some_and(|u| u.snapshot().state == State::Ready)
+                    && catalog.tools.find(glob).is_none()
+                    && catalog.prompts.find(glob).is_none()
+                {
+                    tracing::warn!("openpact.{section}: \"{glob}\" names no tool or prompt of server \"{server}\"; the rule will never match");
+                }
+            }
+        }
+    }
+
     /// Stops every server (in parallel) and waits for them, at most about two seconds.
+
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         let handles: Vec<_> = std::mem::take(&mut *lock(&self.supervisors));
@@ -830,12 +864,12 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
     while let Some(first) = rx.recv().await {
         let Some(hub) = hub.upgrade() else { return };
         // Coalesce a burst (50 servers coming up) into one rebuild and one announcement.
-                let mut rebuild = false;
+        let mut rebuild = false;
         let mut seen = 0;
         let mut next = Some(first);
         while let Some(ev) = next.take() {
             match ev {
-                                Event::Changed(i, n) => {
+                Event::Changed(i, n) => {
                     rebuild = true;
                     seen = seen.max(n);
                     let snap = hub.upstreams[i].snapshot();
@@ -886,7 +920,7 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
                 *cur = Arc::new(fresh);
                 changes
             };
-                        hub.rebuilt.fetch_max(seen, Ordering::SeqCst);
+            hub.rebuilt.fetch_max(seen, Ordering::SeqCst);
             hub.changed.send_modify(|g| *g += 1);
 
             // Servers stopping at shutdown empty the catalogue; nobody needs to hear that.

@@ -423,12 +423,22 @@ impl Session {
                 catalog.templates.iter().map(|r| &*r.json).collect(),
             ),
         };
-                let cursor_raw = m.params().and_then(|p| RawObject::parse(p).ok()).and_then(|o| o.get("cursor").map(str::to_string));
+        let cursor_raw = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .and_then(|o| o.get("cursor").map(str::to_string));
         let cursor = match cursor_raw.as_deref() {
             None | Some("null") => None,
             Some(raw) => match serde_json::from_str::<String>(raw) {
                 Ok(c) => Some(c),
-                Err(_) => return jsonrpc::error(m.id(), code::INVALID_PARAMS, "Invalid cursor: it must be a string from nextCursor", None),
+                Err(_) => {
+                    return jsonrpc::error(
+                        m.id(),
+                        code::INVALID_PARAMS,
+                        "Invalid cursor: it must be a string from nextCursor",
+                        None,
+                    );
+                }
             },
         };
 

@@ -194,7 +194,7 @@ async fn drain_stderr(
             logged = 0;
             suppressed = 0;
         }
-                if logged < LOG_RATE {
+        if logged < LOG_RATE {
             logged += 1;
             tracing::info!(target: "openpact::server", server = %label, "{line}");
         } else {
@@ -203,7 +203,7 @@ async fn drain_stderr(
             }
             suppressed += 1;
         }
-                log.push(line);
+        log.push(line);
     }
     if suppressed > 0 {
         tracing::warn!(server = %label, suppressed, "stderr lines not logged (server was flooding stderr)");
@@ -271,14 +271,13 @@ impl ChildProc {
         status
     }
 
-        /// Kills whatever is left of the process group after the leader died on its own (a crash
+    /// Kills whatever is left of the process group after the leader died on its own (a crash
     /// leaves `npx`/shell grandchildren behind otherwise).
     pub fn kill_group(&self) {
         self.signal_group(Signal::SIGKILL);
     }
 
     fn signal_group(&self, sig: Signal) {
-
         let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
             return;
         };

@@ -74,7 +74,7 @@ pub struct Snapshot {
 /// What an upstream tells the hub through its event channel (coalesced there).
 #[derive(Debug)]
 pub enum Event {
-        /// The snapshot of server `index` changed (state or lists); the number orders all
+    /// The snapshot of server `index` changed (state or lists); the number orders all
     /// changes of all servers (see [`Upstream::new`]'s `seq`).
     Changed(usize, u64),
 }
@@ -99,7 +99,7 @@ pub struct Upstream {
     conn: RwLock<Option<Arc<Connection>>>,
     snapshot: RwLock<Arc<Snapshot>>,
     events: mpsc::UnboundedSender<Event>,
-        sink: Arc<dyn Sink>,
+    sink: Arc<dyn Sink>,
     /// Shared by all servers of a hub: bumped before every snapshot change, so whoever sees
     /// a new snapshot can tell whether the hub has caught up with it.
     seq: Arc<AtomicU64>,
@@ -125,7 +125,7 @@ impl Upstream {
         config: ServerConfig,
         settings: &HubSettings,
         events: mpsc::UnboundedSender<Event>,
-                sink: Arc<dyn Sink>,
+        sink: Arc<dyn Sink>,
         seq: Arc<AtomicU64>,
         client_caps: watch::Receiver<Option<String>>,
     ) -> Arc<Self> {
@@ -157,7 +157,7 @@ impl Upstream {
             conn: RwLock::new(None),
             snapshot: RwLock::new(Arc::new(snapshot)),
             events,
-                        sink,
+            sink,
             seq,
             client_caps,
         })
@@ -174,7 +174,7 @@ impl Upstream {
         }
     }
 
-        fn update(&self, f: impl FnOnce(&mut Snapshot)) {
+    fn update(&self, f: impl FnOnce(&mut Snapshot)) {
         let n = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         {
             let mut guard = self
@@ -192,8 +192,7 @@ impl Upstream {
             }
             *guard = Arc::new(next);
         }
-                let _ = self.events.send(Event::Changed(self.index, n));
-
+        let _ = self.events.send(Event::Changed(self.index, n));
     }
 
     fn set_conn(&self, conn: Option<Arc<Connection>>) {
@@ -594,9 +593,12 @@ async fn read_until_exit(
     // moment so the report can say how it ended and what it said last.
     let status = {
         let mut guard = proc.lock().await;
-                match guard.as_mut() {
+        match guard.as_mut() {
             Some(p) => {
-                let status = tokio::time::timeout(Duration::from_millis(500), p.wait()).await.ok().and_then(Result::ok);
+                let status = tokio::time::timeout(Duration::from_millis(500), p.wait())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
                 if status.is_some() {
                     p.kill_group();
                 }
@@ -604,7 +606,6 @@ async fn read_until_exit(
             }
             None => None,
         }
-
     };
     conn.stderr.wait_done(Duration::from_millis(200)).await;
     let mut reason = match (status, read) {
