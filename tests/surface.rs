@@ -867,6 +867,53 @@ async fn concurrent_sampling_from_two_servers_gets_each_its_own_answer() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_meant_for_a_crashed_server_does_not_reach_its_successor() {
+    let s = Scratch::new();
+    let cfg = two_servers(
+        &s,
+        Some(json!({"restart": {"initialBackoff": "50ms", "maxBackoff": "200ms"}})),
+    );
+    let mut hub = ready_hub(&cfg, all_client_caps(), &["a:echo", "b:echo"]).await;
+    let c = &mut hub.client;
+
+    // The first process of `a` asks (its id srv-1); the client has not answered yet when
+    // `a` crashes.
+    let first = send_call(c, "a:sample", json!({"prompt": "first"})).await;
+    let stale = c.wait_for("sampling/createMessage", WAIT).await.unwrap();
+    let r = c.call("a:crash", json!({})).await;
+    assert_eq!(error_code(&r), -32010, "{r}");
+    let r = c.response(&first).await;
+    assert_eq!(error_code(&r), -32010, "the call died with its server: {r}");
+    let deadline = Instant::now() + WAIT;
+    while c.call("a:echo", json!({"message": "x"})).await["result"].is_null() {
+        assert!(Instant::now() < deadline, "a never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The new process asks too — under the same upstream id srv-1.
+    let second = send_call(c, "a:sample", json!({"prompt": "second"})).await;
+    let fresh = c.wait_for("sampling/createMessage", WAIT).await.unwrap();
+    assert_eq!(
+        fresh["params"]["messages"][0]["content"]["text"], "second",
+        "{fresh}"
+    );
+    assert_ne!(fresh["id"], stale["id"], "the hub reused an id");
+    let answer = |t: &str| json!({"role": "assistant", "model": "m", "content": {"type": "text", "text": t}});
+    // The answer to the dead process's question arrives late; it must go nowhere.
+    c.send(&json!({"jsonrpc": "2.0", "id": stale["id"], "result": answer("stale")}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.send(&json!({"jsonrpc": "2.0", "id": fresh["id"], "result": answer("fresh")}))
+        .await;
+    let r = c.response(&second).await;
+    let got: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(
+        got["content"]["text"], "fresh",
+        "the new process got the answer meant for the crashed one: {r}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Subscriptions and list changes
 // ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     let mut pipes = stdio::start(config.hub.max_message_size)?;
     let hub = Hub::start(config, state_dir);
     let session = Session::new(hub.clone(), pipes.outgoing.clone());
-        {
+    {
         let hub = hub.clone();
         tokio::spawn(async move {
             hub.settled(std::time::Duration::from_secs(120)).await;
@@ -34,7 +34,6 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
         });
     }
     let _status = super::status_file::publish(
-
         hub.clone(),
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),

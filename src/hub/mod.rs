@@ -21,7 +21,7 @@ pub use status::{HubStatus, ServerStatus};
 use crate::config::{Config, HubSettings, ToolNames};
 use crate::jsonrpc::{self, Message, RawObject};
 use crate::policy::Policy;
-use crate::upstream::{CallError, Event, Sink, State, Upstream};
+use crate::upstream::{CallError, Connection, Event, Sink, State, Upstream};
 use std::path::Path;
 
 use std::collections::HashMap;
@@ -600,7 +600,7 @@ impl Hub {
         format!("{{{}}}", caps.join(","))
     }
 
-        /// Warns about policy rules that name a tool no ready server offers (a typo would never
+    /// Warns about policy rules that name a tool no ready server offers (a typo would never
     /// match). Servers' names were checked when the config was loaded; tools can only be
     /// checked once the servers have listed them.
     pub fn check_rule_targets(&self) {
@@ -610,13 +610,24 @@ impl Hub {
             ("permissions.allow", p.permissions.allow.iter().collect()),
             ("permissions.ask", p.permissions.ask.iter().collect()),
             ("permissions.deny", p.permissions.deny.iter().collect()),
-            ("cache.rules", p.cache.rules.iter().map(|(g, _)| g).collect()),
-            ("rateLimits.tools", p.rate_limits.tools.iter().map(|(g, _)| g).collect()),
+            (
+                "cache.rules",
+                p.cache.rules.iter().map(|(g, _)| g).collect(),
+            ),
+            (
+                "rateLimits.tools",
+                p.rate_limits.tools.iter().map(|(g, _)| g).collect(),
+            ),
         ];
         for (section, globs) in lists {
             for glob in globs {
-                let Some((server, tool)) = glob.split_once(':') else { continue };
-                if server.contains(['*', '?', '[', '{']) || tool.contains(['*', '?', '[', '{']) || tool.contains("://") {
+                let Some((server, tool)) = glob.split_once(':') else {
+                    continue;
+                };
+                if server.contains(['*', '?', '[', '{'])
+                    || tool.contains(['*', '?', '[', '{'])
+                    || tool.contains("://")
+                {
                     continue;
                 }
                 let up = self.upstreams.iter().find(|u| u.config.prefix() == server);
@@ -624,7 +635,9 @@ impl Hub {
                     && catalog.tools.find(glob).is_none()
                     && catalog.prompts.find(glob).is_none()
                 {
-                    tracing::warn!("openpact.{section}: \"{glob}\" names no tool or prompt of server \"{server}\"; the rule will never match");
+                    tracing::warn!(
+                        "openpact.{section}: \"{glob}\" names no tool or prompt of server \"{server}\"; the rule will never match"
+                    );
                 }
             }
         }
@@ -740,7 +753,7 @@ impl Hub {
         }
     }
 
-    fn on_request(&self, i: usize, m: Message) {
+    fn on_request(&self, i: usize, m: Message, from: Weak<Connection>) {
         let up = &self.upstreams[i];
         let capability = match m.method() {
             "sampling/createMessage" => Some("sampling"),
@@ -751,14 +764,14 @@ impl Hub {
         let session =
             capability.and_then(|cap| self.sessions().into_iter().find(|s| s.client_has(cap)));
         match (capability, session) {
-            (Some(_), Some(session)) => session.forward_server_request(i, m),
+            (Some(_), Some(session)) => session.forward_server_request(i, m, from),
             (Some(cap), None) => {
                 let msg = format!(
                     "the client connected to openpact does not support {cap}, so {} cannot be answered",
                     m.method()
                 );
                 tracing::debug!(server = %up.name(), "{msg}");
-                if let Some(conn) = up.connection() {
+                if let Some(conn) = from.upgrade() {
                     let _ = conn.send(jsonrpc::error(
                         m.id(),
                         jsonrpc::code::METHOD_NOT_FOUND,
@@ -768,7 +781,7 @@ impl Hub {
                 }
             }
             (None, _) => {
-                if let Some(conn) = up.connection() {
+                if let Some(conn) = from.upgrade() {
                     let msg = format!("Method not found: {}", m.method());
                     let _ = conn.send(jsonrpc::error(
                         m.id(),
@@ -825,9 +838,9 @@ impl Sink for HubSink {
         }
     }
 
-    fn request(&self, server: usize, m: Message) {
+    fn request(&self, server: usize, m: Message, from: Weak<Connection>) {
         if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
-            hub.on_request(server, m);
+            hub.on_request(server, m, from);
         }
     }
 
@@ -873,6 +886,12 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
                     rebuild = true;
                     seen = seen.max(n);
                     let snap = hub.upstreams[i].snapshot();
+                    if snap.state != State::Ready {
+                        for s in hub.sessions() {
+                            s.server_gone(i);
+                        }
+                    }
+
                     // A restart or a new tool list makes cached results of that server stale.
                     let tools_id = Arc::as_ptr(&snap.tools) as usize;
                     if tool_lists

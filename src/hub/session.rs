@@ -12,16 +12,30 @@ use crate::policy::canonical::{canonical, sha256};
 use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
 use crate::transport::Outgoing;
-use crate::upstream::{CallError, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
+use crate::upstream::{CallError, Connection, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use tokio::task::AbortHandle;
+
+/// A server's request passed on to the client: which server, which of its processes, and the
+/// id that process used.
+struct Forwarded {
+    upstream: usize,
+    conn: Weak<Connection>,
+    id: String,
+}
+
+impl Forwarded {
+    fn alive(&self) -> bool {
+        self.conn.upgrade().is_some_and(|c| !c.is_closed())
+    }
+}
 
 pub struct Session {
     hub: Arc<Hub>,
@@ -34,8 +48,8 @@ pub struct Session {
     /// Least severe log level the client wants, if it said.
     log_rank: Mutex<Option<usize>>,
     subscriptions: Mutex<HashSet<String>>,
-    /// Our id for a request forwarded to the client → (server, that server's id as JSON).
-    forwarded: Mutex<HashMap<u64, (usize, String)>>,
+    /// Our id for a request forwarded to the client → where it came from.
+    forwarded: Mutex<HashMap<u64, Forwarded>>,
     next_forward_id: AtomicU64,
     /// Requests the hub itself sent the client (permission prompts), by our id.
     own: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
@@ -132,9 +146,21 @@ impl Session {
     }
 
     /// Sends a server's request to the client under an id of ours.
-    pub(crate) fn forward_server_request(&self, upstream: usize, m: Message) {
+    pub(crate) fn forward_server_request(
+        &self,
+        upstream: usize,
+        m: Message,
+        from: Weak<Connection>,
+    ) {
         let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
-        lock(&self.forwarded).insert(id, (upstream, m.id().to_string()));
+        lock(&self.forwarded).insert(
+            id,
+            Forwarded {
+                upstream,
+                conn: from,
+                id: m.id().to_string(),
+            },
+        );
         self.send(jsonrpc::request(&id.to_string(), m.method(), m.params()));
     }
 
@@ -149,8 +175,9 @@ impl Session {
             let mut fwd = lock(&self.forwarded);
             let found = fwd
                 .iter()
-                .find(|(_, (u, id))| *u == upstream && id == upstream_id)
+                .find(|(_, f)| f.upstream == upstream && f.id == upstream_id && f.alive())
                 .map(|(k, _)| *k);
+
             if let Some(k) = found {
                 fwd.remove(&k);
             }
@@ -286,9 +313,7 @@ impl Session {
             let _ = tx.send(m.clone());
             return;
         }
-        let Some((upstream, upstream_id)) =
-            m.id_u64().and_then(|id| lock(&self.forwarded).remove(&id))
-        else {
+        let Some(fwd) = m.id_u64().and_then(|id| lock(&self.forwarded).remove(&id)) else {
             tracing::debug!(
                 id = m.id(),
                 "response from the client to no request of ours"
@@ -296,12 +321,19 @@ impl Session {
             return;
         };
         let line = match (m.result(), m.error()) {
-            (Some(r), _) => jsonrpc::result(&upstream_id, r),
-            (None, Some(e)) => jsonrpc::error_raw(&upstream_id, e),
+            (Some(r), _) => jsonrpc::result(&fwd.id, r),
+            (None, Some(e)) => jsonrpc::error_raw(&fwd.id, e),
             (None, None) => return,
         };
-        if let Some(conn) = self.hub.upstreams()[upstream].connection() {
-            let _ = conn.send(line);
+        // Only to the very process that asked: a restarted server may reuse the same id.
+        match fwd.conn.upgrade().filter(|c| !c.is_closed()) {
+            Some(conn) => {
+                let _ = conn.send(line);
+            }
+            None => tracing::debug!(
+                id = m.id(),
+                "answer for a server process that has gone; dropped"
+            ),
         }
     }
 
@@ -336,15 +368,40 @@ impl Session {
             self.send_error(&id, crate::upstream::code::UNAVAILABLE, reason);
         }
         let forwarded: Vec<_> = lock(&self.forwarded).drain().collect();
-        for (_, (upstream, id)) in forwarded {
-            if let Some(conn) = self.hub.upstreams()[upstream].connection() {
+        for (_, fwd) in forwarded {
+            if let Some(conn) = fwd.conn.upgrade() {
                 let _ = conn.send(jsonrpc::error(
-                    &id,
+                    &fwd.id,
                     code::INTERNAL_ERROR,
                     "the client went away",
                     None,
                 ));
             }
+        }
+    }
+
+    /// A server's process ended: its requests to the client can no longer be answered, so the
+    /// client is told to stop working on them.
+    pub(crate) fn server_gone(&self, upstream: usize) {
+        let gone: Vec<u64> = {
+            let mut fwd = lock(&self.forwarded);
+            let keys: Vec<u64> = fwd
+                .iter()
+                .filter(|(_, f)| f.upstream == upstream && !f.alive())
+                .map(|(k, _)| *k)
+                .collect();
+            for k in &keys {
+                fwd.remove(k);
+            }
+            keys
+        };
+        for id in gone {
+            let params =
+                format!("{{\"requestId\":{id},\"reason\":\"the server that asked has stopped\"}}");
+            self.send(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
         }
     }
 

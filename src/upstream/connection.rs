@@ -158,6 +158,11 @@ impl Connection {
         }
     }
 
+    /// True once the connection has ended (the process exited or was stopped).
+    pub fn is_closed(&self) -> bool {
+        self.closed_reason().is_some()
+    }
+
     pub fn in_flight(&self) -> usize {
         self.lock_pending().len()
     }

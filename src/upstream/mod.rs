@@ -83,7 +83,9 @@ pub enum Event {
 /// the order the server wrote them, so implementations must not block.
 pub trait Sink: Send + Sync {
     fn notification(&self, server: usize, m: Message);
-    fn request(&self, server: usize, m: Message);
+    /// `from` is the connection the request came on: its answer must go back there, never to
+    /// a restarted successor that may reuse the same request id.
+    fn request(&self, server: usize, m: Message, from: std::sync::Weak<Connection>);
     /// Removes secrets from text that leaves openpact (stderr lines, error reasons).
     fn scrub(&self, text: &str) -> String;
 }
@@ -391,9 +393,10 @@ impl Upstream {
         let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
         let (exit_tx, exited) = oneshot::channel();
         let me = Arc::downgrade(self);
+        let this_conn = Arc::downgrade(&conn);
         let incoming = move |item: Incoming| {
             if let Some(me) = me.upgrade() {
-                me.on_incoming(item);
+                me.on_incoming(item, &this_conn);
             }
         };
         tokio::spawn(read_until_exit(
@@ -517,7 +520,7 @@ impl Upstream {
     }
 
     /// A server's own notification or request (never a response). Runs on the reader task.
-    fn on_incoming(self: &Arc<Self>, item: Incoming) {
+    fn on_incoming(self: &Arc<Self>, item: Incoming, from: &std::sync::Weak<Connection>) {
         match item {
             Incoming::Notification(m) => match ListKind::from_notification(m.method()) {
                 Some(kinds) => {
@@ -528,7 +531,7 @@ impl Upstream {
                 }
                 None => self.sink.notification(self.index, m),
             },
-            Incoming::Request(m) => self.sink.request(self.index, m),
+            Incoming::Request(m) => self.sink.request(self.index, m, from.clone()),
         }
     }
 }
