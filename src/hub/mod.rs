@@ -644,7 +644,6 @@ impl Hub {
     }
 
     /// Stops every server (in parallel) and waits for them, at most about two seconds.
-
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         let handles: Vec<_> = std::mem::take(&mut *lock(&self.supervisors));
