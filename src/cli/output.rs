@@ -297,13 +297,21 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
     Ok(is_error)
 }
 
-/// Prints a `prompts/get` result as `role: text` lines.
-pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
+/// The result parsed for human output, or None after printing it raw (`--json`).
+fn parsed_unless_raw(result: &str, raw: bool) -> anyhow::Result<Option<Value>> {
     let v: Value = serde_json::from_str(result)?;
     if raw {
         println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(false);
+        return Ok(None);
     }
+    Ok(Some(v))
+}
+
+/// Prints a `prompts/get` result as `role: text` lines.
+pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
+    let Some(v) = parsed_unless_raw(result, raw)? else {
+        return Ok(false);
+    };
     if let Some(d) = v.get("description").and_then(Value::as_str) {
         println!("# {d}");
     }
@@ -324,11 +332,9 @@ pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
 
 /// Prints a `resources/read` result: text contents as they are, blobs summarised.
 pub fn read_result(result: &str, raw: bool) -> anyhow::Result<bool> {
-    let v: Value = serde_json::from_str(result)?;
-    if raw {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+    let Some(v) = parsed_unless_raw(result, raw)? else {
         return Ok(false);
-    }
+    };
     for c in v
         .get("contents")
         .and_then(Value::as_array)

@@ -159,7 +159,7 @@ fn base_dir(file: &Path) -> PathBuf {
     std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
-fn kind_of(value: &Value) -> &'static str {
+pub(super) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

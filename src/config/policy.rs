@@ -1,7 +1,7 @@
 //! The `openpact` policy settings — permissions, cache, rate limits, secrets, audit — as typed,
 //! validated values. Globs are checked here so a typo fails at load, not at the first call.
 
-use super::build::Builder;
+use super::build::{Builder, kind_of as kind};
 use super::suggest::{child, closest_key, index, unknown_key};
 use super::units;
 use serde_json::{Map, Value};
@@ -138,17 +138,6 @@ pub struct PolicySettings {
     pub rate_limits: RateLimits,
     pub secrets: Secrets,
     pub audit: AuditSettings,
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl Builder<'_> {
