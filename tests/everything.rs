@@ -69,7 +69,7 @@ const TOOLS: [&str; 16] = [
     "simulate-research-query",
 ];
 
-pub(crate) const LOG_LEVELS: [&str; 8] = [
+const LOG_LEVELS: [&str; 8] = [
     "debug",
     "info",
     "notice",
@@ -217,8 +217,7 @@ impl Peer {
     /// and logged what it got.
     async fn roots_synced(&mut self) {
         let side = self.side;
-        let p = self;
-        let synced = p
+        let synced = self
             .pump(WAIT, |seen| {
                 seen.iter().any(|m| {
                     m["method"] == "notifications/message"
@@ -226,8 +225,8 @@ impl Peer {
                 })
             })
             .await;
-        assert!(synced, "{side:?}: no roots sync; saw {:#?}", p.seen);
-        let ask = p
+        assert!(synced, "{side:?}: no roots sync; saw {:#?}", self.seen);
+        let ask = self
             .seen
             .iter()
             .find(|m| m["method"] == "roots/list")
@@ -236,7 +235,7 @@ impl Peer {
             // The hub forwards under ids of its own.
             assert!(ask["id"].is_u64(), "hub-allocated id expected: {ask}");
         }
-        let log = p
+        let log = self
             .seen
             .iter()
             .find(|m| m["params"]["data"] == "Roots updated: 1 root(s) received from client")
@@ -244,7 +243,7 @@ impl Peer {
         assert_eq!(log["params"]["level"], "info", "{log}");
         assert_eq!(
             log["params"]["logger"].as_str(),
-            p.logger(Some("everything-server")).as_deref(),
+            self.logger(Some("everything-server")).as_deref(),
             "{side:?}: {log}"
         );
     }
@@ -520,7 +519,7 @@ fn untime(s: &str) -> String {
 }
 
 /// Standard base64 (with or without padding); None if it is not.
-pub(crate) fn base64_decode(s: &str) -> Option<Vec<u8>> {
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let mut bits = 0u32;
     let mut n = 0;
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
@@ -1322,8 +1321,8 @@ async fn logging_scenario(p: &mut Peer) {
         );
     }
 
-    // error, then emergency: nothing below arrives. 16 tries at "error" make at least one
-    // message certain (each passes with probability 1/2).
+    // error, then emergency: nothing below arrives. Each "on" passes "error" with
+    // probability 1/2, so 16 of them miss only once in 65536 runs.
     for (level, times, must_arrive) in [("error", 16, true), ("emergency", 8, false)] {
         p.set_level(level).await;
         let got = toggle_logging(p, times).await;
@@ -1522,6 +1521,12 @@ async fn url_elicitation_scenario(p: &mut Peer) {
     p.record("retry after -32042", &retry["result"]);
 }
 
+async fn initialized(p: &mut Peer, caps: Value) {
+    p.initialize(caps).await;
+    p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn url_elicitation_is_the_same_through_the_hub() {
     let Some(peers) = Peers::get() else { return };
@@ -1531,11 +1536,12 @@ async fn url_elicitation_is_the_same_through_the_hub() {
         Peer::start(Side::Direct, &peers, &sc),
         Peer::start(Side::Hub, &peers, &sc)
     );
-    for p in [&mut direct, &mut hub] {
-        p.initialize(caps.clone()).await;
-        p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-    }
+    // Both at once: the hub tells server-everything what its client declared only if the
+    // client's initialize comes within a second of the hub's start.
+    tokio::join!(
+        initialized(&mut direct, caps.clone()),
+        initialized(&mut hub, caps.clone())
+    );
     tokio::join!(
         url_elicitation_scenario(&mut direct),
         url_elicitation_scenario(&mut hub)

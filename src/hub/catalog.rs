@@ -200,15 +200,26 @@ impl Catalog {
     /// Which server serves `uri`: the one listing it, else the first whose template matches
     /// it, else the only ready server offering resources at all.
     pub fn route_uri(&self, uri: &str, upstreams: &[Arc<Upstream>]) -> Option<usize> {
+        self.route_uri_listed(uri)
+            .or_else(|| self.only_resource_server(upstreams))
+    }
+
+    /// The server that lists `uri` or a template matching it.
+    pub fn route_uri_listed(&self, uri: &str) -> Option<usize> {
         if let Some(&i) = self.uri_index.get(uri) {
             return Some(self.resources[i].upstream);
         }
         if let Some(t) = self.templates.iter().find(|t| t.key == uri) {
             return Some(t.upstream);
         }
-        if let Some(i) = self.matchers.iter().position(|m| m.matches(uri)) {
-            return Some(self.templates[i].upstream);
-        }
+        self.matchers
+            .iter()
+            .position(|m| m.matches(uri))
+            .map(|i| self.templates[i].upstream)
+    }
+
+    /// The last resort for a URI nobody lists: the only ready server offering resources.
+    fn only_resource_server(&self, upstreams: &[Arc<Upstream>]) -> Option<usize> {
         let mut offering = ready(upstreams).filter(|u| {
             u.snapshot()
                 .info

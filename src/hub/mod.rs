@@ -400,13 +400,15 @@ impl Hub {
 
     /// The server serving a resource URI (or a URI template, for completion).
     pub async fn route_uri(&self, uri: &str) -> Result<Arc<Upstream>, RouteError> {
-        if self.catalog().route_uri(uri, &self.upstreams).is_none() && self.starting() {
+        // A URI no ready server lists may belong to one still starting: wait for it before
+        // falling back to "the only server with resources", which could be the wrong one.
+        if self.catalog().route_uri_listed(uri).is_none() && self.starting() {
             let left = self
                 .settings
                 .list_wait
                 .saturating_sub(self.started.elapsed());
             self.wait_until(left, || {
-                self.catalog().route_uri(uri, &self.upstreams).is_some() || !self.starting()
+                self.catalog().route_uri_listed(uri).is_some() || !self.starting()
             })
             .await;
         }
