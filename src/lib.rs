@@ -5,12 +5,14 @@
 //! - [`transport`]: child processes and our own stdio.
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
 //! - [`state`], [`time`]: private atomic files in the state dir; timestamps (leaves).
+//! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`upstream`]: one server — handshake, requests, lifecycle.
 //! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
 //! - [`face`]: the outside world — the stdio MCP server.
 //! - [`cli`]: command-line commands and their output.
 
+pub mod builtins;
 pub mod cli;
 pub mod config;
 pub mod face;

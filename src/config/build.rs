@@ -21,6 +21,7 @@ const HUB_KEYS: &[&str] = &[
     "rateLimits",
     "secrets",
     "audit",
+    "builtins",
 ];
 const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
 /// Accepted silently: they belong to features that read them later.
@@ -70,7 +71,10 @@ pub(super) fn parse(
         return Err(b.into_error());
     };
 
-    let mut hub = HubSettings::default();
+    let mut hub = HubSettings {
+        builtins: super::BuiltinsSettings::defaults(&b.base_dir),
+        ..HubSettings::default()
+    };
     for (key, value) in &root {
         match key.as_str() {
             "mcpServers" | "servers" | "inputs" | "$schema" => {}
@@ -185,7 +189,7 @@ struct Claim {
 pub(super) struct Builder<'a> {
     label: &'a str,
     env: &'a dyn Fn(&str) -> Option<String>,
-    base_dir: PathBuf,
+    pub(super) base_dir: PathBuf,
     problems: Vec<Problem>,
     /// The subset of `problems` confined to one server's entry (see `server`).
     local: Vec<Problem>,
@@ -307,7 +311,10 @@ impl Builder<'_> {
     }
 
     fn hub(&mut self, value: &Value) -> HubSettings {
-        let mut hub = HubSettings::default();
+        let mut hub = HubSettings {
+            builtins: super::BuiltinsSettings::defaults(&self.base_dir),
+            ..HubSettings::default()
+        };
         let Value::Object(map) = value else {
             self.error(
                 "openpact",
@@ -360,6 +367,7 @@ impl Builder<'_> {
                 "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),
                 "secrets" => hub.policy.secrets = self.secrets(v, &path),
                 "audit" => hub.policy.audit = self.audit(v, &path),
+                "builtins" => hub.builtins = self.builtins(v, &path),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =
@@ -586,7 +594,7 @@ impl Builder<'_> {
     }
 
     /// A string field with variables expanded; `None` (after recording why) on failure.
-    fn expanded(
+    pub(super) fn expanded(
         &mut self,
         value: &Value,
         path: &str,
@@ -610,7 +618,7 @@ impl Builder<'_> {
         }
     }
 
-    fn tilde(&mut self, text: String, path: &str) -> Option<String> {
+    pub(super) fn tilde(&mut self, text: String, path: &str) -> Option<String> {
         match resolve::tilde(text, (self.env)("HOME")) {
             Ok(s) => Some(s),
             Err(message) => {

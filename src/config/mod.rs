@@ -4,6 +4,7 @@
 //! with the file, the JSON path and a fix, so the hub never starts half-configured.
 
 mod build;
+mod builtins;
 mod expand;
 mod jsonc;
 mod paths;
@@ -15,6 +16,10 @@ mod units;
 #[cfg(test)]
 mod tests;
 
+pub use builtins::{
+    BuiltinsSettings, CalendarFeed, CalendarSource, ChatProvider, ChatSettings, GithubSettings,
+    ScriptsSettings, VaultSettings, WebSettings,
+};
 pub use paths::{FILE_NAME, locate, state_dir};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
@@ -128,6 +133,7 @@ pub struct HubSettings {
     pub list_wait: Duration,
     pub restart: RestartPolicy,
     pub policy: PolicySettings,
+    pub builtins: BuiltinsSettings,
 }
 
 /// How a server that crashes is brought back (`openpact.restart`).
@@ -168,6 +174,10 @@ impl Default for HubSettings {
             list_wait: Self::DEFAULT_LIST_WAIT,
             restart: RestartPolicy::default(),
             policy: PolicySettings::default(),
+            // With no config file, `ai-data` goes beside the working directory.
+            builtins: BuiltinsSettings::defaults(
+                &std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            ),
         }
     }
 }

@@ -1,0 +1,442 @@
+//! `openpact.builtins`: which of OpenPact's own tool groups are on and how they reach the
+//! world. Relative paths are relative to the config file; `"builtins": false` turns them all
+//! off. A group whose required setting is missing simply does not appear.
+
+use super::build::{Builder, kind_of};
+use super::expand::Unset;
+use super::suggest::{child, closest_key, index, unknown_key};
+use super::units;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltinsSettings {
+    pub enabled: bool,
+    /// Workspace and memory root (`ai-data` beside the config by default; created on first write).
+    pub workspace_root: PathBuf,
+    pub vault: Option<VaultSettings>,
+    pub web: WebSettings,
+    pub github: Option<GithubSettings>,
+    pub chat: ChatSettings,
+    pub calendars: Vec<CalendarSource>,
+    pub scripts: ScriptsSettings,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VaultSettings {
+    pub path: PathBuf,
+    /// `git pull --rebase` before reads, commit + push after writes.
+    pub git_sync: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebSettings {
+    pub enabled: bool,
+    /// Allow fetching private, loopback and link-local addresses (off: SSRF guard).
+    pub allow_private: bool,
+    pub max_bytes: u64,
+    pub timeout: Duration,
+    pub max_redirects: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GithubSettings {
+    pub token_env: String,
+    pub base_url: String,
+}
+
+/// A chat provider: the environment variable holding its token, and its API base URL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatProvider {
+    pub token_env: String,
+    pub base_url: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatSettings {
+    pub discord: Option<ChatProvider>,
+    pub telegram: Option<ChatProvider>,
+    pub slack: Option<ChatProvider>,
+    /// A generic webhook: messages are POSTed as JSON to this URL.
+    pub webhook: Option<String>,
+}
+
+impl ChatSettings {
+    pub fn any(&self) -> bool {
+        self.discord.is_some()
+            || self.telegram.is_some()
+            || self.slack.is_some()
+            || self.webhook.is_some()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CalendarFeed {
+    Url(String),
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalendarSource {
+    pub name: String,
+    pub feed: CalendarFeed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptsSettings {
+    pub dir: PathBuf,
+    /// Script file names always approved (`weather.star`).
+    pub allowlist: Vec<String>,
+    /// Allow `script_exec` (arbitrary code; still asks permission on every call).
+    pub exec: bool,
+    pub timeout: Duration,
+    /// Largest script output (characters) returned.
+    pub max_output: usize,
+}
+
+impl BuiltinsSettings {
+    pub fn defaults(base: &std::path::Path) -> BuiltinsSettings {
+        let root = base.join("ai-data");
+        BuiltinsSettings {
+            enabled: true,
+            scripts: ScriptsSettings {
+                dir: root.join("scripts"),
+                allowlist: Vec::new(),
+                exec: false,
+                timeout: Duration::from_secs(30),
+                max_output: 100_000,
+            },
+            workspace_root: root,
+            vault: None,
+            web: WebSettings {
+                enabled: true,
+                allow_private: false,
+                max_bytes: 2 * 1024 * 1024,
+                timeout: Duration::from_secs(30),
+                max_redirects: 5,
+            },
+            github: None,
+            chat: ChatSettings::default(),
+            calendars: Vec::new(),
+        }
+    }
+}
+
+impl Builder<'_> {
+    fn path_setting(&mut self, v: &Value, path: &str) -> Option<PathBuf> {
+        let mut discard = Vec::new();
+        let s = self.expanded(v, path, Unset::Fail, &mut discard)?;
+        let s = self.tilde(s, path)?;
+        Some(self.base_dir.join(s))
+    }
+
+    fn string_setting(&mut self, v: &Value, path: &str) -> Option<String> {
+        match v.as_str() {
+            Some(s) if !s.is_empty() => Some(s.to_string()),
+            _ => {
+                self.error(path, format!("{v} is not a non-empty string"));
+                None
+            }
+        }
+    }
+
+    fn section<'v>(
+        &mut self,
+        v: &'v Value,
+        path: &str,
+        keys: &[&str],
+    ) -> Option<&'v Map<String, Value>> {
+        match v {
+            Value::Object(m) => {
+                for k in m.keys() {
+                    if !keys.contains(&k.as_str()) {
+                        self.warn(&child(path, k), unknown_key(closest_key(k, keys)));
+                    }
+                }
+                Some(m)
+            }
+            other => {
+                self.error(path, format!("is {}; it must be an object", kind_of(other)));
+                None
+            }
+        }
+    }
+
+    fn provider(
+        &mut self,
+        v: &Value,
+        path: &str,
+        default_env: &str,
+        default_base: &str,
+    ) -> Option<ChatProvider> {
+        let m = self.section(v, path, &["tokenEnv", "baseUrl"])?;
+        let token_env = match m.get("tokenEnv") {
+            Some(t) => self.string_setting(t, &child(path, "tokenEnv"))?,
+            None => default_env.to_string(),
+        };
+        let base_url = match m.get("baseUrl") {
+            Some(b) => self.string_setting(b, &child(path, "baseUrl"))?,
+            None => default_base.to_string(),
+        };
+        Some(ChatProvider {
+            token_env,
+            base_url: base_url.trim_end_matches('/').to_string(),
+        })
+    }
+
+    pub(super) fn builtins(&mut self, v: &Value, path: &str) -> BuiltinsSettings {
+        let mut b = BuiltinsSettings::defaults(&self.base_dir);
+        if v == &Value::Bool(false) {
+            b.enabled = false;
+            return b;
+        }
+        if v == &Value::Bool(true) {
+            return b;
+        }
+        let keys = [
+            "workspace",
+            "vault",
+            "web",
+            "github",
+            "chat",
+            "calendars",
+            "scripts",
+        ];
+        let Some(m) = self.section(v, path, &keys) else {
+            return b;
+        };
+        if let Some(w) = m.get("workspace") {
+            let wp = child(path, "workspace");
+            if let Some(root) = self.section(w, &wp, &["root"]).and_then(|w| w.get("root")) {
+                if let Some(p) = self.path_setting(root, &child(&wp, "root")) {
+                    b.scripts.dir = p.join("scripts");
+                    b.workspace_root = p;
+                }
+            }
+        }
+        if let Some(v) = m.get("vault") {
+            let vp = child(path, "vault");
+            if let Some(vm) = self.section(v, &vp, &["path", "git"]) {
+                let git_sync = match vm.get("git") {
+                    Some(g) => {
+                        let gp = child(&vp, "git");
+                        self.section(g, &gp, &["sync"])
+                            .and_then(|g| g.get("sync"))
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                    }
+                    None => false,
+                };
+                match vm.get("path") {
+                    Some(p) => {
+                        if let Some(p) = self.path_setting(p, &child(&vp, "path")) {
+                            b.vault = Some(VaultSettings { path: p, git_sync });
+                        }
+                    }
+                    None => self.error(&vp, "needs a `path` (the vault folder)"),
+                }
+            }
+        }
+        if let Some(w) = m.get("web") {
+            let wp = child(path, "web");
+            if let Some(wm) = self.section(
+                w,
+                &wp,
+                &[
+                    "enabled",
+                    "allowPrivate",
+                    "maxBytes",
+                    "timeout",
+                    "maxRedirects",
+                ],
+            ) {
+                for (k, val) in wm {
+                    let kp = child(&wp, k);
+                    match k.as_str() {
+                        "enabled" | "allowPrivate" => match val.as_bool() {
+                            Some(x) if k == "enabled" => b.web.enabled = x,
+                            Some(x) => b.web.allow_private = x,
+                            None => self.error(&kp, format!("{val} is not a boolean")),
+                        },
+                        "maxBytes" => match units::size(val) {
+                            Ok(n) => b.web.max_bytes = n,
+                            Err(e) => self.error(&kp, e),
+                        },
+                        "timeout" => match units::duration(val) {
+                            Ok(d) => b.web.timeout = d,
+                            Err(e) => self.error(&kp, e),
+                        },
+                        "maxRedirects" => match val.as_u64() {
+                            Some(n) => b.web.max_redirects = n as usize,
+                            None => self.error(&kp, format!("{val} is not a whole number")),
+                        },
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if let Some(g) = m.get("github") {
+            let gp = child(path, "github");
+            if let Some(gm) = self.section(g, &gp, &["tokenEnv", "baseUrl"]) {
+                let token_env = gm
+                    .get("tokenEnv")
+                    .and_then(|t| self.string_setting(t, &child(&gp, "tokenEnv")));
+                let base_url = match gm.get("baseUrl") {
+                    Some(u) => self.string_setting(u, &child(&gp, "baseUrl")),
+                    None => Some("https://api.github.com".to_string()),
+                };
+                match (token_env, base_url) {
+                    (Some(token_env), Some(base_url)) => {
+                        b.github = Some(GithubSettings {
+                            token_env,
+                            base_url: base_url.trim_end_matches('/').to_string(),
+                        })
+                    }
+                    (None, _) if gm.get("tokenEnv").is_none() => self.error(
+                        &gp,
+                        "needs `tokenEnv`, the variable holding the token (e.g. \"GITHUB_TOKEN\")",
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        if let Some(c) = m.get("chat") {
+            let cp = child(path, "chat");
+            if let Some(cm) = self.section(c, &cp, &["discord", "telegram", "slack", "webhook"]) {
+                if let Some(v) = cm.get("discord") {
+                    b.chat.discord = self.provider(
+                        v,
+                        &child(&cp, "discord"),
+                        "DISCORD_TOKEN",
+                        "https://discord.com/api/v10",
+                    );
+                }
+                if let Some(v) = cm.get("telegram") {
+                    b.chat.telegram = self.provider(
+                        v,
+                        &child(&cp, "telegram"),
+                        "TELEGRAM_BOT_TOKEN",
+                        "https://api.telegram.org",
+                    );
+                }
+                if let Some(v) = cm.get("slack") {
+                    b.chat.slack = self.provider(
+                        v,
+                        &child(&cp, "slack"),
+                        "SLACK_BOT_TOKEN",
+                        "https://slack.com/api",
+                    );
+                }
+                if let Some(v) = cm.get("webhook") {
+                    let hp = child(&cp, "webhook");
+                    if let Some(url) = self.section(v, &hp, &["url"]).and_then(|h| h.get("url")) {
+                        let mut discard = Vec::new();
+                        // An unset ${VAR} here switches the webhook off rather than failing the load.
+                        if let Some(u) = self.expanded(
+                            url,
+                            &child(&hp, "url"),
+                            Unset::KeepAsWritten,
+                            &mut discard,
+                        ) {
+                            if u.contains("${") || u.is_empty() {
+                                self.warn(&child(&hp, "url"), "is not set (its variable is unset); the webhook provider is off");
+                            } else {
+                                b.chat.webhook = Some(u);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(c) = m.get("calendars") {
+            let cp = child(path, "calendars");
+            match c {
+                Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        let ip = index(&cp, i);
+                        let Some(im) = self.section(item, &ip, &["name", "url", "file"]) else {
+                            continue;
+                        };
+                        let name = im
+                            .get("name")
+                            .and_then(|n| self.string_setting(n, &child(&ip, "name")));
+                        let feed = match (im.get("url"), im.get("file")) {
+                            (Some(u), None) => {
+                                let mut discard = Vec::new();
+                                self.expanded(u, &child(&ip, "url"), Unset::Fail, &mut discard)
+                                    .map(CalendarFeed::Url)
+                            }
+                            (None, Some(f)) => self
+                                .path_setting(f, &child(&ip, "file"))
+                                .map(CalendarFeed::File),
+                            _ => {
+                                self.error(&ip, "needs exactly one of `url` or `file`");
+                                None
+                            }
+                        };
+                        match (name, feed) {
+                            (Some(name), Some(feed)) => {
+                                b.calendars.push(CalendarSource { name, feed })
+                            }
+                            (None, _) if im.get("name").is_none() => {
+                                self.error(&ip, "needs a `name`")
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                other => self.error(
+                    &cp,
+                    format!(
+                        "is {}; it must be an array of {{\"name\", \"url\" | \"file\"}}",
+                        kind_of(other)
+                    ),
+                ),
+            }
+        }
+        if let Some(s) = m.get("scripts") {
+            let sp = child(path, "scripts");
+            if let Some(sm) = self.section(
+                s,
+                &sp,
+                &["dir", "allowlist", "exec", "timeout", "maxOutput"],
+            ) {
+                for (k, val) in sm {
+                    let kp = child(&sp, k);
+                    match k.as_str() {
+                        "dir" => {
+                            if let Some(p) = self.path_setting(val, &kp) {
+                                b.scripts.dir = p;
+                            }
+                        }
+                        "allowlist" => match val.as_array() {
+                            Some(items) => {
+                                b.scripts.allowlist = items
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .map(str::to_string)
+                                    .collect()
+                            }
+                            None => self.error(&kp, "must be an array of script file names"),
+                        },
+                        "exec" => match val.as_bool() {
+                            Some(x) => b.scripts.exec = x,
+                            None => self.error(&kp, format!("{val} is not a boolean")),
+                        },
+                        "timeout" => match units::duration(val) {
+                            Ok(d) => b.scripts.timeout = d,
+                            Err(e) => self.error(&kp, e),
+                        },
+                        "maxOutput" => match val.as_u64() {
+                            Some(n) => b.scripts.max_output = n as usize,
+                            None => self.error(&kp, format!("{val} is not a whole number")),
+                        },
+                        _ => {}
+                    }
+                }
+            }
+        }
+        b
+    }
+}
