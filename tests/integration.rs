@@ -9,6 +9,8 @@
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
 //! - `everything`: server-everything's whole surface through the hub vs directly.
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
+//! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
+//! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -18,6 +20,10 @@
 
 mod support;
 
+mod builtins_calendar;
+mod builtins_files;
+mod builtins_scripts;
+mod builtins_web;
 mod cli;
 mod clients;
 mod everything;
@@ -25,4 +31,5 @@ mod failures;
 mod hub;
 mod interleave;
 mod interop;
+mod policy;
 mod surface;
