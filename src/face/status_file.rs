@@ -25,7 +25,7 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
                 started_at: started_at.clone(),
                 updated_at: rfc3339(SystemTime::now()),
                 servers: hub.status(),
-                cache: Some(hub.policy.cache.stats()),
+                cache: Some(hub.policy.cache.stats().await),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {

@@ -10,6 +10,20 @@ use crate::upstream::{Entry, State, Upstream};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// The index standing for OpenPact's own tools, served in process (not a configured server).
+pub const BUILTIN: usize = usize::MAX;
+/// The server name built-in tools go by in logs, audit records and listings.
+pub const BUILTIN_SERVER: &str = "openpact";
+
+/// The name of server `i`, built-ins included.
+pub fn server_name(upstreams: &[Arc<Upstream>], i: usize) -> &str {
+    if i == BUILTIN {
+        BUILTIN_SERVER
+    } else {
+        upstreams.get(i).map_or("?", |u| u.name())
+    }
+}
+
 /// A tool or prompt as the hub serves it.
 #[derive(Debug, Clone)]
 pub struct Named {
@@ -60,10 +74,28 @@ impl NamedList {
         mode: ToolNames,
         kind: &str,
         conflicts: &mut Vec<String>,
+        builtin: &[Entry],
         entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
     ) -> NamedList {
         let mut items: Vec<Named> = Vec::new();
         let mut lookup: HashMap<String, usize> = HashMap::new();
+        // Built-ins come first, under their bare names, which are valid in both naming modes.
+        for entry in builtin {
+            lookup.insert(entry.key.clone(), items.len());
+            items.push(Named {
+                upstream: BUILTIN,
+                original: entry.key.clone(),
+                qualified: entry.key.clone(),
+                wire: entry.key.clone(),
+                json: entry.json.to_string(),
+                read_only: RawObject::parse(&entry.json)
+                    .ok()
+                    .and_then(|o| o.get("annotations").and_then(|a| RawObject::parse(a).ok()))
+                    .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
+                    .unwrap_or(false),
+                definition: std::sync::OnceLock::new(),
+            });
+        }
         for up in ready(upstreams) {
             let prefix = up.config.prefix();
             for entry in entries(up).iter() {
@@ -76,9 +108,9 @@ impl NamedList {
                 if let Some(&other) = lookup.get(&wire) {
                     conflicts.push(format!(
                         "servers '{}' and '{}' both offer {kind} '{wire}'; '{}' serves it (set a `namespace` to tell them apart)",
-                        upstreams[items[other].upstream].name(),
+                        server_name(upstreams, items[other].upstream),
                         up.name(),
-                        upstreams[items[other].upstream].name(),
+                        server_name(upstreams, items[other].upstream),
                     ));
                     continue;
                 }
@@ -164,12 +196,17 @@ fn fingerprint<'a>(items: impl Iterator<Item = (usize, &'a str)>) -> u64 {
 }
 
 impl Catalog {
-    pub fn build(upstreams: &[Arc<Upstream>], mode: ToolNames) -> Catalog {
+    pub fn build(upstreams: &[Arc<Upstream>], mode: ToolNames, builtin_tools: &[Entry]) -> Catalog {
         let mut conflicts = Vec::new();
-        let tools = NamedList::build(upstreams, mode, "tool", &mut conflicts, |u| {
-            u.snapshot().tools.clone()
-        });
-        let prompts = NamedList::build(upstreams, mode, "prompt", &mut conflicts, |u| {
+        let tools = NamedList::build(
+            upstreams,
+            mode,
+            "tool",
+            &mut conflicts,
+            builtin_tools,
+            |u| u.snapshot().tools.clone(),
+        );
+        let prompts = NamedList::build(upstreams, mode, "prompt", &mut conflicts, &[], |u| {
             u.snapshot().prompts.clone()
         });
         let (resources, uri_index) = listed(upstreams, "resource", &mut conflicts, |u| {
@@ -245,7 +282,7 @@ fn listed(
     for up in ready(upstreams) {
         for entry in entries(up).iter() {
             if let Some(&first) = index.get(&entry.key) {
-                let kept = upstreams[out[first].upstream].name();
+                let kept = server_name(upstreams, out[first].upstream);
                 conflicts.push(format!(
                     "servers '{kept}' and '{}' both expose {kind} '{}'; '{kept}' serves it (the first in config order)",
                     up.name(),

@@ -18,9 +18,11 @@ pub use local::LocalClient;
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
 
+use crate::builtins::Builtins;
 use crate::config::{Config, HubSettings, ToolNames};
 use crate::jsonrpc::{self, Message, RawObject};
 use crate::policy::Policy;
+use crate::upstream::Entry;
 use crate::upstream::{CallError, Connection, Event, Sink, State, Upstream};
 use std::path::Path;
 
@@ -90,6 +92,9 @@ pub struct Hub {
     /// Server changes announced so far, and how many of them the catalogue reflects.
     seq: Arc<AtomicU64>,
     rebuilt: AtomicU64,
+    /// OpenPact's own tools, served in process.
+    pub builtins: Builtins,
+    builtin_tools: Vec<Entry>,
 }
 
 /// Why a request could not be routed to a server.
@@ -139,6 +144,14 @@ impl HubCallError {
     }
 }
 
+/// Where a tool or prompt is served.
+#[derive(Clone)]
+pub enum Route {
+    Server(Arc<Upstream>),
+    /// OpenPact's own tools, in process.
+    Builtin,
+}
+
 /// Which namespaced list a name is looked up in.
 #[derive(Debug, Clone, Copy)]
 pub enum NameKind {
@@ -159,7 +172,21 @@ impl Hub {
         state_dir: &Path,
         pick: impl Fn(&str) -> bool,
     ) -> Arc<Hub> {
-        let policy = Arc::new(Self::policy_for(config, state_dir));
+        let secrets = Self::secrets_of(config);
+        let policy = Arc::new(Self::policy_for(config, state_dir, &secrets));
+        let builtins = if config.hub.builtins.enabled {
+            crate::builtins::from_settings(&config.hub.builtins, &secrets, state_dir)
+        } else {
+            Builtins::default()
+        };
+        let builtin_tools: Vec<Entry> = builtins
+            .tools()
+            .iter()
+            .map(|t| Entry {
+                key: t.name.to_string(),
+                json: t.to_json().to_string().into(),
+            })
+            .collect();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let sink = Arc::new(HubSink(OnceLock::new()));
         let seq = Arc::new(AtomicU64::new(0));
@@ -189,7 +216,11 @@ impl Hub {
         let hub = Arc::new(Hub {
             settings: config.hub.clone(),
             upstreams,
-            catalog: RwLock::new(Arc::new(Catalog::build(&[], config.hub.tool_names))),
+            catalog: RwLock::new(Arc::new(Catalog::build(
+                &[],
+                config.hub.tool_names,
+                &builtin_tools,
+            ))),
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
             shutdown,
@@ -204,6 +235,8 @@ impl Hub {
             policy,
             seq,
             rebuilt: AtomicU64::new(0),
+            builtins,
+            builtin_tools,
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub
@@ -216,7 +249,9 @@ impl Hub {
         hub
     }
 
-    fn policy_for(config: &Config, state_dir: &Path) -> Policy {
+    /// Secret values to redact: the configured secret variables and every value openpact
+    /// injects into a server's environment.
+    fn secrets_of(config: &Config) -> Vec<(String, String)> {
         let mut secrets: Vec<(String, String)> = config
             .hub
             .policy
@@ -230,12 +265,22 @@ impl Hub {
                 secrets.extend(injected.iter().cloned());
             }
         }
-        let servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        secrets
+    }
+
+    fn policy_for(config: &Config, state_dir: &Path, secrets: &[(String, String)]) -> Policy {
+        let mut servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        servers.push(catalog::BUILTIN_SERVER.to_string());
         let label = config
             .source
             .as_ref()
             .map_or_else(|| "your mcp.json".to_string(), |p| p.display().to_string());
-        Policy::new(&config.hub.policy, state_dir, &servers, &secrets, label)
+        Policy::new(&config.hub.policy, state_dir, &servers, secrets, label)
+    }
+
+    /// The name of server `i` (`openpact` for the built-ins).
+    pub fn server_name(&self, i: usize) -> &str {
+        catalog::server_name(&self.upstreams, i)
     }
 
     pub fn upstreams(&self) -> &[Arc<Upstream>] {
@@ -346,7 +391,7 @@ impl Hub {
         &self,
         kind: NameKind,
         name: &str,
-    ) -> Result<(Arc<Upstream>, Named), RouteError> {
+    ) -> Result<(Route, Named), RouteError> {
         match self.try_route_name(kind, name) {
             Err(_) if self.starting() => {
                 let left = self
@@ -363,18 +408,18 @@ impl Hub {
         }
     }
 
-    fn try_route_name(
-        &self,
-        kind: NameKind,
-        name: &str,
-    ) -> Result<(Arc<Upstream>, Named), RouteError> {
+    fn try_route_name(&self, kind: NameKind, name: &str) -> Result<(Route, Named), RouteError> {
         let catalog = self.catalog();
         let (list, label) = match kind {
             NameKind::Tool => (&catalog.tools, "tool"),
             NameKind::Prompt => (&catalog.prompts, "prompt"),
         };
         if let Some(t) = list.find(name) {
-            return Ok((self.upstreams[t.upstream].clone(), t.clone()));
+            let route = match self.upstreams.get(t.upstream) {
+                Some(up) => Route::Server(up.clone()),
+                None => Route::Builtin,
+            };
+            return Ok((route, t.clone()));
         }
         // Not served: if the name points at a known server, say what is wrong with it.
         for up in &self.upstreams {
@@ -914,7 +959,7 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
             next = rx.try_recv().ok();
         }
         if rebuild {
-            let fresh = Catalog::build(&hub.upstreams, hub.settings.tool_names);
+            let fresh = Catalog::build(&hub.upstreams, hub.settings.tool_names, &hub.builtin_tools);
             for c in &fresh.conflicts {
                 if warned.insert(c.clone()) {
                     tracing::warn!("{c}");

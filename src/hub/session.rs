@@ -4,7 +4,7 @@
 //! client: its capabilities, log level, resource subscriptions and requests in flight (so a
 //! `notifications/cancelled` reaches the right upstream request).
 
-use super::{Hub, HubEvent, NameKind, log_rank};
+use super::{Hub, HubEvent, NameKind, Route, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
 use crate::policy::audit::Record;
 use crate::policy::cache::{Key, NotStored};
@@ -560,7 +560,7 @@ impl Session {
                 None,
             );
         };
-        let (up, named) = match self.hub.route_name(kind, &name).await {
+        let (route, named) = match self.hub.route_name(kind, &name).await {
             Ok(found) => found,
             Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
         };
@@ -572,10 +572,12 @@ impl Session {
                 NameKind::Prompt => "prompt",
             },
             qualified: &named.qualified,
-            server: up.name(),
+            server: self.hub.server_name(named.upstream),
             description: &description,
             definition: named.definition(),
             arguments,
+            ask_every_time: matches!(route, Route::Builtin)
+                && crate::builtins::ASK_EVERY_TIME.contains(&named.original.as_str()),
         };
         let mut audit = self.audit_start(m.method(), &named.qualified, arguments);
         let policy = self.hub.policy.clone();
@@ -589,17 +591,27 @@ impl Session {
         };
         let Some(ttl) = ttl else {
             let reply = self
-                .hub
-                .request_for(self, &up, m.method(), &upstream_params)
+                .dispatch(
+                    &route,
+                    m.method(),
+                    &named.original,
+                    arguments,
+                    &upstream_params,
+                )
                 .await;
             audit.cache = "off".into();
             return self.finish(audit, t0, relay(m.id(), reply));
         };
-        let key = Key::new(up.index, &named.original, arguments);
+        let key = Key::new(named.upstream, &named.original, arguments);
         let call = async {
             let reply = self
-                .hub
-                .request_for(self, &up, m.method(), &upstream_params)
+                .dispatch(
+                    &route,
+                    m.method(),
+                    &named.original,
+                    arguments,
+                    &upstream_params,
+                )
                 .await;
             match &reply {
                 // Only successful, non-error results are stored — already redacted, so the
@@ -623,6 +635,43 @@ impl Session {
         }
     }
 
+    /// Sends a routed `tools/call` / `prompts/get` to its server, or runs a built-in tool in
+    /// process (its result wrapped as if a server had answered, so the rest of the pipeline
+    /// treats both alike).
+    async fn dispatch(
+        self: &Arc<Self>,
+        route: &Route,
+        method: &str,
+        tool: &str,
+        arguments: &str,
+        upstream_params: &str,
+    ) -> Result<Message, CallError> {
+        match route {
+            Route::Server(up) => {
+                self.hub
+                    .request_for(self, up, method, upstream_params)
+                    .await
+            }
+            Route::Builtin => {
+                let args: serde_json::Value =
+                    serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+                let output = self
+                    .hub
+                    .builtins
+                    .call(tool, &args)
+                    .await
+                    .unwrap_or_else(|| {
+                        crate::builtins::ToolOutput::error(format!("Unknown tool: {tool}"))
+                    });
+                let line = jsonrpc::result("0", &output.to_result().to_string());
+                Message::parse(line.into_boxed_str()).map_err(|e| CallError::Closed {
+                    server: super::catalog::BUILTIN_SERVER.into(),
+                    reason: format!("produced an unreadable result: {e}"),
+                })
+            }
+        }
+    }
+
     /// Permission and rate limit. `Some(line)` is the refusal to send instead of calling.
     async fn admit(
         self: &Arc<Self>,
@@ -641,7 +690,7 @@ impl Session {
         if let Verdict::Deny(_, message) = verdict {
             audit.outcome = "denied".into();
             audit.error = Some(message.clone());
-            tracing::info!(target = target.qualified, source = source.label(), "denied");
+            tracing::info!(target = %policy.redact(target.qualified), source = source.label(), "denied");
             return Some(if m.method() == "tools/call" {
                 // A tool error the model can read and relay, as the spec prefers.
                 let text = jsonrpc::quote(&message);
@@ -706,6 +755,9 @@ impl Session {
     fn finish(&self, mut audit: Record, t0: Instant, line: String) -> String {
         let policy = &self.hub.policy;
         if policy.audit_enabled() {
+            // A URI or a denial message can quote a secret.
+            audit.target = policy.redact(&audit.target).into_owned();
+            audit.error = audit.error.map(|e| policy.redact(&e).into_owned());
             audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             audit.result_bytes = line.len();
             if audit.outcome.is_empty() {
@@ -765,6 +817,7 @@ impl Session {
             description: "",
             definition: "",
             arguments: "{}",
+            ask_every_time: false,
         };
         let mut audit = self.audit_start(m.method(), &qualified, "{}");
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
@@ -841,9 +894,16 @@ impl Session {
                     self.hub
                         .route_name(NameKind::Prompt, &name)
                         .await
-                        .map(|(up, named)| {
+                        .and_then(|(route, named)| {
+                            // Built-ins have no prompts; a prompt name always routes to a server.
+                            let Route::Server(up) = route else {
+                                return Err(super::RouteError::Unknown {
+                                    kind: "prompt",
+                                    name: named.wire.clone(),
+                                });
+                            };
                             let new_ref = reference.with("name", &jsonrpc::quote(&named.original));
-                            (up, obj.with("ref", &new_ref))
+                            Ok((up, obj.with("ref", &new_ref)))
                         })
                 }
                 None => {
@@ -942,6 +1002,13 @@ impl Asker for Session {
             let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
             let (tx, rx) = oneshot::channel();
             lock(&self.own).insert(id, tx);
+            // Withdraws the question if this call ends first (timeout, or the client cancelled
+            // the call), so the client does not keep showing a dead dialog.
+            let mut pending = Withdraw {
+                session: self,
+                id,
+                reason: "the call was cancelled",
+            };
             let params = format!(
                 "{{\"message\":{},\"requestedSchema\":{schema}}}",
                 jsonrpc::quote(&message)
@@ -952,17 +1019,41 @@ impl Asker for Session {
                 Some(&params),
             ));
             match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(reply)) => reply.result().map(str::to_string),
+                Ok(Ok(reply)) => {
+                    pending.reason = "";
+                    reply.result().map(str::to_string)
+                }
                 _ => {
-                    lock(&self.own).remove(&id);
-                    self.send(jsonrpc::notification(
-                        "notifications/cancelled",
-                        Some(&format!("{{\"requestId\":{id},\"reason\":\"timed out\"}}")),
-                    ));
+                    pending.reason = "timed out";
                     None
                 }
             }
         })
+    }
+}
+
+/// Sends `notifications/cancelled` for an own request to the client unless it was answered.
+struct Withdraw<'s> {
+    session: &'s Session,
+    id: u64,
+    reason: &'static str,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if self.reason.is_empty() {
+            return;
+        }
+        lock(&self.session.own).remove(&self.id);
+        let params = format!(
+            "{{\"requestId\":{},\"reason\":{}}}",
+            self.id,
+            jsonrpc::quote(self.reason)
+        );
+        self.session.send(jsonrpc::notification(
+            "notifications/cancelled",
+            Some(&params),
+        ));
     }
 }
 

@@ -122,7 +122,9 @@ impl ResultCache {
         self.cache.invalidate_all();
     }
 
-    pub fn stats(&self) -> CacheStats {
+    /// Counters, after applying moka's pending bookkeeping so entries and bytes are current.
+    pub async fn stats(&self) -> CacheStats {
+        self.cache.run_pending_tasks().await;
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),

@@ -62,6 +62,8 @@ pub struct Target<'a> {
     pub definition: &'a str,
     /// Arguments as JSON text.
     pub arguments: &'a str,
+    /// Ask on every call, whatever allow rules or remembered answers say (arbitrary code).
+    pub ask_every_time: bool,
 }
 
 pub struct Policy {
@@ -120,6 +122,18 @@ impl Policy {
     /// Decides whether the call may go ahead, asking the user if rules and remembered
     /// decisions leave it open.
     pub async fn permission(&self, t: &Target<'_>, asker: &dyn Asker) -> Verdict {
+        if t.ask_every_time {
+            return match self.rules.matching(t.qualified) {
+                Some(Rule::Deny) => Verdict::Deny(
+                    Source::Rule,
+                    format!(
+                        "openpact denied {} {}: a rule in openpact.permissions.deny matches it",
+                        t.kind, t.qualified
+                    ),
+                ),
+                _ => self.ask(t, asker, None, false).await,
+            };
+        }
         match self.rules.matching(t.qualified) {
             Some(Rule::Deny) => {
                 return Verdict::Deny(
@@ -132,7 +146,7 @@ impl Policy {
             }
             Some(Rule::Allow) => return Verdict::Allow(Source::Rule),
             // An explicit ask rule asks every time, whatever was remembered.
-            Some(Rule::Ask) => return self.ask(t, asker, None).await,
+            Some(Rule::Ask) => return self.ask(t, asker, None, false).await,
             None => {}
         }
         let changed = match self.remembered(t) {
@@ -141,7 +155,7 @@ impl Policy {
             Err(why) => Some(why),
         };
         match (changed, self.settings.permissions.default) {
-            (Some(why), _) => self.ask(t, asker, Some(why)).await,
+            (Some(why), _) => self.ask(t, asker, Some(why), false).await,
             (None, Rule::Allow) => Verdict::Allow(Source::Default),
             (None, Rule::Deny) => Verdict::Deny(
                 Source::Default,
@@ -152,7 +166,7 @@ impl Policy {
                     self.how_to_allow(t.qualified)
                 ),
             ),
-            (None, Rule::Ask) => self.ask(t, asker, None).await,
+            (None, Rule::Ask) => self.ask(t, asker, None, true).await,
         }
     }
 
@@ -198,11 +212,20 @@ impl Policy {
         )
     }
 
-    async fn ask(&self, t: &Target<'_>, asker: &dyn Asker, changed: Option<String>) -> Verdict {
+    /// `recheck`: whether a remembered answer given while this call waited its turn may
+    /// settle it (not for `ask` rules and ask-every-time tools, which always ask).
+    async fn ask(
+        &self,
+        t: &Target<'_>,
+        asker: &dyn Asker,
+        changed: Option<String>,
+        recheck: bool,
+    ) -> Verdict {
         let timeout = self.settings.permissions.prompt_timeout;
         let _turn = self.prompt_lock.lock().await;
         // Someone may have answered "always" for this very tool while we waited our turn.
-        if changed.is_none()
+        if recheck
+            && changed.is_none()
             && let Ok(Some(v)) = self.remembered(t)
         {
             return v;
@@ -222,10 +245,19 @@ impl Policy {
                 .map(|result| prompt::parse_elicitation(&result))
         } else if prompt::has_terminal() {
             let q2 = q.clone();
+            let saved = prompt::TerminalState::save();
             let blocking = tokio::task::spawn_blocking(move || prompt::ask_terminal(&q2));
             match tokio::time::timeout(timeout, blocking).await {
                 Ok(Ok(Some(a))) => Some(a),
-                _ => None,
+                Ok(_) => None,
+                Err(_) => {
+                    // The prompt thread cannot be interrupted; at least give the terminal back
+                    // in the mode it was in (the prompt had switched it to raw input).
+                    if let Some(saved) = saved {
+                        saved.restore();
+                    }
+                    None
+                }
             }
         } else {
             return match self.settings.permissions.non_interactive {

@@ -108,6 +108,35 @@ fn tty() -> Option<(std::fs::File, std::fs::File)> {
     Some((read, write))
 }
 
+/// The terminal's mode before a prompt, to put back if the prompt is abandoned.
+pub struct TerminalState {
+    tty: std::fs::File,
+    termios: nix::sys::termios::Termios,
+}
+
+impl TerminalState {
+    pub fn save() -> Option<TerminalState> {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()?;
+        let termios = nix::sys::termios::tcgetattr(&tty).ok()?;
+        Some(TerminalState { tty, termios })
+    }
+
+    pub fn restore(&self) {
+        use std::io::Write;
+        let _ = nix::sys::termios::tcsetattr(
+            &self.tty,
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.termios,
+        );
+        // Show the cursor again and end the line the prompt was on.
+        let _ = (&self.tty).write_all(b"\x1b[?25h\r\n");
+    }
+}
+
 pub fn has_terminal() -> bool {
     tty().is_some()
 }

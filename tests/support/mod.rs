@@ -38,7 +38,7 @@ impl Scratch {
         self.dir.path()
     }
 
-        /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
+    /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
     /// permissions default to `allow` and rate limits are off: the shipped defaults (`ask`,
     /// which denies without a prompt channel, and 10 calls/s) are tested on their own, and
     /// would otherwise refuse the calls every other test makes.
@@ -61,7 +61,6 @@ impl Scratch {
         std::fs::write(&p, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
         p
     }
-
 
     /// Config with these servers (name → entry) and optional `openpact` settings.
     pub fn servers(&self, servers: Value, openpact: Option<Value>) -> PathBuf {

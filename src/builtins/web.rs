@@ -1,0 +1,663 @@
+//! `web_fetch`: fetch a URL the model chose and return its readable content.
+//!
+//! Unlike the original (regex tag stripping, 7 entities, a byte cut that could split UTF-8,
+//! no address rules), HTML goes through a real parser (html2text) with full entity decoding,
+//! `<script>`/`<style>`/`<head>` dropped, an optional Markdown rendering (headings, lists,
+//! emphasis, links with absolute URLs), the page title, a character-boundary cut, and the
+//! shared [`Fetcher`] guard against private addresses.
+
+use std::sync::Arc;
+
+use html2text::render::TextDecorator;
+use serde_json::{Value, json};
+use url::Url;
+
+use super::net::{Fetcher, HttpRequest, HttpResponse, NetError};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, cap_chars};
+
+const DEFAULT_MAX_LENGTH: usize = 50_000;
+
+/// Wide enough that prose is not wrapped: a paragraph stays one line for the model.
+const RENDER_WIDTH: usize = 10_000;
+
+/// html2text walks the document tree; a deeply nested page needs more stack than a runtime
+/// thread has, so conversion runs on its own thread with this much.
+const CONVERT_STACK: usize = 64 * 1024 * 1024;
+
+/// The `web_fetch` tool.
+pub struct Web {
+    fetcher: Fetcher,
+}
+
+/// The web group (`web_fetch`), guarded unless `web.allow_private`.
+pub fn group(web: &crate::config::WebSettings) -> Result<Arc<dyn Group>, NetError> {
+    Ok(Arc::new(Web {
+        fetcher: Fetcher::new(web, true)?,
+    }))
+}
+
+impl Group for Web {
+    fn tools(&self) -> Vec<ToolDef> {
+        vec![ToolDef {
+            name: "web_fetch",
+            description: "Fetch a web page (http or https) and return its readable content: HTML is \
+                converted to plain text (or Markdown with format \"markdown\"), scripts and styles \
+                dropped; JSON and other text is returned as is. Output is capped at max_length \
+                characters. Private and local network addresses are refused unless the \
+                configuration allows them."
+                .into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "description": "The URL to fetch (http:// or https://)"},
+                    "max_length": {"type": "integer", "minimum": 1, "description": "Most characters of content to return (default 50000)"},
+                    "format": {"type": "string", "enum": ["text", "markdown"], "description": "How to render HTML: plain text (default) or Markdown"}
+                },
+                "required": ["url"]
+            }),
+            annotations: Some(json!({
+                "title": "Fetch a web page",
+                "readOnlyHint": true,
+                "openWorldHint": true
+            })),
+        }]
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match tool {
+                "web_fetch" => self.fetch(args).await,
+                other => ToolOutput::error(format!("unknown tool: {other}")),
+            }
+        })
+    }
+}
+
+impl Web {
+    async fn fetch(&self, args: &Value) -> ToolOutput {
+        let url = args.get("url").and_then(Value::as_str).unwrap_or("").trim();
+        if url.is_empty() {
+            return ToolOutput::error("url is required");
+        }
+        let lower = url.to_ascii_lowercase();
+        if !lower.starts_with("http://") && !lower.starts_with("https://") {
+            return ToolOutput::error("URL must start with http:// or https://");
+        }
+        // The original treats a missing or non-positive limit as the default.
+        let max_length = args
+            .get("max_length")
+            .and_then(Value::as_i64)
+            .filter(|n| *n > 0)
+            .map_or(DEFAULT_MAX_LENGTH, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            });
+        let markdown = args.get("format").and_then(Value::as_str) == Some("markdown");
+
+        let resp = match self.fetcher.fetch(HttpRequest::get(url)).await {
+            Ok(r) => r,
+            Err(e @ (NetError::Scheme | NetError::InvalidUrl(_))) => {
+                return ToolOutput::error(e.to_string());
+            }
+            Err(e) => return ToolOutput::error(format!("fetch failed: {e}")),
+        };
+        if !resp.is_success() {
+            return ToolOutput::error(format!("HTTP {}: {}", resp.status, resp.status_text));
+        }
+        let content_type = resp.header("content-type").unwrap_or("").to_string();
+        let page = match convert(resp, markdown).await {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let capped = cap_chars(&page.content, max_length);
+        let cut = capped.len() != page.content.len();
+        let text = if page.byte_truncated && !cut {
+            format!(
+                "{capped}\n\n[Content truncated: the page is larger than the {} byte download limit]",
+                page.bytes
+            )
+        } else {
+            capped
+        };
+        let structured = json!({
+            "url": url,
+            "final_url": page.final_url,
+            "status": page.status,
+            "title": page.title,
+            "content_type": content_type,
+            "content": text,
+            "truncated": cut || page.byte_truncated,
+        });
+        ToolOutput {
+            text,
+            structured: Some(structured),
+            is_error: false,
+        }
+    }
+}
+
+/// A fetched page made readable.
+struct Page {
+    content: String,
+    title: Option<String>,
+    final_url: String,
+    status: u16,
+    byte_truncated: bool,
+    bytes: usize,
+}
+
+async fn convert(resp: HttpResponse, markdown: bool) -> Result<Page, String> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("openpact-html".into())
+        .stack_size(CONVERT_STACK)
+        .spawn(move || {
+            let _ = tx.send(convert_sync(resp, markdown));
+        })
+        .map_err(|e| format!("failed to read response: {e}"))?;
+    rx.await
+        .map_err(|_| "failed to read response: the converter stopped".to_string())?
+}
+
+fn convert_sync(resp: HttpResponse, markdown: bool) -> Result<Page, String> {
+    let ctype = resp
+        .header("content-type")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mime = ctype.split(';').next().unwrap_or("").trim().to_string();
+    let text = decode(&resp.body, &ctype, resp.truncated);
+    let kind = classify(&mime, &resp.body, text.as_deref());
+    let bytes = resp.body.len();
+    let (content, title) = match (kind, text) {
+        (Kind::Html, Some(html)) => {
+            let base = Url::parse(&resp.final_url).ok();
+            (html_to_text(&html, markdown, base)?, html_title(&html))
+        }
+        (Kind::Json, Some(t)) => {
+            let pretty = serde_json::from_str::<Value>(&t)
+                .ok()
+                .and_then(|v| serde_json::to_string_pretty(&v).ok());
+            (pretty.unwrap_or(t), None)
+        }
+        (Kind::Text, Some(t)) => (t, None),
+        _ => {
+            return Err(format!(
+                "cannot show binary content ({}, {bytes} bytes)",
+                if mime.is_empty() {
+                    "no content type"
+                } else {
+                    mime.as_str()
+                }
+            ));
+        }
+    };
+    Ok(Page {
+        content,
+        title,
+        final_url: resp.final_url,
+        status: resp.status,
+        byte_truncated: resp.truncated,
+        bytes,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Html,
+    Json,
+    Text,
+    Binary,
+}
+
+fn classify(mime: &str, body: &[u8], text: Option<&str>) -> Kind {
+    let textual_app = [
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-javascript",
+        "application/xml",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/x-sh",
+        "application/sql",
+        "application/graphql",
+        "application/x-www-form-urlencoded",
+    ];
+    match mime {
+        "text/html" | "application/xhtml+xml" => Kind::Html,
+        "application/json" | "text/json" => Kind::Json,
+        m if m.ends_with("+json") => Kind::Json,
+        m if m.starts_with("text/") || m.ends_with("+xml") || textual_app.contains(&m) => {
+            Kind::Text
+        }
+        // No (or a generic) type: sniff, the way browsers do for unlabeled responses.
+        "" | "application/octet-stream" | "binary/octet-stream" => match text {
+            Some(t) if !body.contains(&0) => {
+                let head = t.trim_start().get(..256).unwrap_or(t.trim_start());
+                let head = head.to_ascii_lowercase();
+                if head.starts_with("<!doctype html") || head.starts_with("<html") {
+                    Kind::Html
+                } else if head.starts_with('{') || head.starts_with('[') {
+                    Kind::Json
+                } else {
+                    Kind::Text
+                }
+            }
+            _ => Kind::Binary,
+        },
+        _ => Kind::Binary,
+    }
+}
+
+/// The body as text, honouring a Latin-1/Windows-1252 charset (byte = code point, close
+/// enough for pages that still declare it); `None` when it is not valid text.
+fn decode(body: &[u8], ctype: &str, truncated: bool) -> Option<String> {
+    let charset = ctype
+        .split(';')
+        .filter_map(|p| p.trim().strip_prefix("charset="))
+        .next()
+        .map(|c| c.trim_matches('"').to_string())
+        .or_else(|| meta_charset(body));
+    if let Some(cs) = charset {
+        if ["iso-8859-1", "latin1", "latin-1", "windows-1252", "cp1252"].contains(&cs.as_str()) {
+            return Some(body.iter().map(|&b| char::from(b)).collect());
+        }
+    }
+    match std::str::from_utf8(body) {
+        Ok(s) => Some(s.to_string()),
+        // A download cut at the byte limit may end inside a character: drop that tail.
+        Err(e) if truncated && e.error_len().is_none() => {
+            Some(String::from_utf8_lossy(&body[..e.valid_up_to()]).into_owned())
+        }
+        Err(_) => {
+            let lossy = String::from_utf8_lossy(body);
+            // Mostly-valid text with a few bad bytes is still text; anything else is binary.
+            let bad = lossy.matches('\u{FFFD}').count();
+            (bad * 100 <= lossy.chars().count().max(1)).then(|| lossy.into_owned())
+        }
+    }
+}
+
+/// `<meta charset="…">` (or `http-equiv` content) in the first KiB, lowercased.
+fn meta_charset(body: &[u8]) -> Option<String> {
+    let head = String::from_utf8_lossy(&body[..body.len().min(1024)]).to_ascii_lowercase();
+    let at = head.find("charset=")? + "charset=".len();
+    let rest = head[at..].trim_start_matches(['"', '\'']);
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_string()).filter(|s| !s.is_empty())
+}
+
+/// The `<title>` text, entities decoded and whitespace collapsed.
+fn html_title(html: &str) -> Option<String> {
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `html`.
+    let lower = html.to_ascii_lowercase();
+    let mut from = 0;
+    let open = loop {
+        let at = from + lower[from..].find("<title")?;
+        let next = lower[at + 6..].chars().next()?;
+        if next == '>' || next.is_ascii_whitespace() || next == '/' {
+            break at;
+        }
+        from = at + 6;
+    };
+    let start = open + lower[open..].find('>')? + 1;
+    let end = start + lower[start..].find("</title")?;
+    // The title element's text is raw text with entities: render it as a paragraph to
+    // decode them with the same parser.
+    let inner = html[start..end].replace('<', "&lt;");
+    let decoded = html2text::config::with_decorator(html2text::render::TrivialDecorator::new())
+        .string_from_read(format!("<p>{inner}</p>").as_bytes(), RENDER_WIDTH)
+        .ok()?;
+    let title = decoded.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!title.is_empty()).then_some(title)
+}
+
+fn html_to_text(html: &str, markdown: bool, base: Option<Url>) -> Result<String, String> {
+    let decorator = Decorator {
+        markdown,
+        base,
+        links: Vec::new(),
+    };
+    let raw = html2text::config::with_decorator(decorator)
+        .no_link_wrapping()
+        .string_from_read(html.as_bytes(), RENDER_WIDTH)
+        .map_err(|e| format!("failed to read response: {e}"))?;
+    Ok(tidy(&raw))
+}
+
+/// Trims line ends, collapses runs of blank lines into one, and turns html2text's
+/// width-long `<hr>` rules into `---`.
+fn tidy(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut blank = 0;
+    for line in raw.lines() {
+        let line = line.trim_end();
+        if line.is_empty() {
+            blank += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
+        }
+        blank = 0;
+        if line.len() > 3 && line.chars().all(|c| c == '─') {
+            out.push_str("---");
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Renders markup as Markdown (`markdown`) or as plain text: headings, list bullets and
+/// quotes are kept either way (they carry structure); emphasis, code and links only in
+/// Markdown, with link targets made absolute against the page URL.
+#[derive(Clone)]
+struct Decorator {
+    markdown: bool,
+    base: Option<Url>,
+    /// Closing text of each open link (`](url)`, or empty for links not shown).
+    links: Vec<String>,
+}
+
+impl Decorator {
+    fn mark(&self, s: &str) -> (String, ()) {
+        (if self.markdown { s.into() } else { String::new() }, ())
+    }
+
+    fn end(&self, s: &str) -> String {
+        if self.markdown { s.into() } else { String::new() }
+    }
+
+    fn absolute(&self, href: &str) -> Option<String> {
+        let href = href.trim();
+        if href.is_empty() || href.starts_with('#') {
+            return None;
+        }
+        let url = match &self.base {
+            Some(b) => b.join(href).ok()?,
+            None => Url::parse(href).ok()?,
+        };
+        matches!(url.scheme(), "http" | "https" | "mailto").then(|| url.to_string())
+    }
+}
+
+impl TextDecorator for Decorator {
+    type Annotation = ();
+
+    fn decorate_link_start(&mut self, url: &str) -> (String, ()) {
+        match self.absolute(url).filter(|_| self.markdown) {
+            Some(u) => {
+                self.links.push(format!("]({u})"));
+                ("[".into(), ())
+            }
+            None => {
+                self.links.push(String::new());
+                (String::new(), ())
+            }
+        }
+    }
+
+    fn decorate_link_end(&mut self) -> String {
+        self.links.pop().unwrap_or_default()
+    }
+
+    fn decorate_em_start(&self) -> (String, ()) {
+        self.mark("*")
+    }
+
+    fn decorate_em_end(&self) -> String {
+        self.end("*")
+    }
+
+    fn decorate_strong_start(&self) -> (String, ()) {
+        self.mark("**")
+    }
+
+    fn decorate_strong_end(&self) -> String {
+        self.end("**")
+    }
+
+    fn decorate_strikeout_start(&self) -> (String, ()) {
+        self.mark("~~")
+    }
+
+    fn decorate_strikeout_end(&self) -> String {
+        self.end("~~")
+    }
+
+    fn decorate_code_start(&self) -> (String, ()) {
+        self.mark("`")
+    }
+
+    fn decorate_code_end(&self) -> String {
+        self.end("`")
+    }
+
+    fn decorate_preformat_first(&self) -> Self::Annotation {}
+
+    fn decorate_preformat_cont(&self) -> Self::Annotation {}
+
+    fn decorate_image(&mut self, src: &str, title: &str) -> (String, ()) {
+        if title.trim().is_empty() {
+            return (String::new(), ());
+        }
+        match self.absolute(src).filter(|_| self.markdown) {
+            Some(u) => (format!("![{title}]({u})"), ()),
+            None => (format!("[{title}]"), ()),
+        }
+    }
+
+    fn header_prefix(&self, level: usize) -> String {
+        if self.markdown {
+            "#".repeat(level) + " "
+        } else {
+            String::new()
+        }
+    }
+
+    fn quote_prefix(&self) -> String {
+        "> ".into()
+    }
+
+    fn unordered_item_prefix(&self) -> String {
+        "* ".into()
+    }
+
+    fn ordered_item_prefix(&self, i: i64) -> String {
+        format!("{i}. ")
+    }
+
+    fn make_subblock_decorator(&self) -> Self {
+        Decorator {
+            markdown: self.markdown,
+            base: self.base.clone(),
+            links: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtins::net::tests::{Stand, reply, web};
+
+    const PAGE: &str = r#"<!DOCTYPE html>
+<html><head>
+<title>Caf&eacute; &amp; Bar &#8212; Home</title>
+<style>body { color: red } .secret-style {}</style>
+<script>var secretScript = "do not show";</script>
+</head>
+<body>
+<!-- a hidden comment -->
+<h1>Welcome</h1>
+<p>Fish &amp; chips &lt;cheap&gt; &quot;today&quot; &euro;5 &#x2603; &nbsp;caf&eacute;</p>
+<ul><li>One</li><li>Two <em>very</em> <strong>bold</strong></li></ul>
+<p>See <a href="/about">about us</a> and <a href="https://example.org/x">this</a>.</p>
+<noscript>enable js</noscript>
+<script type="text/javascript">alert("nope")</script>
+</body></html>"#;
+
+    fn server() -> Stand {
+        Stand::start(|rq| match rq.url.as_str() {
+            "/page" => reply(200, "text/html; charset=utf-8", PAGE),
+            "/long" => reply(
+                200,
+                "text/html",
+                format!("<p>{}</p>", "é".repeat(300)),
+            ),
+            "/json" => reply(200, "application/json", r#"{"a":1,"b":[true,null]}"#),
+            "/plain" => reply(200, "text/plain", "just text"),
+            "/latin1" => reply(200, "text/plain; charset=iso-8859-1", b"caf\xe9".to_vec()),
+            "/png" => reply(200, "image/png", vec![0x89, b'P', b'N', b'G', 0, 0, 0, 13]),
+            "/deep" => reply(
+                200,
+                "text/html",
+                format!("{}deep{}", "<div>".repeat(20_000), "</div>".repeat(20_000)),
+            ),
+            _ => reply(404, "text/html", "<h1>Not here</h1>"),
+        })
+    }
+
+    async fn call(g: &Arc<dyn Group>, args: Value) -> ToolOutput {
+        let out = g.call("web_fetch", &args).await;
+        assert!(
+            crate::builtins::validate(&g.tools()[0].input_schema, &args).is_ok() || out.is_error
+        );
+        out
+    }
+
+    #[tokio::test]
+    async fn html_becomes_text() {
+        let s = server();
+        let g = group(&web(true)).unwrap();
+        let url = format!("{}/page", s.base);
+        let out = call(&g, json!({"url": url})).await;
+        assert!(!out.is_error, "{}", out.text);
+        let t = &out.text;
+        for want in [
+            "Welcome",
+            "Fish & chips <cheap> \"today\" €5 ☃",
+            "café",
+            "* One",
+            "* Two very bold",
+            "See about us and this.",
+        ] {
+            assert!(t.contains(want), "missing {want:?} in {t}");
+        }
+        for bad in ["secretScript", "color: red", "alert", "hidden comment", "<p>", "&amp;", "# Welcome"] {
+            assert!(!t.contains(bad), "{bad:?} leaked into {t}");
+        }
+        let sc = out.structured.unwrap();
+        assert_eq!(sc["title"], "Café & Bar — Home");
+        assert_eq!(sc["status"], 200);
+        assert_eq!(sc["url"], url);
+        assert_eq!(sc["final_url"], url);
+        assert_eq!(sc["content_type"], "text/html; charset=utf-8");
+        assert_eq!(sc["truncated"], false);
+        assert_eq!(sc["content"], out.text);
+        assert_eq!(s.seen()[0].header("user-agent"), Some(super::super::net::USER_AGENT));
+    }
+
+    #[tokio::test]
+    async fn markdown_format() {
+        let s = server();
+        let g = group(&web(true)).unwrap();
+        let out = call(&g, json!({"url": format!("{}/page", s.base), "format": "markdown"})).await;
+        let t = &out.text;
+        for want in [
+            "# Welcome",
+            "* Two *very* **bold**",
+            &format!("[about us]({}/about)", s.base),
+            "[this](https://example.org/x)",
+        ] {
+            assert!(t.contains(want), "missing {want:?} in {t}");
+        }
+    }
+
+    #[tokio::test]
+    async fn errors_and_truncation() {
+        let s = server();
+        let g = group(&web(true)).unwrap();
+        let out = call(&g, json!({"url": format!("{}/missing", s.base)})).await;
+        assert!(out.is_error);
+        assert_eq!(out.text, "HTTP 404: Not Found");
+
+        let out = call(&g, json!({"url": format!("{}/long", s.base), "max_length": 10})).await;
+        assert!(!out.is_error);
+        assert!(
+            out.text
+                .starts_with("éééééééééé\n\n[Content truncated: 10 of 300 characters shown]"),
+            "{}",
+            out.text
+        );
+        assert_eq!(out.structured.unwrap()["truncated"], true);
+
+        let out = call(&g, json!({"url": "ftp://example.com/"})).await;
+        assert_eq!(
+            (out.is_error, out.text.as_str()),
+            (true, "URL must start with http:// or https://")
+        );
+        let out = call(&g, json!({"url": "http://exa mple.com/"})).await;
+        assert!(out.is_error && out.text.starts_with("invalid URL: "), "{}", out.text);
+        let out = call(&g, json!({"url": "http://127.0.0.1:1/"})).await;
+        assert!(out.is_error && out.text.starts_with("fetch failed: "), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn byte_cap_is_reported() {
+        let s = server();
+        let mut w = web(true);
+        w.max_bytes = 100;
+        let g = group(&w).unwrap();
+        let out = call(&g, json!({"url": format!("{}/long", s.base)})).await;
+        assert!(!out.is_error, "{}", out.text);
+        // 100 bytes = `<p>` + 48 two-byte characters + half of one, dropped.
+        assert!(out.text.starts_with(&"é".repeat(48)), "{}", out.text);
+        assert!(out.text.contains("download limit"), "{}", out.text);
+        assert_eq!(out.structured.unwrap()["truncated"], true);
+    }
+
+    #[tokio::test]
+    async fn other_content_types() {
+        let s = server();
+        let g = group(&web(true)).unwrap();
+        let out = call(&g, json!({"url": format!("{}/json", s.base)})).await;
+        assert_eq!(out.text, "{\n  \"a\": 1,\n  \"b\": [\n    true,\n    null\n  ]\n}");
+        assert_eq!(out.structured.unwrap()["title"], Value::Null);
+        let out = call(&g, json!({"url": format!("{}/plain", s.base)})).await;
+        assert_eq!(out.text, "just text");
+        let out = call(&g, json!({"url": format!("{}/latin1", s.base)})).await;
+        assert_eq!(out.text, "café");
+        let out = call(&g, json!({"url": format!("{}/png", s.base)})).await;
+        assert!(out.is_error);
+        assert_eq!(out.text, "cannot show binary content (image/png, 8 bytes)");
+        let out = call(&g, json!({"url": format!("{}/deep", s.base)})).await;
+        assert!(!out.is_error, "{}", out.text);
+        assert!(out.text.contains("deep"));
+    }
+
+    #[tokio::test]
+    async fn private_addresses_refused_by_default() {
+        let s = server();
+        let g = group(&web(false)).unwrap();
+        let out = call(&g, json!({"url": format!("{}/page", s.base)})).await;
+        assert!(out.is_error);
+        assert!(
+            out.text.starts_with("fetch failed: refusing to fetch private address 127.0.0.1")
+                && out.text.ends_with("set openpact.builtins.web.allowPrivate to allow"),
+            "{}",
+            out.text
+        );
+        assert!(s.seen().is_empty());
+    }
+
+    #[test]
+    fn titles() {
+        assert_eq!(html_title("<TITLE lang=en>\n A  &lt;b&gt; </TITLE>"), Some("A <b>".into()));
+        assert_eq!(html_title("<titlex>no</titlex>"), None);
+        assert_eq!(html_title("<title></title>"), None);
+        assert_eq!(html_title("<title>a <b> c</title>"), Some("a <b> c".into()));
+    }
+}

@@ -1,0 +1,956 @@
+//! The workspace and memory tools (`workspace_read`, `workspace_write`, `workspace_list`,
+//! `memory_read`, `memory_write`) over the workspace root (`ai-data` beside the config by
+//! default, created on first write), plus the capped text reads and atomic writes the vault
+//! tools share.
+//!
+//! Every user path goes through [`paths::resolve`]; nothing here checks containment itself.
+//! Reads stop at [`MAX_READ_BYTES`] (cut on a character boundary, with a visible marker) and
+//! refuse binary files; writes go to a temp file in the same directory and are renamed into
+//! place, so a reader never sees half a file.
+
+use super::paths::{self, PathError};
+use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The most bytes any read returns (1 MiB); longer files are cut with a marker.
+pub(crate) const MAX_READ_BYTES: u64 = 1024 * 1024;
+
+/// The most entries a listing returns; past it the result says `truncated`.
+pub(crate) const MAX_LIST_ENTRIES: usize = 5000;
+
+/// The files `memory_*` may touch, besides `memory/YYYY-MM-DD.md`.
+const MEMORY_FILES: [&str; 3] = ["MEMORY.md", "SOUL.md", "USER.md"];
+
+/// The workspace and memory tools over `settings.workspace_root`.
+pub fn group(settings: &crate::config::BuiltinsSettings) -> Arc<dyn Group> {
+    Arc::new(Workspace {
+        root: settings.workspace_root.clone(),
+        max_read: MAX_READ_BYTES,
+        write_lock: tokio::sync::Mutex::new(()),
+    })
+}
+
+struct Workspace {
+    root: PathBuf,
+    max_read: u64,
+    /// Serialises this process's writes, so two `memory_write` appends never lose one another
+    /// (an append is read + atomic replace).
+    write_lock: tokio::sync::Mutex<()>,
+}
+
+impl Group for Workspace {
+    fn tools(&self) -> Vec<ToolDef> {
+        let cap = MAX_READ_BYTES / 1024;
+        vec![
+            ToolDef {
+                name: "workspace_read",
+                description: format!(
+                    "Read a UTF-8 text file from the workspace (ai-data). `path` is relative to \
+                     the workspace root; paths outside it are refused. Files over {cap} KiB are \
+                     cut with a marker; binary files are refused."
+                ),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path relative to the workspace root, e.g. notes/todo.md"}
+                    },
+                    "required": ["path"]
+                }),
+                annotations: Some(read_only()),
+            },
+            ToolDef {
+                name: "workspace_write",
+                description: "Write a text file in the workspace (ai-data), creating parent \
+                              folders and replacing any existing file atomically. Returns \
+                              `Wrote <N> bytes to <path>`. Paths outside the workspace are refused."
+                    .into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "File path relative to the workspace root"},
+                        "content": {"type": "string", "description": "The whole new content of the file"}
+                    },
+                    "required": ["path", "content"]
+                }),
+                annotations: Some(json!({
+                    "readOnlyHint": false,
+                    "destructiveHint": true,
+                    "idempotentHint": true,
+                    "openWorldHint": false
+                })),
+            },
+            ToolDef {
+                name: "workspace_list",
+                description: format!(
+                    "List one folder of the workspace (ai-data): entry names sorted, folders \
+                     ending in `/`, dotfiles included. `path` defaults to the workspace root. \
+                     Returns JSON {{path, entries}}; at most {MAX_LIST_ENTRIES} entries."
+                ),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Folder relative to the workspace root (default: the root)"}
+                    }
+                }),
+                annotations: Some(read_only()),
+            },
+            ToolDef {
+                name: "memory_read",
+                description: format!(
+                    "Read a memory file: MEMORY.md (long-term memory, the default), SOUL.md \
+                     (identity), USER.md (user profile) or memory/YYYY-MM-DD.md (a daily note). \
+                     A file that does not exist yet reads as empty text. Cut at {cap} KiB."
+                ),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string", "description": "MEMORY.md (default), SOUL.md, USER.md or memory/YYYY-MM-DD.md"}
+                    }
+                }),
+                annotations: Some(read_only()),
+            },
+            ToolDef {
+                name: "memory_write",
+                description: "Write a memory file: MEMORY.md (default), SOUL.md, USER.md or \
+                              memory/YYYY-MM-DD.md. Replaces the file, or with `append: true` \
+                              adds the content at its end on a new line."
+                    .into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "Text to write (or append)"},
+                        "file": {"type": "string", "description": "MEMORY.md (default), SOUL.md, USER.md or memory/YYYY-MM-DD.md"},
+                        "append": {"type": "boolean", "description": "Add to the end instead of replacing (default false)"}
+                    },
+                    "required": ["content"]
+                }),
+                annotations: Some(json!({
+                    "readOnlyHint": false,
+                    "destructiveHint": true,
+                    "idempotentHint": false,
+                    "openWorldHint": false
+                })),
+            },
+        ]
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let root = self.root.clone();
+            let max = self.max_read;
+            let path = str_arg(args, "path");
+            match tool {
+                "workspace_read" => blocking(move || read_tool(&root, &path, max)).await,
+                "workspace_list" => blocking(move || list_tool(&root, &path)).await,
+                "workspace_write" => {
+                    let content = str_arg(args, "content");
+                    let _guard = self.write_lock.lock().await;
+                    blocking(move || write_tool(&root, &path, &content)).await
+                }
+                "memory_read" => {
+                    let file = str_arg(args, "file");
+                    blocking(move || memory_read(&root, &file, max)).await
+                }
+                "memory_write" => {
+                    let file = str_arg(args, "file");
+                    let content = str_arg(args, "content");
+                    let append = args.get("append").and_then(Value::as_bool) == Some(true);
+                    let _guard = self.write_lock.lock().await;
+                    blocking(move || memory_write(&root, &file, &content, append)).await
+                }
+                other => ToolOutput::error(format!("unknown tool: {other}")),
+            }
+        })
+    }
+}
+
+pub(crate) fn read_only() -> Value {
+    json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
+}
+
+/// A string argument, or "" when absent (schemas already checked the type).
+pub(crate) fn str_arg(args: &Value, name: &str) -> String {
+    args.get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Runs blocking file work off the async threads.
+pub(crate) async fn blocking(
+    f: impl FnOnce() -> ToolOutput + Send + 'static,
+) -> ToolOutput {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| ToolOutput::error(format!("internal error: {e}")))
+}
+
+fn read_tool(root: &Path, user: &str, max: u64) -> ToolOutput {
+    let user = user.trim();
+    if !root.is_dir() && !user.is_empty() {
+        // The workspace is created on first write; until then every file is missing.
+        return ToolOutput::error(format!(
+            "failed to read file: {user}: no such file (the workspace is empty)"
+        ));
+    }
+    let full = match paths::resolve(root, user, "workspace") {
+        Ok(p) => p,
+        Err(e) => return path_error(e, "failed to read file"),
+    };
+    match read_text(&full, max) {
+        Ok(t) => ToolOutput::ok(t.with_marker()),
+        Err(e) => ToolOutput::error(format!("failed to read file: {}", e.describe(user))),
+    }
+}
+
+fn list_tool(root: &Path, user: &str) -> ToolOutput {
+    let user = user.trim();
+    let is_root = user.is_empty() || user == ".";
+    let shown = if is_root { "." } else { user };
+    if !root.is_dir() {
+        if is_root {
+            return ToolOutput::json(json!({"path": ".", "entries": []}));
+        }
+        return ToolOutput::error(format!(
+            "failed to list directory: {user}: no such directory (the workspace is empty)"
+        ));
+    }
+    let dir = match paths::resolve(root, if is_root { "." } else { user }, "workspace") {
+        Ok(p) => p,
+        Err(e) => return path_error(e, "failed to list directory"),
+    };
+    match list_dir(&dir, false) {
+        Ok((entries, truncated)) => listing(shown, entries, truncated, None),
+        Err(e) => ToolOutput::error(format!("failed to list directory: {shown}: {e}")),
+    }
+}
+
+fn write_tool(root: &Path, user: &str, content: &str) -> ToolOutput {
+    let user = user.trim();
+    match place(root, user, "workspace") {
+        Ok(full) => match write_file(&full, content.as_bytes()) {
+            Ok(()) => ToolOutput::ok(format!("Wrote {} bytes to {user}", content.len())),
+            Err(e) => ToolOutput::error(format!("failed to write file: {user}: {e}")),
+        },
+        Err(out) => out,
+    }
+}
+
+/// Resolves `user` for a write: creates the root and the parent folders, then resolves again
+/// so a symlink met on the way is still checked against the root.
+pub(crate) fn place(root: &Path, user: &str, what: &'static str) -> Result<PathBuf, ToolOutput> {
+    if user.is_empty() {
+        return Err(ToolOutput::error("path is required"));
+    }
+    if what == "workspace" {
+        std::fs::create_dir_all(root).map_err(|e| {
+            ToolOutput::error(format!("failed to create directory: {}: {e}", root.display()))
+        })?;
+    }
+    let full = paths::resolve(root, user, what).map_err(|e| path_error(e, "failed to write file"))?;
+    if let Some(parent) = full.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| ToolOutput::error(format!("failed to create directory: {user}: {e}")))?;
+    }
+    paths::resolve(root, user, what).map_err(|e| path_error(e, "failed to write file"))
+}
+
+/// The tool error for a refused or unresolvable path; `io_context` prefixes I/O failures.
+pub(crate) fn path_error(e: PathError, io_context: &str) -> ToolOutput {
+    match e {
+        PathError::Io(m) => ToolOutput::error(format!("{io_context}: {m}")),
+        refused => ToolOutput::error(refused.to_string()),
+    }
+}
+
+/// A listing result: text and `structuredContent` are the same JSON object.
+pub(crate) fn listing(
+    path: &str,
+    entries: Vec<String>,
+    truncated: bool,
+    recursive: Option<bool>,
+) -> ToolOutput {
+    let mut v = json!({"path": path});
+    if let Some(r) = recursive {
+        v["recursive"] = Value::Bool(r);
+    }
+    v["entries"] = json!(entries);
+    if truncated {
+        v["truncated"] = Value::Bool(true);
+        v["note"] = json!(format!(
+            "only the first {MAX_LIST_ENTRIES} entries are shown; list a subfolder"
+        ));
+    }
+    ToolOutput::json(v)
+}
+
+/// One level of `dir`: names sorted, folders ending in `/`, hidden names kept unless
+/// `skip_hidden`. Symlinks are not followed (a link shows as a plain name).
+pub(crate) fn list_dir(dir: &Path, skip_hidden: bool) -> std::io::Result<(Vec<String>, bool)> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if skip_hidden && name.starts_with('.') {
+            continue;
+        }
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        names.push(if is_dir { format!("{name}/") } else { name });
+    }
+    names.sort();
+    let truncated = names.len() > MAX_LIST_ENTRIES;
+    names.truncate(MAX_LIST_ENTRIES);
+    Ok((names, truncated))
+}
+
+/// Maps `file` (default MEMORY.md) to its path under the root, or explains what is allowed.
+fn memory_file(file: &str) -> Result<String, String> {
+    let file = file.trim();
+    let file = if file.is_empty() { "MEMORY.md" } else { file };
+    if MEMORY_FILES.contains(&file) || is_daily(file) {
+        Ok(file.to_string())
+    } else {
+        Err(format!(
+            "invalid memory path '{file}': allowed are MEMORY.md, SOUL.md, USER.md and \
+             memory/YYYY-MM-DD.md (a real date)"
+        ))
+    }
+}
+
+/// `memory/YYYY-MM-DD.md` with a date that exists.
+fn is_daily(file: &str) -> bool {
+    let Some(date) = file
+        .strip_prefix("memory/")
+        .and_then(|f| f.strip_suffix(".md"))
+    else {
+        return false;
+    };
+    // The shape check keeps chrono's lenient parsing (unpadded fields) out.
+    let shape = date.len() == 10
+        && date.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 => b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+    shape && chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok()
+}
+
+fn memory_read(root: &Path, file: &str, max: u64) -> ToolOutput {
+    let file = match memory_file(file) {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::error(e),
+    };
+    if !root.is_dir() {
+        return ToolOutput::ok("");
+    }
+    let full = match paths::resolve(root, &file, "workspace") {
+        Ok(p) => p,
+        Err(e) => return path_error(e, "failed to read memory"),
+    };
+    match read_text(&full, max) {
+        Ok(t) => ToolOutput::ok(t.with_marker()),
+        Err(ReadError::NotFound) => ToolOutput::ok(""),
+        Err(e) => ToolOutput::error(format!("failed to read memory: {}", e.describe(&file))),
+    }
+}
+
+fn memory_write(root: &Path, file: &str, content: &str, append: bool) -> ToolOutput {
+    let file = match memory_file(file) {
+        Ok(f) => f,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let full = match place(root, &file, "workspace") {
+        Ok(p) => p,
+        Err(out) => return out,
+    };
+    let new = if append {
+        let old = match std::fs::read(&full) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(s) => s,
+                Err(_) => {
+                    return ToolOutput::error(format!(
+                        "failed to write memory: {file} is not UTF-8 text; not appending to it"
+                    ));
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return ToolOutput::error(format!("failed to write memory: {file}: {e}")),
+        };
+        let sep = if old.is_empty() || old.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        format!("{old}{sep}{content}")
+    } else {
+        content.to_string()
+    };
+    match write_file(&full, new.as_bytes()) {
+        Ok(()) if append => {
+            ToolOutput::ok(format!("Appended {} bytes to {file}", content.len()))
+        }
+        Ok(()) => ToolOutput::ok(format!("Wrote memory to {file} ({} bytes)", content.len())),
+        Err(e) => ToolOutput::error(format!("failed to write memory: {file}: {e}")),
+    }
+}
+
+/// Text read under a cap.
+#[derive(Debug)]
+pub(crate) struct Text {
+    pub text: String,
+    /// The file's size, when more than `text` was there.
+    pub cut_from: Option<u64>,
+}
+
+impl Text {
+    /// The text, with a visible marker if it was cut.
+    pub fn with_marker(self) -> String {
+        match self.cut_from {
+            None => self.text,
+            Some(total) => format!(
+                "{}\n\n[Content truncated: {} of {total} bytes shown]",
+                self.text,
+                self.text.len()
+            ),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    NotFound,
+    NotAFile { dir: bool },
+    Binary,
+    Io(std::io::Error),
+}
+
+impl ReadError {
+    /// The failure, naming the file as the user wrote it.
+    pub fn describe(&self, user: &str) -> String {
+        match self {
+            ReadError::NotFound => format!("{user}: no such file"),
+            ReadError::NotAFile { dir: true } => format!("{user} is a directory"),
+            ReadError::NotAFile { dir: false } => format!("{user} is not a regular file"),
+            ReadError::Binary => {
+                format!("{user} is a binary file; only UTF-8 text files can be read")
+            }
+            ReadError::Io(e) => format!("{user}: {e}"),
+        }
+    }
+}
+
+/// Reads at most `max` bytes of a regular UTF-8 text file. A cut inside a character backs
+/// off to the character's start; NUL bytes or invalid UTF-8 mean binary.
+pub(crate) fn read_text(path: &Path, max: u64) -> Result<Text, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ReadError::NotFound,
+        _ => ReadError::Io(e),
+    })?;
+    // Checked before opening: opening a FIFO would block until someone writes to it.
+    if !meta.is_file() {
+        return Err(ReadError::NotAFile { dir: meta.is_dir() });
+    }
+    let file = std::fs::File::open(path).map_err(ReadError::Io)?;
+    let mut buf = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(ReadError::Io)?;
+    let cut = buf.len() as u64 > max;
+    if cut {
+        buf.truncate(max as usize);
+    }
+    if buf.contains(&0) {
+        return Err(ReadError::Binary);
+    }
+    let text = match String::from_utf8(buf) {
+        Ok(s) => s,
+        Err(e) => {
+            let u = e.utf8_error();
+            // Only an incomplete character at the cut is fine; anything else is not text.
+            if !(cut && u.error_len().is_none()) {
+                return Err(ReadError::Binary);
+            }
+            let valid = u.valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).map_err(|_| ReadError::Binary)?
+        }
+    };
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(meta.len());
+    Ok(Text {
+        text,
+        cut_from: cut.then_some(total.max(max + 1)),
+    })
+}
+
+/// Replaces `path` with `bytes` atomically: a temp file in the same folder, synced, renamed
+/// over the target. An existing file keeps its permissions; a new one is 0644 (less umask).
+pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let existing = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
+        Ok(m) => Some(m.permissions().mode() & 0o7777),
+        Err(_) => None,
+    };
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(existing.unwrap_or(0o644))
+            .open(&tmp)?;
+        if let Some(mode) = existing {
+            // The umask applied at creation; an overwrite keeps exactly what the file had.
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtins::Builtins;
+    use crate::config::BuiltinsSettings;
+    use serde_json::json;
+
+    struct Fx {
+        tmp: tempfile::TempDir,
+        b: Builtins,
+    }
+
+    impl Fx {
+        /// A workspace at `<tmp>/ai-data` (not created), a sibling `ai-data-evil` and a
+        /// secret beside them.
+        fn new() -> Fx {
+            let tmp = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(tmp.path().join("ai-data-evil")).unwrap();
+            std::fs::write(tmp.path().join("ai-data-evil/x"), "evil").unwrap();
+            std::fs::write(tmp.path().join("secret.txt"), "top secret").unwrap();
+            let settings = BuiltinsSettings::defaults(tmp.path());
+            Fx {
+                b: Builtins::new(vec![group(&settings)]),
+                tmp,
+            }
+        }
+
+        fn root(&self) -> PathBuf {
+            self.tmp.path().join("ai-data")
+        }
+
+        async fn call(&self, tool: &str, args: Value) -> ToolOutput {
+            self.b.call(tool, &args).await.unwrap()
+        }
+
+        async fn ok(&self, tool: &str, args: Value) -> String {
+            let out = self.call(tool, args).await;
+            assert!(!out.is_error, "{tool}: {}", out.text);
+            out.text
+        }
+
+        async fn err(&self, tool: &str, args: Value) -> String {
+            let out = self.call(tool, args).await;
+            assert!(out.is_error, "{tool} should fail: {}", out.text);
+            out.text
+        }
+    }
+
+    #[test]
+    fn tools_have_the_original_names_parameters_and_hints() {
+        let fx = Fx::new();
+        let tools = fx.b.tools();
+        let names: Vec<_> = tools.iter().map(|t| t.name).collect();
+        assert_eq!(
+            names,
+            [
+                "workspace_read",
+                "workspace_write",
+                "workspace_list",
+                "memory_read",
+                "memory_write"
+            ]
+        );
+        for t in &tools {
+            assert_eq!(t.input_schema["type"], "object");
+            for (_, p) in t.input_schema["properties"].as_object().unwrap() {
+                assert!(p["type"].is_string(), "{}", t.name);
+            }
+            let ro = t.annotations.as_ref().unwrap()["readOnlyHint"] == true;
+            assert_eq!(ro, !t.name.ends_with("_write"), "{}", t.name);
+        }
+        let schema = |n: &str| {
+            tools
+                .iter()
+                .find(|t| t.name == n)
+                .unwrap()
+                .input_schema
+                .clone()
+        };
+        assert_eq!(schema("workspace_write")["required"], json!(["path", "content"]));
+        assert_eq!(schema("workspace_read")["required"], json!(["path"]));
+        assert!(schema("workspace_list").get("required").is_none());
+        assert_eq!(schema("memory_write")["required"], json!(["content"]));
+        assert!(schema("memory_write")["properties"]["append"].is_object());
+        assert!(schema("memory_read")["properties"]["file"].is_object());
+    }
+
+    #[tokio::test]
+    async fn write_read_list_round_trip() {
+        let fx = Fx::new();
+        // Reads and lists before the first write behave as an empty workspace.
+        assert_eq!(
+            fx.ok("workspace_list", json!({})).await,
+            r#"{"path":".","entries":[]}"#
+        );
+        assert!(
+            fx.err("workspace_read", json!({"path": "a.md"}))
+                .await
+                .starts_with("failed to read file: a.md")
+        );
+        assert!(!fx.root().exists());
+        assert_eq!(
+            fx.ok("workspace_write", json!({"path": "notes/día.md", "content": "héllo\n"}))
+                .await,
+            "Wrote 7 bytes to notes/día.md"
+        );
+        assert_eq!(
+            fx.ok("workspace_read", json!({"path": "notes/día.md"})).await,
+            "héllo\n"
+        );
+        assert_eq!(
+            fx.ok("workspace_read", json!({"path": "./notes/../notes/día.md"}))
+                .await,
+            "héllo\n"
+        );
+        fx.ok("workspace_write", json!({"path": "b.txt", "content": ""}))
+            .await;
+        fx.ok("workspace_write", json!({"path": ".hidden", "content": "x"}))
+            .await;
+        let out = fx.call("workspace_list", json!({})).await;
+        assert_eq!(
+            out.structured.unwrap(),
+            json!({"path": ".", "entries": [".hidden", "b.txt", "notes/"]})
+        );
+        assert_eq!(
+            fx.ok("workspace_list", json!({"path": "notes"})).await,
+            r#"{"path":"notes","entries":["día.md"]}"#
+        );
+        // Overwrite replaces the whole file, leaves no temp file, and makes files 0644.
+        fx.ok("workspace_write", json!({"path": "notes/día.md", "content": "new"}))
+            .await;
+        assert_eq!(
+            std::fs::read_to_string(fx.root().join("notes/día.md")).unwrap(),
+            "new"
+        );
+        let (entries, _) = list_dir(&fx.root().join("notes"), false).unwrap();
+        assert_eq!(entries, ["día.md"]);
+        let mode = std::fs::metadata(fx.root().join("b.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        // 0644 less the umask: owner read-write, nobody else writes, nobody executes.
+        assert_eq!(mode & 0o600, 0o600);
+        assert_eq!(mode & 0o133, 0);
+    }
+
+    #[tokio::test]
+    async fn overwrite_keeps_the_files_permissions() {
+        let fx = Fx::new();
+        fx.ok("workspace_write", json!({"path": "p.sh", "content": "a"}))
+            .await;
+        let p = fx.root().join("p.sh");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
+        fx.ok("workspace_write", json!({"path": "p.sh", "content": "b"}))
+            .await;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+            0o750
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_are_tool_errors_with_the_original_messages() {
+        let fx = Fx::new();
+        assert_eq!(fx.err("workspace_read", json!({})).await, "path is required");
+        assert_eq!(
+            fx.err("workspace_read", json!({"path": 3})).await,
+            "path must be a string"
+        );
+        assert_eq!(
+            fx.err("workspace_write", json!({"path": "a"})).await,
+            "content is required"
+        );
+        assert_eq!(
+            fx.err("workspace_write", json!({"path": "  ", "content": "x"}))
+                .await,
+            "path is required"
+        );
+        fx.ok("workspace_write", json!({"path": "d/f.md", "content": "x"}))
+            .await;
+        assert_eq!(
+            fx.err("workspace_read", json!({"path": "missing.md"})).await,
+            "failed to read file: missing.md: no such file"
+        );
+        assert_eq!(
+            fx.err("workspace_read", json!({"path": "d"})).await,
+            "failed to read file: d is a directory"
+        );
+        assert!(
+            fx.err("workspace_list", json!({"path": "d/f.md"}))
+                .await
+                .starts_with("failed to list directory: d/f.md:")
+        );
+        assert!(
+            fx.err("workspace_list", json!({"path": "nope"}))
+                .await
+                .starts_with("failed to list directory: nope:")
+        );
+        assert!(
+            fx.err("workspace_write", json!({"path": "d", "content": "x"}))
+                .await
+                .starts_with("failed to write file: d:")
+        );
+        assert!(
+            fx.err("workspace_write", json!({"path": "d/f.md/x", "content": "x"}))
+                .await
+                .starts_with("failed to create directory: d/f.md/x:")
+        );
+    }
+
+    #[tokio::test]
+    async fn traversal_is_refused_everywhere() {
+        let fx = Fx::new();
+        fx.ok("workspace_write", json!({"path": "in.md", "content": "x"}))
+            .await;
+        std::os::unix::fs::symlink(fx.tmp.path(), fx.root().join("out")).unwrap();
+        std::os::unix::fs::symlink(fx.tmp.path().join("secret.txt"), fx.root().join("s.txt"))
+            .unwrap();
+        let escapes = [
+            "../secret.txt",
+            "../ai-data-evil/x",
+            "notes/../../secret.txt",
+            "/etc/passwd",
+            fx.tmp.path().join("secret.txt").to_str().unwrap(),
+            "out/secret.txt",
+            "out/ai-data-evil/x",
+            "s.txt",
+        ]
+        .map(str::to_string);
+        for p in &escapes {
+            assert_eq!(
+                fx.err("workspace_read", json!({"path": p})).await,
+                "path escapes workspace",
+                "read {p}"
+            );
+            assert_eq!(
+                fx.err("workspace_write", json!({"path": p, "content": "pwned"}))
+                    .await,
+                "path escapes workspace",
+                "write {p}"
+            );
+        }
+        for p in ["..", "../ai-data-evil", "/", "/etc", "out"] {
+            assert_eq!(
+                fx.err("workspace_list", json!({"path": p})).await,
+                "path escapes workspace",
+                "list {p}"
+            );
+        }
+        assert_eq!(
+            fx.err("workspace_write", json!({"path": "out/new.md", "content": "x"}))
+                .await,
+            "path escapes workspace"
+        );
+        // Nothing outside the root changed or appeared.
+        assert_eq!(
+            std::fs::read_to_string(fx.tmp.path().join("secret.txt")).unwrap(),
+            "top secret"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.tmp.path().join("ai-data-evil/x")).unwrap(),
+            "evil"
+        );
+        assert!(!fx.tmp.path().join("new.md").exists());
+    }
+
+    #[tokio::test]
+    async fn reads_are_capped_on_a_character_boundary_and_binary_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("big.md");
+        // 'é' is two bytes; a 5-byte cap falls inside the third one.
+        std::fs::write(&file, "éééé").unwrap();
+        let t = read_text(&file, 5).unwrap();
+        assert_eq!(t.text, "éé");
+        assert_eq!(
+            t.with_marker(),
+            "éé\n\n[Content truncated: 4 of 8 bytes shown]"
+        );
+        assert_eq!(read_text(&file, 8).unwrap().with_marker(), "éééé");
+        std::fs::write(&file, b"ab\0cd").unwrap();
+        assert!(matches!(read_text(&file, 100), Err(ReadError::Binary)));
+        std::fs::write(&file, b"ab\xffcd").unwrap();
+        assert!(matches!(read_text(&file, 100), Err(ReadError::Binary)));
+
+        let fx = Fx::new();
+        std::fs::create_dir_all(fx.root()).unwrap();
+        let big = "a".repeat(MAX_READ_BYTES as usize + 10);
+        std::fs::write(fx.root().join("big.txt"), &big).unwrap();
+        let out = fx.ok("workspace_read", json!({"path": "big.txt"})).await;
+        assert!(out.starts_with(&big[..MAX_READ_BYTES as usize]));
+        assert!(out.ends_with(&format!(
+            "[Content truncated: {MAX_READ_BYTES} of {} bytes shown]",
+            MAX_READ_BYTES + 10
+        )));
+        std::fs::write(fx.root().join("img.png"), b"\x89PNG\r\n\x1a\n\0\0").unwrap();
+        assert_eq!(
+            fx.err("workspace_read", json!({"path": "img.png"})).await,
+            "failed to read file: img.png is a binary file; only UTF-8 text files can be read"
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_files_are_whitelisted() {
+        let fx = Fx::new();
+        // Missing files (and a missing workspace) read as empty text.
+        assert_eq!(fx.ok("memory_read", json!({})).await, "");
+        assert_eq!(
+            fx.ok("memory_read", json!({"file": "memory/2024-02-29.md"}))
+                .await,
+            ""
+        );
+        assert_eq!(
+            fx.ok("memory_write", json!({"content": "# Memory\n"})).await,
+            "Wrote memory to MEMORY.md (9 bytes)"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.root().join("MEMORY.md")).unwrap(),
+            "# Memory\n"
+        );
+        for f in ["SOUL.md", "USER.md", "memory/2024-01-15.md"] {
+            fx.ok("memory_write", json!({"file": f, "content": f})).await;
+            assert_eq!(fx.ok("memory_read", json!({"file": f})).await, f);
+        }
+        assert_eq!(fx.ok("memory_read", json!({"file": "MEMORY.md"})).await, "# Memory\n");
+        for bad in [
+            "notes.md",
+            "memory/2024-02-30.md",
+            "memory/2024-1-5.md",
+            "memory/2023-02-29.md",
+            "memory/today.md",
+            "memory/2024-01-15.txt",
+            "../MEMORY.md",
+            "/MEMORY.md",
+            "./MEMORY.md",
+            "memory/../SOUL.md",
+            "memory/x/2024-01-15.md",
+            "scripts/x.star",
+        ] {
+            let e = fx
+                .err("memory_write", json!({"file": bad, "content": "x"}))
+                .await;
+            assert!(
+                e.starts_with(&format!("invalid memory path '{bad}': allowed are MEMORY.md, SOUL.md, USER.md and memory/YYYY-MM-DD.md")),
+                "{e}"
+            );
+            fx.err("memory_read", json!({"file": bad})).await;
+        }
+        assert_eq!(
+            fx.err("memory_write", json!({"file": "SOUL.md"})).await,
+            "content is required"
+        );
+        assert_eq!(
+            fx.err("memory_write", json!({"content": "x", "append": "yes"}))
+                .await,
+            "append must be a boolean"
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_append_adds_a_line() {
+        let fx = Fx::new();
+        let day = "memory/2025-03-01.md";
+        assert_eq!(
+            fx.ok("memory_write", json!({"file": day, "content": "first", "append": true}))
+                .await,
+            "Appended 5 bytes to memory/2025-03-01.md"
+        );
+        fx.ok("memory_write", json!({"file": day, "content": "second\n", "append": true}))
+            .await;
+        fx.ok("memory_write", json!({"file": day, "content": "third", "append": true}))
+            .await;
+        assert_eq!(
+            fx.ok("memory_read", json!({"file": day})).await,
+            "first\nsecond\nthird"
+        );
+        fx.ok("memory_write", json!({"file": day, "content": "reset", "append": false}))
+            .await;
+        assert_eq!(fx.ok("memory_read", json!({"file": day})).await, "reset");
+        // Concurrent appends are serialised: none is lost.
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let b = fx.b.clone();
+            tasks.spawn(async move {
+                let args = json!({"content": format!("line {i}"), "append": true});
+                b.call("memory_write", &args).await.unwrap()
+            });
+        }
+        while let Some(out) = tasks.join_next().await {
+            let out = out.unwrap();
+            assert!(!out.is_error, "{}", out.text);
+        }
+        let text = fx.ok("memory_read", json!({})).await;
+        assert_eq!(text.lines().count(), 8, "{text}");
+    }
+
+    #[tokio::test]
+    async fn memory_files_that_are_escaping_symlinks_are_refused() {
+        let fx = Fx::new();
+        std::fs::create_dir_all(fx.root()).unwrap();
+        std::os::unix::fs::symlink(fx.tmp.path().join("secret.txt"), fx.root().join("USER.md"))
+            .unwrap();
+        std::os::unix::fs::symlink(fx.tmp.path(), fx.root().join("memory")).unwrap();
+        assert_eq!(
+            fx.err("memory_read", json!({"file": "USER.md"})).await,
+            "path escapes workspace"
+        );
+        assert_eq!(
+            fx.err("memory_write", json!({"file": "USER.md", "content": "x", "append": true}))
+                .await,
+            "path escapes workspace"
+        );
+        assert_eq!(
+            fx.err("memory_write", json!({"file": "memory/2024-01-01.md", "content": "x"}))
+                .await,
+            "path escapes workspace"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.tmp.path().join("secret.txt")).unwrap(),
+            "top secret"
+        );
+        assert!(!fx.tmp.path().join("2024-01-01.md").exists());
+    }
+}
