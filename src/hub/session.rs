@@ -199,7 +199,7 @@ impl Session {
     pub fn handle_frame(self: &Arc<Self>, frame: Frame) {
         let line = match frame {
             Frame::Line(line) => line,
-            Frame::Oversized { len } => {
+            Frame::Oversized { len, .. } => {
                 let msg = format!(
                     "message of {len} bytes exceeds the limit of {} bytes (openpact.maxMessageSize)",
                     self.hub.settings.max_message_size

@@ -10,7 +10,8 @@ pub enum Frame {
     /// One complete line without its newline (a trailing `\r` is removed too).
     Line(Vec<u8>),
     /// A line that exceeded the cap; `len` is how many bytes were dropped (at least the cap).
-    Oversized { len: usize },
+    /// `edges` keeps its first and last few hundred bytes, enough to find a response's id.
+    Oversized { len: usize, edges: Vec<u8> },
 }
 
 /// Incremental splitter: feed it the reader's buffer, consume what it says it used.
@@ -20,7 +21,13 @@ pub struct Framer {
     partial: Vec<u8>,
     /// `Some(n)`: inside an oversized line, `n` bytes dropped so far.
     skipping: Option<usize>,
+    /// The start of the oversized line being skipped, then its latest bytes.
+    head: Vec<u8>,
+    tail: Vec<u8>,
 }
+
+/// How much of each end of an oversized line is kept.
+const EDGE: usize = 256;
 
 impl Framer {
     pub fn new(max: usize) -> Self {
@@ -28,6 +35,8 @@ impl Framer {
             max,
             partial: Vec::new(),
             skipping: None,
+            head: Vec::new(),
+            tail: Vec::new(),
         }
     }
 
@@ -50,7 +59,7 @@ impl Framer {
     /// End of input: whatever is pending becomes a last frame.
     pub fn eof(&mut self) -> Option<Frame> {
         if let Some(len) = self.skipping.take() {
-            return Some(Frame::Oversized { len });
+            return Some(self.oversized(len, &[]));
         }
         if self.partial.is_empty() {
             return None;
@@ -62,9 +71,14 @@ impl Framer {
     fn absorb(&mut self, chunk: &[u8]) {
         if let Some(n) = self.skipping.as_mut() {
             *n += chunk.len();
+            self.keep_edges(chunk);
         } else if self.partial.len() + chunk.len() > self.max {
             self.skipping = Some(self.partial.len() + chunk.len());
-            self.partial = Vec::new();
+            let mut start = std::mem::take(&mut self.partial);
+            start.extend_from_slice(chunk);
+            self.head.clear();
+            self.tail.clear();
+            self.keep_edges(&start);
         } else {
             self.partial.extend_from_slice(chunk);
         }
@@ -72,14 +86,15 @@ impl Framer {
 
     fn finish(&mut self, tail: &[u8]) -> Option<Frame> {
         if let Some(n) = self.skipping.take() {
-            return Some(Frame::Oversized {
-                len: n + tail.len(),
-            });
+            return Some(self.oversized(n + tail.len(), tail));
         }
         if self.partial.len() + tail.len() > self.max {
             let len = self.partial.len() + tail.len();
-            self.partial = Vec::new();
-            return Some(Frame::Oversized { len });
+            let mut line = std::mem::take(&mut self.partial);
+            line.extend_from_slice(tail);
+            self.head.clear();
+            self.tail.clear();
+            return Some(self.oversized(len, &line));
         }
         let line = if self.partial.is_empty() {
             tail.to_vec()
@@ -94,6 +109,47 @@ impl Framer {
         }
         Some(Frame::Line(trim_cr(line)))
     }
+}
+
+impl Framer {
+    /// Keeps the first and the latest `EDGE` bytes of the line being skipped.
+    fn keep_edges(&mut self, bytes: &[u8]) {
+        let room = EDGE.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.tail
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(EDGE)..]);
+        let excess = self.tail.len().saturating_sub(EDGE);
+        self.tail.drain(..excess);
+    }
+
+    fn oversized(&mut self, len: usize, last: &[u8]) -> Frame {
+        self.keep_edges(last);
+        let mut edges = std::mem::take(&mut self.head);
+        edges.push(b'\n');
+        edges.append(&mut self.tail);
+        Frame::Oversized { len, edges }
+    }
+}
+
+/// The integer `"id"` of a JSON-RPC message, found in the kept edges of an oversized line.
+pub fn id_in_edges(edges: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(edges);
+    let mut rest = text.as_ref();
+    while let Some(pos) = rest.find("\"id\"") {
+        let after = rest[pos + 4..].trim_start();
+        if let Some(value) = after.strip_prefix(':') {
+            let digits: String = value
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(id) = digits.parse() {
+                return Some(id);
+            }
+        }
+        rest = &rest[pos + 4..];
+    }
+    None
 }
 
 fn trim_cr(mut line: Vec<u8>) -> Vec<u8> {
@@ -140,15 +196,49 @@ mod tests {
         let frames = run(4, &[b"12", b"345", b"67\nok\n"]);
         assert_eq!(
             frames,
-            vec![Frame::Oversized { len: 7 }, Frame::Line(b"ok".to_vec())]
+            vec![
+                Frame::Oversized {
+                    len: 7,
+                    edges: b"1234567\n1234567".to_vec()
+                },
+                Frame::Line(b"ok".to_vec())
+            ]
         );
         let frames = run(4, &[b"123456\nok"]);
         assert_eq!(
             frames,
-            vec![Frame::Oversized { len: 6 }, Frame::Line(b"ok".to_vec())]
+            vec![
+                Frame::Oversized {
+                    len: 6,
+                    edges: b"123456\n123456".to_vec()
+                },
+                Frame::Line(b"ok".to_vec())
+            ]
         );
         let frames = run(4, &[b"1234"]);
         assert_eq!(frames, vec![Frame::Line(b"1234".to_vec())]);
+    }
+
+    #[test]
+    fn oversized_edges_reveal_the_id_wherever_it_is() {
+        let big = "x".repeat(2000);
+        let first = format!(r#"{{"jsonrpc":"2.0","id":42,"result":{{"t":"{big}"}}}}"#);
+        let last = format!(r#"{{"result":{{"t":"{big}"}},"jsonrpc":"2.0","id" : 7}}"#);
+        for (line, id) in [(first, 42), (last, 7)] {
+            let chunks: Vec<&[u8]> = line.as_bytes().chunks(300).collect();
+            let mut all: Vec<&[u8]> = chunks;
+            all.push(b"\n");
+            let frames = run(500, &all);
+            match &frames[0] {
+                Frame::Oversized { len, edges } => {
+                    assert_eq!(*len, line.len());
+                    assert!(edges.len() <= 2 * EDGE + 1);
+                    assert_eq!(id_in_edges(edges), Some(id));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(id_in_edges(br#"{"ids":1}"#), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod framing;
 mod message;
 mod object;
 
-pub use framing::{Frame, Framer};
+pub use framing::{Frame, Framer, id_in_edges};
 pub use message::{Kind, Message, ParseError, parse_frame};
 pub use object::RawObject;
 

@@ -22,6 +22,10 @@ pub enum CallError {
     Closed { server: String, reason: String },
     #[error("server '{server}' is not ready ({state})")]
     NotReady { server: String, state: String },
+    #[error(
+        "server '{server}' answered with a message of {len} bytes, over the limit (openpact.maxMessageSize); the answer was dropped"
+    )]
+    TooLarge { server: String, len: usize },
 }
 
 /// JSON-RPC error codes the hub uses for failures of its own.
@@ -37,6 +41,7 @@ impl CallError {
         match self {
             CallError::Timeout { .. } => code::TIMEOUT,
             CallError::Closed { .. } | CallError::NotReady { .. } => code::UNAVAILABLE,
+            CallError::TooLarge { .. } => jsonrpc::code::INTERNAL_ERROR,
         }
     }
 }
@@ -185,8 +190,18 @@ impl Connection {
     pub fn on_frame(&self, frame: Frame, incoming: &dyn Fn(Incoming)) {
         let line = match frame {
             Frame::Line(line) => line,
-            Frame::Oversized { len } => {
-                tracing::warn!(server = %self.label, len, "dropped a message over the size limit");
+            Frame::Oversized { len, edges } => {
+                tracing::warn!(server = %self.label, len, "dropped a message over the size limit (openpact.maxMessageSize)");
+                // If it was the answer to one of our requests, fail that request now with the
+                // reason, rather than letting it run into its timeout.
+                if let Some(tx) =
+                    jsonrpc::id_in_edges(&edges).and_then(|id| self.lock_pending().remove(&id))
+                {
+                    let _ = tx.send(Err(CallError::TooLarge {
+                        server: self.label.clone(),
+                        len,
+                    }));
+                }
                 return;
             }
         };
