@@ -119,11 +119,14 @@ fn fx_and_bad() -> (Scratch, PathBuf, PathBuf) {
 }
 
 /// The names of the fixture's built-in tools (see its header).
-const FIXTURE_TOOLS: [&str; 21] = [
+const FIXTURE_TOOLS: [&str; 24] = [
     "echo",
     "add",
     "slow",
     "fail",
+    "echo_structured",
+    "error_with",
+    "stderr",
     "crash",
     "huge",
     "flood",

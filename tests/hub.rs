@@ -933,7 +933,7 @@ async fn empty_config_serves_no_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_config_anywhere_serves_an_empty_hub() {
+async fn no_config_anywhere_serves_only_the_builtins() {
     let s = Scratch::new();
     let cwd = s.path().join("cwd");
     let xdg = s.path().join("xdg");
@@ -960,7 +960,10 @@ async fn no_config_anywhere_serves_an_empty_hub() {
         t0.elapsed()
     );
     assert_eq!(init["serverInfo"]["name"], "openpact", "{init}");
-    assert_eq!(client.list_tools().await, Vec::<Value>::new());
+    // No servers, so only OpenPact's own tools, under their bare names.
+    let names: Vec<String> = client.list_tools().await.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    assert!(names.iter().any(|n| n == "workspace_read") && names.iter().any(|n| n == "web_fetch"), "{names:?}");
+    assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
     client.close_stdin();
     let mut stderr = String::new();
     let mut pipe = child.stderr.take().unwrap();

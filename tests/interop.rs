@@ -147,7 +147,7 @@ async fn exercise_with_rmcp<S: rmcp::Service<rmcp::RoleClient>>(
             name(t)
         );
     }
-    assert_eq!(names.len(), 21, "{names:?}");
+    assert_eq!(names.len(), 24, "{names:?}");
     let add = tools.iter().find(|t| t.name == name("add")).unwrap();
     assert_eq!(add.description.as_deref(), Some("Add two numbers"));
     let schema = serde_json::to_value(
@@ -640,7 +640,7 @@ async fn inspector_cli_lists_and_calls_through_the_hub() {
         names.contains(&"fx:echo") && names.contains(&"fx:add"),
         "{names:?}"
     );
-    assert_eq!(names.len(), 21, "{names:?}");
+    assert_eq!(names.len(), 24, "{names:?}");
     assert_eq!(
         echo.json()["result"]["content"],
         json!([{"type": "text", "text": "hi there"}])
@@ -710,7 +710,7 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
         assert_eq!(v["protocolVersion"], "2025-11-25", "{mode}: {v:#}");
         assert_eq!(v["serverName"], "openpact", "{mode}: {v:#}");
         let tools = v["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 21, "{mode}: {tools:?}");
+        assert_eq!(tools.len(), 24, "{mode}: {tools:?}");
         assert!(
             tools.contains(&json!("fx:echo")) && tools.contains(&json!("fx:add")),
             "{mode}: {tools:?}"

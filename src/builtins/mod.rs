@@ -4,10 +4,12 @@
 //! Each group (workspace, memory, vault, web, GitHub, chat, calendar, scripts) implements
 //! [`Group`]; [`Builtins`] collects the groups the config enables.
 
+pub mod calendar;
 pub mod chat;
 pub mod github;
 pub mod net;
 pub mod paths;
+pub mod scripts;
 pub mod vault;
 pub mod web;
 pub mod workspace;
@@ -258,12 +260,18 @@ pub const ASK_EVERY_TIME: &[&str] = &["script_exec"];
 
 /// The groups the settings enable. A group whose setting is missing (no vault path, no
 /// GitHub token…) is simply absent.
-pub fn from_settings(
-    settings: &crate::config::BuiltinsSettings,
-    secrets: &[(String, String)],
-    state_dir: &std::path::Path,
-) -> Builtins {
-    let groups: Vec<Arc<dyn Group>> = Vec::new();
-    let _ = (settings, secrets, state_dir);
+pub fn from_settings(settings: &crate::config::BuiltinsSettings, secrets: &[(String, String)], state_dir: &std::path::Path) -> Builtins {
+    let mut groups: Vec<Arc<dyn Group>> = vec![workspace::group(settings)];
+    if let Some(v) = &settings.vault {
+        groups.push(vault::group(v));
+    }
+    if settings.web.enabled {
+        match web::group(&settings.web) {
+            Ok(g) => groups.push(g),
+            Err(e) => tracing::warn!("web_fetch is unavailable: {e}"),
+        }
+    }
+    groups.extend(calendar::group(&settings.calendars, &settings.web));
+    groups.push(scripts::group(&settings.scripts, &settings.web, secrets.to_vec(), state_dir));
     Builtins::new(groups)
 }

@@ -38,10 +38,11 @@ impl Scratch {
         self.dir.path()
     }
 
-    /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
-    /// permissions default to `allow` and rate limits are off: the shipped defaults (`ask`,
-    /// which denies without a prompt channel, and 10 calls/s) are tested on their own, and
-    /// would otherwise refuse the calls every other test makes.
+        /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
+    /// permissions default to `allow`, rate limits are off and built-in tools are off: the
+    /// shipped defaults (`ask`, which denies without a prompt channel; 10 calls/s; built-ins
+    /// on) are tested on their own, and would otherwise refuse or shift what other tests see.
+
     pub fn config(&self, value: &Value) -> PathBuf {
         let p = self.dir.path().join("mcp.json");
         let mut value = value.clone();
@@ -52,10 +53,13 @@ impl Scratch {
                 if let Some(perms) = perms.as_object_mut() {
                     perms.entry("default").or_insert_with(|| json!("allow"));
                 }
-                let limits = op.entry("rateLimits").or_insert_with(|| json!({}));
+                                let limits = op.entry("rateLimits").or_insert_with(|| json!({}));
                 if let Some(limits) = limits.as_object_mut() {
                     limits.entry("default").or_insert_with(|| json!("off"));
                 }
+                // Built-in tools are tested on their own; elsewhere they would only shift
+                // every tool list and count.
+                op.entry("builtins").or_insert_with(|| json!(false));
             }
         }
         std::fs::write(&p, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
