@@ -103,6 +103,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CacheCommand,
     },
+    /// Starlark scripts of the built-in script tools: list, show, approve, reject.
+    Scripts {
+        #[command(subcommand)]
+        command: ScriptsCommand,
+    },
     /// The audit log of calls.
     Audit {
         #[command(subcommand)]
@@ -141,6 +146,22 @@ pub enum CacheCommand {
     },
     /// Empty the cache of each running `openpact serve` (it is sent SIGUSR1).
     Clear,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScriptsCommand {
+    /// Every script with its approval status.
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a script's source (review it before approving).
+    Show { name: String },
+    /// Approve a script as it is now (its SHA-256 is recorded; an edit needs approval again).
+    Approve { name: String },
+    /// Refuse a script.
+    Reject { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,6 +275,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Servers { json, start } => servers(&load(&cli.config)?, &state, json, start).await,
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
         Command::Cache { command } => cache(&state, command),
+        Command::Scripts { command } => scripts(&load(&cli.config)?, &state, command),
+
         Command::Audit {
             command: AuditCommand::Tail { lines, json },
         } => {
@@ -325,6 +348,29 @@ async fn permissions(
     };
     store.remember(&qualified, decision, &definition)?;
     output::remembered(&qualified, decision);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) -> Result<ExitCode> {
+    use crate::builtins::scripts;
+    let settings = &config.hub.builtins.scripts;
+    match command {
+        ScriptsCommand::List { json } => {
+            let list = scripts::list(settings, state).map_err(anyhow::Error::msg)?;
+            output::scripts(&list, &settings.dir, json)?;
+        }
+        ScriptsCommand::Show { name } => {
+            output::script_source(&scripts::show(settings, &name).map_err(anyhow::Error::msg)?)
+        }
+        ScriptsCommand::Approve { name } => {
+            let hash = scripts::approve(settings, state, &name).map_err(anyhow::Error::msg)?;
+            output::script_approved(&name, &hash);
+        }
+        ScriptsCommand::Reject { name } => {
+            scripts::reject(settings, state, &name).map_err(anyhow::Error::msg)?;
+            output::script_rejected(&name);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

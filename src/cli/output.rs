@@ -657,3 +657,41 @@ pub fn cache_cleared(n: usize) {
         n => println!("asked {n} running openpact serve process(es) to clear their cache"),
     }
 }
+
+pub fn scripts(
+    list: &[crate::builtins::scripts::ScriptInfo],
+    dir: &Path,
+    raw: bool,
+) -> anyhow::Result<()> {
+    if raw {
+        let v: Vec<Value> = list
+            .iter()
+            .map(|s| json!({"name": s.name, "description": s.description, "status": s.status, "hash": s.hash, "requiredSecrets": s.required_secrets, "metadata": s.metadata}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no scripts in {}", dir.display());
+    }
+    let w = list.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    for s in list {
+        println!("{:w$}  {:<11}  {}", s.name, s.status, s.description);
+    }
+    Ok(())
+}
+
+pub fn script_source(source: &str) {
+    print!("{source}");
+    if !source.ends_with('\n') {
+        println!();
+    }
+}
+
+pub fn script_approved(name: &str, hash: &str) {
+    println!("approved {name} ({hash}); editing it will need approval again");
+}
+
+pub fn script_rejected(name: &str) {
+    println!("rejected {name}; script_run will refuse it");
+}

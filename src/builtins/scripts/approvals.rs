@@ -171,8 +171,8 @@ impl Approvals {
             .write(true)
             .open(&self.lock_path)
             .map_err(|e| self.io(e))?;
-        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| self.io(errno))?;
+        let _lock =
+            Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| self.io(errno))?;
         let mut scripts = self.all()?;
         scripts.insert(
             file.to_string(),
@@ -261,8 +261,16 @@ mod tests {
             .set("t0-0.star", Decision::Rejected, "sha256:2")
             .unwrap();
         let r = store.get("t0-0.star").unwrap().unwrap();
-        assert_eq!((r.status, r.hash.as_str()), (Decision::Rejected, "sha256:2"));
+        assert_eq!(
+            (r.status, r.hash.as_str()),
+            (Decision::Rejected, "sha256:2")
+        );
         std::fs::write(dir.path().join("state/approvals.json"), "{oops").unwrap();
-        assert!(store.all().unwrap_err().contains("not a valid approvals file"));
+        assert!(
+            store
+                .all()
+                .unwrap_err()
+                .contains("not a valid approvals file")
+        );
     }
 }

@@ -57,7 +57,11 @@ impl Metadata {
 
 /// `@key: value` inside one comment line, if it is one.
 fn tag(line: &str) -> Option<(&str, &str)> {
-    let body = line.trim().strip_prefix('#')?.trim_start_matches('#').trim();
+    let body = line
+        .trim()
+        .strip_prefix('#')?
+        .trim_start_matches('#')
+        .trim();
     let (key, value) = body.strip_prefix('@')?.split_once(':')?;
     let key = key.trim();
     if key.is_empty() || key.contains(char::is_whitespace) {

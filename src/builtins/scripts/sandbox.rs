@@ -180,10 +180,6 @@ impl Ctx {
         self.cancel.load(Ordering::Relaxed) || Instant::now() >= self.deadline
     }
 
-    fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
     /// Fails once the run is out of time, so a loop of quick built-in calls stops too.
     fn check(&self) -> anyhow::Result<()> {
         if self.expired() {
@@ -204,9 +200,7 @@ fn ctx() -> anyhow::Result<Rc<Ctx>> {
 }
 
 pub fn timeout_message(limit: Duration) -> String {
-    format!(
-        "script timed out after {limit:?} (the limit is openpact.builtins.scripts.timeout)"
-    )
+    format!("script timed out after {limit:?} (the limit is openpact.builtins.scripts.timeout)")
 }
 
 #[starlark_module]
@@ -444,8 +438,9 @@ pub async fn run(job: Job, env: Arc<Env>, limits: Limits, running: Arc<AtomicUsi
             .name("openpact-script".into())
             .stack_size(THREAD_STACK)
             .spawn(move || {
-                let _slot = slot;
                 let result = evaluate(job, env, limits, cancel, deadline, output);
+                // Free the slot first, so a caller that got the answer sees it free.
+                drop(slot);
                 let _ = tx.send(result);
             })
     };
@@ -481,6 +476,38 @@ impl Drop for CtxGuard {
     }
 }
 
+/// Folds runs of identical traceback frames (deep recursion repeats one frame up to the
+/// call-stack limit) into one frame and a count.
+fn collapse_frames(text: &str) -> String {
+    // A frame is a `  * file:line, in f` line and the indented source lines after it.
+    let mut frames: Vec<String> = Vec::new();
+    for line in text.lines() {
+        match frames.last_mut() {
+            Some(f) if !line.starts_with("  * ") && line.starts_with("    ") => {
+                f.push('\n');
+                f.push_str(line);
+            }
+            _ => frames.push(line.to_string()),
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < frames.len() {
+        let same = frames[i..].iter().take_while(|f| **f == frames[i]).count();
+        out.push(frames[i].clone());
+        if same > 2 && frames[i].starts_with("  * ") {
+            out.push(format!(
+                "  [the frame above repeats {} more times]",
+                same - 1
+            ));
+            i += same;
+        } else {
+            i += 1;
+        }
+    }
+    out.join("\n")
+}
+
 /// The run itself, on the script thread.
 fn evaluate(
     job: Job,
@@ -504,7 +531,7 @@ fn evaluate(
         if ctx.expired() {
             timeout_message(ctx.limits.timeout)
         } else {
-            e.to_string().trim_end().to_string()
+            collapse_frames(e.to_string().trim_end())
         }
     };
     Module::with_temp_heap(|module| {
