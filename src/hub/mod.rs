@@ -669,6 +669,10 @@ impl Hub {
         for (section, globs) in lists {
             for glob in globs {
                 let Some((server, tool)) = glob.split_once(':') else {
+                    // No `:`: a built-in tool (or a tool of a server without a prefix).
+                    if !glob.contains(['*', '?', '[', '{']) && catalog.tools.find(glob).is_none() {
+                        tracing::warn!("openpact.{section}: \"{glob}\" names no tool openpact serves; the rule will never match");
+                    }
                     continue;
                 };
                 if server.contains(['*', '?', '[', '{'])
