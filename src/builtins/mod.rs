@@ -260,7 +260,11 @@ pub const ASK_EVERY_TIME: &[&str] = &["script_exec"];
 
 /// The groups the settings enable. A group whose setting is missing (no vault path, no
 /// GitHub token…) is simply absent.
-pub fn from_settings(settings: &crate::config::BuiltinsSettings, secrets: &[(String, String)], state_dir: &std::path::Path) -> Builtins {
+pub fn from_settings(
+    settings: &crate::config::BuiltinsSettings,
+    secrets: &[(String, String)],
+    state_dir: &std::path::Path,
+) -> Builtins {
     let mut groups: Vec<Arc<dyn Group>> = vec![workspace::group(settings)];
     if let Some(v) = &settings.vault {
         groups.push(vault::group(v));
@@ -271,7 +275,16 @@ pub fn from_settings(settings: &crate::config::BuiltinsSettings, secrets: &[(Str
             Err(e) => tracing::warn!("web_fetch is unavailable: {e}"),
         }
     }
+    if let Some(g) = &settings.github {
+        groups.extend(github::group(g, &settings.web));
+    }
+    groups.extend(chat::group(&settings.chat, &settings.web));
     groups.extend(calendar::group(&settings.calendars, &settings.web));
-    groups.push(scripts::group(&settings.scripts, &settings.web, secrets.to_vec(), state_dir));
+    groups.push(scripts::group(
+        &settings.scripts,
+        &settings.web,
+        secrets.to_vec(),
+        state_dir,
+    ));
     Builtins::new(groups)
 }
