@@ -1,1 +1,314 @@
-//! placeholder
+//! The workspace, memory and vault built-ins end to end through `openpact serve`: listed
+//! under bare names beside a server's namespaced tools, real files round-tripped, traversal
+//! refused as `isError` results, and the vault's git sync against a local bare repository.
+
+use crate::support::{Client, Scratch, WAIT, fixture, serve, text};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Instant;
+
+/// `initialize`, then lists tools until every name in `want` is there.
+async fn ready(c: &mut Client, want: &[&str]) -> Vec<Value> {
+    c.initialize().await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let tools = c.list_tools().await;
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        if want.iter().all(|w| names.contains(w)) {
+            return tools;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tools {want:?} not all listed within {WAIT:?}; got {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+fn is_error(r: &Value) -> bool {
+    r["result"]["isError"] == true
+}
+
+/// The result text of a call that must succeed.
+async fn ok(c: &mut Client, tool: &str, args: Value) -> Value {
+    let r = c.call(tool, args).await;
+    assert!(
+        r.get("error").is_none() && !is_error(&r),
+        "{tool} failed: {r}"
+    );
+    r
+}
+
+/// The text of a call that must fail as a tool result (not a protocol error).
+async fn refused(c: &mut Client, tool: &str, args: Value) -> String {
+    let r = c.call(tool, args).await;
+    assert!(is_error(&r), "{tool} should fail with isError: {r}");
+    text(&r)
+}
+
+#[tokio::test]
+async fn workspace_and_memory_tools_round_trip_through_the_hub() {
+    let s = Scratch::new();
+    let root = s.path().join("ai-data");
+    std::fs::create_dir_all(s.path().join("ai-data-evil")).unwrap();
+    std::fs::write(s.path().join("ai-data-evil/x"), "evil").unwrap();
+    let cfg = s.config(&json!({
+        "mcpServers": {"fx": fixture(&[])},
+        "openpact": {"builtins": {"workspace": {"root": root.to_str().unwrap()}}}
+    }));
+    let mut hub = serve(&cfg).await;
+    let c = &mut hub.client;
+    let five = [
+        "workspace_read",
+        "workspace_write",
+        "workspace_list",
+        "memory_read",
+        "memory_write",
+    ];
+    let mut want = vec!["fx:echo"];
+    want.extend(five);
+    let tools = ready(c, &want).await;
+    for name in five {
+        let t = tools.iter().find(|t| t["name"] == name).unwrap();
+        assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        assert!(t["description"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(
+            t["annotations"]["readOnlyHint"],
+            !name.ends_with("_write"),
+            "{t}"
+        );
+    }
+    assert!(
+        !tools.iter().any(|t| t["name"] == "vault_read"),
+        "no vault configured, so no vault tools"
+    );
+    // The workspace appears on first write.
+    assert!(!root.exists());
+    let r = ok(c, "workspace_list", json!({})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"path": ".", "entries": []})
+    );
+
+    let r = ok(
+        c,
+        "workspace_write",
+        json!({"path": "notes/today.md", "content": "Buy milk ✓\n"}),
+    )
+    .await;
+    assert_eq!(text(&r), "Wrote 13 bytes to notes/today.md");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes/today.md")).unwrap(),
+        "Buy milk ✓\n"
+    );
+    let r = ok(c, "workspace_read", json!({"path": "notes/today.md"})).await;
+    assert_eq!(text(&r), "Buy milk ✓\n");
+    let r = ok(c, "workspace_list", json!({})).await;
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"path": ".", "entries": ["notes/"]})
+    );
+    let listed: Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(listed, r["result"]["structuredContent"]);
+
+    // Traversal, absolute paths and the sibling prefix are refused, and nothing leaks out.
+    for p in [
+        "../mcp.json",
+        "../ai-data-evil/x",
+        "/etc/passwd",
+        "notes/../../mcp.json",
+    ] {
+        assert_eq!(
+            refused(c, "workspace_read", json!({"path": p})).await,
+            "path escapes workspace",
+            "{p}"
+        );
+    }
+    assert_eq!(
+        refused(
+            c,
+            "workspace_write",
+            json!({"path": "../ai-data-evil/x", "content": "pwned"})
+        )
+        .await,
+        "path escapes workspace"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("ai-data-evil/x")).unwrap(),
+        "evil"
+    );
+    assert_eq!(
+        refused(c, "workspace_list", json!({"path": ".."})).await,
+        "path escapes workspace"
+    );
+    // Bad arguments are named.
+    assert_eq!(
+        refused(c, "workspace_read", json!({})).await,
+        "path is required"
+    );
+    assert_eq!(
+        refused(c, "workspace_write", json!({"path": "a.md", "content": 5})).await,
+        "content must be a string"
+    );
+
+    // Memory: documented shape, whitelist, append.
+    assert_eq!(text(&ok(c, "memory_read", json!({})).await), "");
+    ok(c, "memory_write", json!({"content": "- likes tea"})).await;
+    ok(
+        c,
+        "memory_write",
+        json!({"content": "- lives in Lyon", "append": true}),
+    )
+    .await;
+    assert_eq!(
+        text(&ok(c, "memory_read", json!({"file": "MEMORY.md"})).await),
+        "- likes tea\n- lives in Lyon"
+    );
+    ok(
+        c,
+        "memory_write",
+        json!({"file": "memory/2025-06-30.md", "content": "met Bo", "append": true}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(root.join("memory/2025-06-30.md")).unwrap(),
+        "met Bo"
+    );
+    assert!(
+        refused(
+            c,
+            "memory_write",
+            json!({"file": "notes/x.md", "content": "x"})
+        )
+        .await
+        .starts_with("invalid memory path 'notes/x.md'")
+    );
+
+    // The server's own tools still work beside the built-ins.
+    let r = ok(c, "fx:echo", json!({"message": "still here"})).await;
+    assert_eq!(text(&r), "still here");
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn vault_tools_search_and_sync_through_the_hub() {
+    let s = Scratch::new();
+    let bare = s.path().join("origin.git");
+    let vault = s.path().join("vault");
+    git(s.path(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(
+        s.path(),
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            vault.to_str().unwrap(),
+        ],
+    );
+    for (k, v) in [
+        ("user.name", "Vault Bot"),
+        ("user.email", "vault@example.invalid"),
+        ("commit.gpgsign", "false"),
+    ] {
+        git(&vault, &["config", k, v]);
+    }
+    std::fs::create_dir_all(vault.join("Projects")).unwrap();
+    std::fs::write(vault.join("Home.md"), "# Home\nnothing here\n").unwrap();
+    std::fs::write(
+        vault.join("Projects/Plan.md"),
+        "intro\nShip the Rust port\noutro\n",
+    )
+    .unwrap();
+    git(&vault, &["add", "."]);
+    git(&vault, &["commit", "-q", "-m", "init"]);
+    git(&vault, &["push", "-q", "-u", "origin", "HEAD"]);
+
+    let cfg = s.config(&json!({
+        "mcpServers": {"fx": fixture(&[])},
+        "openpact": {"builtins": {
+            "workspace": {"root": s.path().join("ai-data").to_str().unwrap()},
+            "vault": {"path": vault.to_str().unwrap(), "git": {"sync": true}}
+        }}
+    }));
+    let mut hub = serve(&cfg).await;
+    let c = &mut hub.client;
+    ready(
+        c,
+        &[
+            "fx:echo",
+            "vault_read",
+            "vault_write",
+            "vault_list",
+            "vault_search",
+        ],
+    )
+    .await;
+
+    let r = ok(c, "vault_search", json!({"query": "rust PORT"})).await;
+    assert_eq!(
+        r["result"]["structuredContent"]["results"],
+        json!([{"path": "Projects/Plan.md", "line": 2, "text": "Ship the Rust port", "before": ["intro"], "after": ["outro"]}])
+    );
+    let r = ok(c, "vault_list", json!({"recursive": true})).await;
+    assert_eq!(
+        r["result"]["structuredContent"]["entries"],
+        json!(["Home.md", "Projects/", "Projects/Plan.md"])
+    );
+    let r = ok(
+        c,
+        "vault_write",
+        json!({"path": "Inbox/Idea.md", "content": "an idea\n", "commit_message": "Capture idea"}),
+    )
+    .await;
+    assert_eq!(text(&r), "Wrote and synced Inbox/Idea.md");
+    let bare_git = |args: &[&str]| {
+        let mut all = vec!["--git-dir", bare.to_str().unwrap()];
+        all.extend_from_slice(args);
+        git(s.path(), &all)
+    };
+    assert_eq!(
+        bare_git(&["log", "-1", "--format=%s"]).trim(),
+        "Capture idea"
+    );
+    assert_eq!(bare_git(&["show", "HEAD:Inbox/Idea.md"]), "an idea\n");
+    assert_eq!(
+        text(&ok(c, "vault_read", json!({"path": "Inbox/Idea.md"})).await),
+        "an idea\n"
+    );
+    assert_eq!(
+        refused(c, "vault_read", json!({"path": "../mcp.json"})).await,
+        "path escapes vault"
+    );
+    assert!(
+        refused(
+            c,
+            "vault_write",
+            json!({"path": ".git/config", "content": "x"})
+        )
+        .await
+        .contains(".git is not part of the vault")
+    );
+}

@@ -186,11 +186,11 @@ pub fn validate(schema: &Value, args: &Value) -> Result<(), String> {
                 ));
             }
         }
-        if let Some(choices) = prop.get("enum").and_then(Value::as_array) {
-            if !choices.contains(value) {
-                let list: Vec<String> = choices.iter().map(Value::to_string).collect();
-                return Err(format!("{name} must be one of {}", list.join(", ")));
-            }
+        if let Some(choices) = prop.get("enum").and_then(Value::as_array)
+            && !choices.contains(value)
+        {
+            let list: Vec<String> = choices.iter().map(Value::to_string).collect();
+            return Err(format!("{name} must be one of {}", list.join(", ")));
         }
     }
     Ok(())
@@ -207,6 +207,40 @@ pub fn cap_chars(text: &str, max: usize) -> String {
             text.chars().count()
         ),
     }
+}
+
+/// Tools that ask permission on every call, whatever rules or remembered answers say.
+pub const ASK_EVERY_TIME: &[&str] = &["script_exec"];
+
+/// The groups the settings enable. A group whose setting is missing (no vault path, no
+/// GitHub token…) is simply absent.
+pub fn from_settings(
+    settings: &crate::config::BuiltinsSettings,
+    secrets: &[(String, String)],
+    state_dir: &std::path::Path,
+) -> Builtins {
+    let mut groups: Vec<Arc<dyn Group>> = vec![workspace::group(settings)];
+    if let Some(v) = &settings.vault {
+        groups.push(vault::group(v));
+    }
+    if settings.web.enabled {
+        match web::group(&settings.web) {
+            Ok(g) => groups.push(g),
+            Err(e) => tracing::warn!("web_fetch is unavailable: {e}"),
+        }
+    }
+    if let Some(g) = &settings.github {
+        groups.extend(github::group(g, &settings.web));
+    }
+    groups.extend(chat::group(&settings.chat, &settings.web));
+    groups.extend(calendar::group(&settings.calendars, &settings.web));
+    groups.push(scripts::group(
+        &settings.scripts,
+        &settings.web,
+        secrets.to_vec(),
+        state_dir,
+    ));
+    Builtins::new(groups)
 }
 
 #[cfg(test)]
@@ -253,38 +287,4 @@ mod tests {
             "{cut}"
         );
     }
-}
-
-/// Tools that ask permission on every call, whatever rules or remembered answers say.
-pub const ASK_EVERY_TIME: &[&str] = &["script_exec"];
-
-/// The groups the settings enable. A group whose setting is missing (no vault path, no
-/// GitHub token…) is simply absent.
-pub fn from_settings(
-    settings: &crate::config::BuiltinsSettings,
-    secrets: &[(String, String)],
-    state_dir: &std::path::Path,
-) -> Builtins {
-    let mut groups: Vec<Arc<dyn Group>> = vec![workspace::group(settings)];
-    if let Some(v) = &settings.vault {
-        groups.push(vault::group(v));
-    }
-    if settings.web.enabled {
-        match web::group(&settings.web) {
-            Ok(g) => groups.push(g),
-            Err(e) => tracing::warn!("web_fetch is unavailable: {e}"),
-        }
-    }
-    if let Some(g) = &settings.github {
-        groups.extend(github::group(g, &settings.web));
-    }
-    groups.extend(chat::group(&settings.chat, &settings.web));
-    groups.extend(calendar::group(&settings.calendars, &settings.web));
-    groups.push(scripts::group(
-        &settings.scripts,
-        &settings.web,
-        secrets.to_vec(),
-        state_dir,
-    ));
-    Builtins::new(groups)
 }

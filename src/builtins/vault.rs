@@ -167,11 +167,11 @@ impl Group for Vault {
                 }
                 "vault_search" => {
                     let query = str_arg(args, "query");
-                    let results = match bounded(args, "max_results", DEFAULT_RESULTS, 1, MAX_RESULTS)
-                    {
-                        Ok(n) => n,
-                        Err(e) => return ToolOutput::error(e),
-                    };
+                    let results =
+                        match bounded(args, "max_results", DEFAULT_RESULTS, 1, MAX_RESULTS) {
+                            Ok(n) => n,
+                            Err(e) => return ToolOutput::error(e),
+                        };
                     let context = match bounded(args, "context", DEFAULT_CONTEXT, 0, MAX_CONTEXT) {
                         Ok(n) => n,
                         Err(e) => return ToolOutput::error(e),
@@ -213,10 +213,10 @@ impl Vault {
         };
         tracing::warn!(vault = %root.display(), "vault git pull failed (using the local copy): {failure}");
         // A conflicting pull stops mid-rebase; undo it so the vault stays writable.
-        if self.rebase_in_progress().await {
-            if let Err(e) = git(root, &["rebase", "--abort"], self.git_timeout).await {
-                tracing::warn!(vault = %root.display(), "vault git rebase --abort failed: {e}");
-            }
+        if self.rebase_in_progress().await
+            && let Err(e) = git(root, &["rebase", "--abort"], self.git_timeout).await
+        {
+            tracing::warn!(vault = %root.display(), "vault git rebase --abort failed: {e}");
         }
     }
 
@@ -268,16 +268,15 @@ impl Vault {
         };
         match self.commit_and_push(&rel, &message).await {
             Ok(true) => ToolOutput::ok(format!("Wrote and synced {user}")),
-            Ok(false) => ToolOutput::ok(format!(
-                "Wrote and synced {user} (no changes to commit)"
-            )),
+            Ok(false) => ToolOutput::ok(format!("Wrote and synced {user} (no changes to commit)")),
             Err(e) => ToolOutput::error(format!("file written but git sync failed: {e}")),
         }
     }
 
-    /// `git add`, `git commit` (only this note, only if it changed), `git push`. Pushes even
-    /// with nothing new to commit, so a commit left by an earlier failed push goes out.
-    /// Ok(false) means there was nothing to commit.
+    /// `git add`, `git commit` (only this note, only if it changed), `git push` (after a
+    /// rejected push: `git pull --rebase` and one more push). Pushes even with nothing new to
+    /// commit, so a commit left by an earlier failed push goes out. Ok(false) means there was
+    /// nothing to commit.
     async fn commit_and_push(&self, rel: &Path, message: &str) -> Result<bool, String> {
         let root = self.root.as_path();
         let t = self.git_timeout;
@@ -310,8 +309,21 @@ impl Vault {
             }
         }
         let push = git(root, &["push", "-q"], t).await?;
-        if !push.ok() {
+        if push.ok() {
+            return Ok(changed);
+        }
+        // Usually the remote moved on since the last pull: rebase onto it and push once more.
+        // Anything else (no remote, no access, a conflict) reports the first push's failure.
+        let pull = git(root, &["pull", "-q", "--rebase"], t).await?;
+        if !pull.ok() {
+            if self.rebase_in_progress().await {
+                let _ = git(root, &["rebase", "--abort"], t).await;
+            }
             return Err(push.failure("push"));
+        }
+        let again = git(root, &["push", "-q"], t).await?;
+        if !again.ok() {
+            return Err(again.failure("push"));
         }
         Ok(changed)
     }
@@ -328,16 +340,20 @@ fn bounded(args: &Value, name: &str, default: u64, min: u64, max: u64) -> Result
     }
 }
 
-/// Resolves a vault path and refuses anything inside `.git`.
-fn resolve(root: &Path, user: &str) -> Result<(PathBuf, PathBuf), paths::PathError> {
-    let full = paths::resolve(root, user, "vault")?;
-    let canon = root
-        .canonicalize()
-        .map_err(|e| paths::PathError::Io(format!("vault root {}: {e}", root.display())))?;
-    let rel = full.strip_prefix(&canon).unwrap_or(Path::new("")).to_path_buf();
+/// Resolves a vault path and refuses anything inside `.git`; returns the path and its part
+/// below the vault root. `io_context` prefixes I/O failures.
+fn resolve(root: &Path, user: &str, io_context: &str) -> Result<(PathBuf, PathBuf), ToolOutput> {
+    let full = paths::resolve(root, user, "vault").map_err(|e| path_error(e, io_context))?;
+    let canon = root.canonicalize().map_err(|e| {
+        ToolOutput::error(format!("{io_context}: vault root {}: {e}", root.display()))
+    })?;
+    let rel = full
+        .strip_prefix(&canon)
+        .unwrap_or(Path::new(""))
+        .to_path_buf();
     if in_git_dir(&rel) {
-        return Err(paths::PathError::Io(
-            "refused: .git is not part of the vault".into(),
+        return Err(ToolOutput::error(
+            "refused: .git is not part of the vault (it holds git's config, hooks and credentials)",
         ));
     }
     Ok((full, rel))
@@ -352,9 +368,9 @@ fn in_git_dir(rel: &Path) -> bool {
 
 fn read_tool(root: &Path, user: &str, max: u64) -> ToolOutput {
     let user = user.trim();
-    let (full, _) = match resolve(root, user) {
+    let (full, _) = match resolve(root, user, "failed to read file") {
         Ok(p) => p,
-        Err(e) => return path_error(e, "failed to read file"),
+        Err(out) => return out,
     };
     match read_text(&full, max) {
         Ok(t) => ToolOutput::ok(t.with_marker()),
@@ -365,14 +381,16 @@ fn read_tool(root: &Path, user: &str, max: u64) -> ToolOutput {
 
 /// Writes the note; returns its path relative to the vault root (for git).
 fn write_note(root: &Path, user: &str, content: &str) -> Result<PathBuf, ToolOutput> {
-    // `place` resolves (and re-resolves after creating folders); `.git` is checked here on
-    // the resolved path, so a symlink into .git is caught too.
-    let (_, rel) = resolve(root, user).map_err(|e| path_error(e, "failed to write file"))?;
+    // `.git` is checked on the resolved path (so a symlink into .git is caught too), before
+    // `place` creates any folder, and again after.
+    let (_, rel) = resolve(root, user, "failed to write file")?;
     if rel.as_os_str().is_empty() {
-        return Err(ToolOutput::error(format!("failed to write file: {user} is a directory")));
+        return Err(ToolOutput::error(format!(
+            "failed to write file: {user} is a directory"
+        )));
     }
     let full = place(root, user, "vault")?;
-    let (again, rel) = resolve(root, user).map_err(|e| path_error(e, "failed to write file"))?;
+    let (again, rel) = resolve(root, user, "failed to write file")?;
     if again != full {
         return Err(ToolOutput::error("path escapes vault"));
     }
@@ -384,9 +402,9 @@ fn write_note(root: &Path, user: &str, content: &str) -> Result<PathBuf, ToolOut
 fn list_tool(root: &Path, user: &str, recursive: bool) -> ToolOutput {
     let user = user.trim();
     let shown = if user.is_empty() { "." } else { user };
-    let (dir, _) = match resolve(root, shown) {
+    let (dir, _) = match resolve(root, shown, "failed to list directory") {
         Ok(p) => p,
-        Err(e) => return path_error(e, "failed to list directory"),
+        Err(out) => return out,
     };
     let result = if recursive {
         let mut entries = Vec::new();
@@ -480,9 +498,9 @@ fn search_tool(
 ) -> ToolOutput {
     let user = user.trim();
     let shown = if user.is_empty() { "." } else { user };
-    let (start, rel) = match resolve(root, shown) {
+    let (start, rel) = match resolve(root, shown, "search failed") {
         Ok(p) => p,
-        Err(e) => return path_error(e, "search failed"),
+        Err(out) => return out,
     };
     let canon = root_canon(root);
     let mut files = Vec::new();
@@ -644,8 +662,14 @@ mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let root = tmp.path().join("vault");
             for (p, text) in [
-                ("Home.md", "# Home\nWelcome to the vault.\nSee [[Projects/Plan]].\n"),
-                ("Projects/Plan.md", "line one\nThe PLAN is here\nline three\nline four\n"),
+                (
+                    "Home.md",
+                    "# Home\nWelcome to the vault.\nSee [[Projects/Plan]].\n",
+                ),
+                (
+                    "Projects/Plan.md",
+                    "line one\nThe PLAN is here\nline three\nline four\n",
+                ),
                 ("Projects/notes.txt", "plan in a text file\n"),
                 ("Projects/Deep/Idea.MD", "another plan\n"),
                 (".obsidian/app.md", "plan hidden\n"),
@@ -691,7 +715,10 @@ mod tests {
         let fx = Fx::new(false);
         let tools = fx.b.tools();
         let names: Vec<_> = tools.iter().map(|t| t.name).collect();
-        assert_eq!(names, ["vault_read", "vault_write", "vault_list", "vault_search"]);
+        assert_eq!(
+            names,
+            ["vault_read", "vault_write", "vault_list", "vault_search"]
+        );
         let props = |n: &str| {
             let t = tools.iter().find(|t| t.name == n).unwrap();
             let mut p: Vec<String> = t.input_schema["properties"]
@@ -701,7 +728,11 @@ mod tests {
                 .cloned()
                 .collect();
             p.sort();
-            (p, t.input_schema["required"].clone(), t.annotations.clone().unwrap())
+            (
+                p,
+                t.input_schema["required"].clone(),
+                t.annotations.clone().unwrap(),
+            )
         };
         let (p, r, a) = props("vault_read");
         assert_eq!((p, r), (vec!["path".to_string()], json!(["path"])));
@@ -711,7 +742,10 @@ mod tests {
         assert_eq!(r, json!(["path", "content"]));
         assert_eq!(a["readOnlyHint"], false);
         let (p, r, a) = props("vault_list");
-        assert_eq!((p, r), (vec!["path".into(), "recursive".into()], Value::Null));
+        assert_eq!(
+            (p, r),
+            (vec!["path".into(), "recursive".into()], Value::Null)
+        );
         assert_eq!(a["readOnlyHint"], true);
         let (p, r, a) = props("vault_search");
         assert_eq!(p, ["context", "max_results", "path", "query"]);
@@ -727,13 +761,18 @@ mod tests {
             "# Home\nWelcome to the vault.\nSee [[Projects/Plan]].\n"
         );
         assert_eq!(
-            fx.ok("vault_write", json!({"path": "New/Note.md", "content": "hi", "commit_message": "x"}))
-                .await
-                .text,
+            fx.ok(
+                "vault_write",
+                json!({"path": "New/Note.md", "content": "hi", "commit_message": "x"})
+            )
+            .await
+            .text,
             "Wrote New/Note.md"
         );
         assert_eq!(
-            fx.ok("vault_read", json!({"path": "New/Note.md"})).await.text,
+            fx.ok("vault_read", json!({"path": "New/Note.md"}))
+                .await
+                .text,
             "hi"
         );
         assert_eq!(
@@ -754,7 +793,8 @@ mod tests {
             "content is required"
         );
         assert_eq!(
-            fx.err("vault_write", json!({"path": ".", "content": "x"})).await,
+            fx.err("vault_write", json!({"path": ".", "content": "x"}))
+                .await,
             "failed to write file: . is a directory"
         );
         std::fs::write(fx.root().join("pic.png"), b"\x89PNG\0\0").unwrap();
@@ -776,12 +816,21 @@ mod tests {
     async fn traversal_and_git_dir_are_refused() {
         let fx = Fx::new(false);
         std::fs::create_dir_all(fx.root().join(".git")).unwrap();
-        std::fs::write(fx.root().join(".git/config"), "[remote] url = https://token@x").unwrap();
+        std::fs::write(
+            fx.root().join(".git/config"),
+            "[remote] url = https://token@x",
+        )
+        .unwrap();
         std::os::unix::fs::symlink(fx.tmp.path(), fx.root().join("out")).unwrap();
         std::os::unix::fs::symlink(fx.tmp.path().join("secret.md"), fx.root().join("s.md"))
             .unwrap();
         std::os::unix::fs::symlink(fx.root().join(".git"), fx.root().join("g")).unwrap();
-        let abs = fx.tmp.path().join("secret.md").to_string_lossy().into_owned();
+        let abs = fx
+            .tmp
+            .path()
+            .join("secret.md")
+            .to_string_lossy()
+            .into_owned();
         for p in [
             "../secret.md",
             "../vault-evil/x.md",
@@ -797,12 +846,14 @@ mod tests {
                 "read {p}"
             );
             assert_eq!(
-                fx.err("vault_write", json!({"path": p, "content": "pwned"})).await,
+                fx.err("vault_write", json!({"path": p, "content": "pwned"}))
+                    .await,
                 "path escapes vault",
                 "write {p}"
             );
             assert_eq!(
-                fx.err("vault_search", json!({"query": "plan", "path": p})).await,
+                fx.err("vault_search", json!({"query": "plan", "path": p}))
+                    .await,
                 "path escapes vault",
                 "search {p}"
             );
@@ -814,14 +865,22 @@ mod tests {
                 "list {p}"
             );
             assert_eq!(
-                fx.err("vault_list", json!({"path": p, "recursive": true})).await,
+                fx.err("vault_list", json!({"path": p, "recursive": true}))
+                    .await,
                 "path escapes vault",
                 "list -r {p}"
             );
         }
-        for p in [".git/config", ".GIT/hooks/post-commit", "g/config", "x/../.git/HEAD"] {
+        for p in [
+            ".git/config",
+            ".GIT/hooks/post-commit",
+            "g/config",
+            "x/../.git/HEAD",
+        ] {
             assert!(
-                fx.err("vault_read", json!({"path": p})).await.contains(".git is not part of the vault"),
+                fx.err("vault_read", json!({"path": p}))
+                    .await
+                    .contains(".git is not part of the vault"),
                 "{p}"
             );
             assert!(
@@ -873,7 +932,10 @@ mod tests {
             ])
         );
         let out = fx
-            .ok("vault_list", json!({"path": "Projects/Deep", "recursive": true}))
+            .ok(
+                "vault_list",
+                json!({"path": "Projects/Deep", "recursive": true}),
+            )
             .await;
         assert_eq!(
             out.text,
@@ -910,7 +972,10 @@ mod tests {
         assert_eq!(v["files_searched"], 3);
 
         let v = fx
-            .ok("vault_search", json!({"query": "PLAN IS", "path": "Projects", "context": 2}))
+            .ok(
+                "vault_search",
+                json!({"query": "PLAN IS", "path": "Projects", "context": 2}),
+            )
             .await
             .structured
             .unwrap();
@@ -919,7 +984,10 @@ mod tests {
             json!([{"path": "Projects/Plan.md", "line": 2, "text": "The PLAN is here", "before": ["line one"], "after": ["line three", "line four"]}])
         );
         let v = fx
-            .ok("vault_search", json!({"query": "line", "context": 0, "max_results": 2}))
+            .ok(
+                "vault_search",
+                json!({"query": "line", "context": 0, "max_results": 2}),
+            )
             .await
             .structured
             .unwrap();
@@ -930,11 +998,14 @@ mod tests {
         assert_eq!(v["results"][1]["before"], json!([]));
         // Exactly at the cap is not truncated.
         let v = fx
-            .ok("vault_search", json!({"query": "line", "max_results": 4}))
+            .ok("vault_search", json!({"query": "line", "max_results": 3}))
             .await
             .structured
             .unwrap();
-        assert_eq!((v["count"].clone(), v["truncated"].clone()), (json!(4), json!(false)));
+        assert_eq!(
+            (v["count"].clone(), v["truncated"].clone()),
+            (json!(3), json!(false))
+        );
 
         let v = fx
             .ok("vault_search", json!({"query": "nothing like this"}))
@@ -951,7 +1022,10 @@ mod tests {
             .await
             .structured
             .unwrap();
-        assert_eq!((v["count"].clone(), v["truncated"].clone()), (json!(50), json!(true)));
+        assert_eq!(
+            (v["count"].clone(), v["truncated"].clone()),
+            (json!(50), json!(true))
+        );
         // Long lines are clipped on a character boundary.
         std::fs::write(fx.root().join("Long.md"), format!("zz{}", "é".repeat(900))).unwrap();
         let v = fx
@@ -964,17 +1038,23 @@ mod tests {
         assert!(t.ends_with('…'));
 
         assert_eq!(fx.err("vault_search", json!({})).await, "query is required");
-        assert_eq!(fx.err("vault_search", json!({"query": "  "})).await, "query is required");
         assert_eq!(
-            fx.err("vault_search", json!({"query": "x", "max_results": 0})).await,
+            fx.err("vault_search", json!({"query": "  "})).await,
+            "query is required"
+        );
+        assert_eq!(
+            fx.err("vault_search", json!({"query": "x", "max_results": 0}))
+                .await,
             "max_results must be between 1 and 500"
         );
         assert_eq!(
-            fx.err("vault_search", json!({"query": "x", "context": 11})).await,
+            fx.err("vault_search", json!({"query": "x", "context": 11}))
+                .await,
             "context must be between 0 and 10"
         );
         assert_eq!(
-            fx.err("vault_search", json!({"query": "x", "context": "2"})).await,
+            fx.err("vault_search", json!({"query": "x", "context": "2"}))
+                .await,
             "context must be an integer"
         );
     }
@@ -1010,8 +1090,19 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let bare = tmp.path().join("origin.git");
         let vault = tmp.path().join("vault");
-        sh_git(tmp.path(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
-        sh_git(tmp.path(), &["clone", "-q", bare.to_str().unwrap(), vault.to_str().unwrap()]);
+        sh_git(
+            tmp.path(),
+            &["init", "-q", "--bare", bare.to_str().unwrap()],
+        );
+        sh_git(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                bare.to_str().unwrap(),
+                vault.to_str().unwrap(),
+            ],
+        );
         for (k, v) in [
             ("user.name", "Vault Bot"),
             ("user.email", "vault@example.invalid"),
@@ -1050,28 +1141,53 @@ mod tests {
         )
         .await;
         assert_eq!(out, ToolOutput::ok("Wrote and synced Daily/2025-01-02.md"));
-        assert_eq!(bare_git(&bare, &["log", "-1", "--format=%s|%an"]).trim(), "Daily note|Vault Bot");
+        assert_eq!(
+            bare_git(&bare, &["log", "-1", "--format=%s|%an"]).trim(),
+            "Daily note|Vault Bot"
+        );
         assert_eq!(
             bare_git(&bare, &["show", "HEAD:Daily/2025-01-02.md"]),
             "Met Ada.\n"
         );
         // Default message; only the written note is in the commit.
         std::fs::write(vault.join("stray.md"), "not mine").unwrap();
-        let out = call("vault_write", json!({"path": "Home.md", "content": "# Home v2\n"})).await;
+        let out = call(
+            "vault_write",
+            json!({"path": "Home.md", "content": "# Home v2\n"}),
+        )
+        .await;
         assert_eq!(out.text, "Wrote and synced Home.md");
-        assert_eq!(bare_git(&bare, &["log", "-1", "--format=%s"]).trim(), "Update Home.md");
+        assert_eq!(
+            bare_git(&bare, &["log", "-1", "--format=%s"]).trim(),
+            "Update Home.md"
+        );
         assert_eq!(
             bare_git(&bare, &["show", "--name-only", "--format=", "HEAD"]).trim(),
             "Home.md"
         );
         // Same content again: nothing to commit is fine.
-        let out = call("vault_write", json!({"path": "Home.md", "content": "# Home v2\n"})).await;
+        let out = call(
+            "vault_write",
+            json!({"path": "Home.md", "content": "# Home v2\n"}),
+        )
+        .await;
         assert_eq!(out.text, "Wrote and synced Home.md (no changes to commit)");
-        assert_eq!(bare_git(&bare, &["rev-list", "--count", "HEAD"]).trim(), "3");
+        assert_eq!(
+            bare_git(&bare, &["rev-list", "--count", "HEAD"]).trim(),
+            "3"
+        );
 
         // Someone else pushes; a read pulls it first.
         let other = tmp.path().join("other");
-        sh_git(tmp.path(), &["clone", "-q", bare.to_str().unwrap(), other.to_str().unwrap()]);
+        sh_git(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                bare.to_str().unwrap(),
+                other.to_str().unwrap(),
+            ],
+        );
         std::fs::write(other.join("Remote.md"), "from elsewhere: plan\n").unwrap();
         sh_git(&other, &["add", "Remote.md"]);
         sh_git(&other, &["commit", "-q", "-m", "remote"]);
@@ -1085,16 +1201,43 @@ mod tests {
         let out = call("vault_search", json!({"query": "second"})).await;
         assert_eq!(out.structured.unwrap()["results"][0]["path"], "Second.md");
 
+        // The remote moved on and nothing pulled since: the write rebases and pushes again.
+        std::fs::write(other.join("Third.md"), "third\n").unwrap();
+        sh_git(&other, &["add", "Third.md"]);
+        sh_git(&other, &["commit", "-q", "-m", "third"]);
+        sh_git(&other, &["push", "-q"]);
+        let out = call(
+            "vault_write",
+            json!({"path": "Mine.md", "content": "mine\n"}),
+        )
+        .await;
+        assert_eq!(out, ToolOutput::ok("Wrote and synced Mine.md"));
+        assert_eq!(bare_git(&bare, &["show", "HEAD:Mine.md"]), "mine\n");
+        assert_eq!(bare_git(&bare, &["show", "HEAD~1:Third.md"]), "third\n");
+        assert!(vault.join("Third.md").exists());
+
         // A push that fails is reported; the file is still written.
-        sh_git(&vault, &["remote", "set-url", "origin", tmp.path().join("gone.git").to_str().unwrap()]);
+        sh_git(
+            &vault,
+            &[
+                "remote",
+                "set-url",
+                "origin",
+                tmp.path().join("gone.git").to_str().unwrap(),
+            ],
+        );
         let out = call("vault_write", json!({"path": "Late.md", "content": "late"})).await;
         assert!(out.is_error);
         assert!(
-            out.text.starts_with("file written but git sync failed: git push failed: exit status"),
+            out.text
+                .starts_with("file written but git sync failed: git push failed: exit status"),
             "{}",
             out.text
         );
-        assert_eq!(std::fs::read_to_string(vault.join("Late.md")).unwrap(), "late");
+        assert_eq!(
+            std::fs::read_to_string(vault.join("Late.md")).unwrap(),
+            "late"
+        );
         // A failing pull is only logged: reads still work.
         let out = call("vault_read", json!({"path": "Late.md"})).await;
         assert_eq!(out, ToolOutput::ok("late"));
@@ -1110,13 +1253,24 @@ mod tests {
             git_sync: true,
         })]);
         let other = tmp.path().join("other");
-        sh_git(tmp.path(), &["clone", "-q", bare.to_str().unwrap(), other.to_str().unwrap()]);
+        sh_git(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                bare.to_str().unwrap(),
+                other.to_str().unwrap(),
+            ],
+        );
         std::fs::write(other.join("Home.md"), "theirs\n").unwrap();
         sh_git(&other, &["commit", "-q", "-am", "theirs"]);
         sh_git(&other, &["push", "-q"]);
         std::fs::write(vault.join("Home.md"), "ours\n").unwrap();
         sh_git(&vault, &["commit", "-q", "-am", "ours"]);
-        let out = b.call("vault_read", &json!({"path": "Home.md"})).await.unwrap();
+        let out = b
+            .call("vault_read", &json!({"path": "Home.md"}))
+            .await
+            .unwrap();
         assert_eq!(out, ToolOutput::ok("ours\n"));
         assert!(!vault.join(".git/rebase-merge").exists());
         assert!(!vault.join(".git/rebase-apply").exists());

@@ -181,9 +181,7 @@ pub(crate) fn str_arg(args: &Value, name: &str) -> String {
 }
 
 /// Runs blocking file work off the async threads.
-pub(crate) async fn blocking(
-    f: impl FnOnce() -> ToolOutput + Send + 'static,
-) -> ToolOutput {
+pub(crate) async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|e| ToolOutput::error(format!("internal error: {e}")))
@@ -231,6 +229,9 @@ fn list_tool(root: &Path, user: &str) -> ToolOutput {
 
 fn write_tool(root: &Path, user: &str, content: &str) -> ToolOutput {
     let user = user.trim();
+    if let Err(out) = create_root(root) {
+        return out;
+    }
     match place(root, user, "workspace") {
         Ok(full) => match write_file(&full, content.as_bytes()) {
             Ok(()) => ToolOutput::ok(format!("Wrote {} bytes to {user}", content.len())),
@@ -240,23 +241,29 @@ fn write_tool(root: &Path, user: &str, content: &str) -> ToolOutput {
     }
 }
 
-/// Resolves `user` for a write: creates the root and the parent folders, then resolves again
-/// so a symlink met on the way is still checked against the root.
+/// Resolves `user` for a write: creates the parent folders, then resolves again so a symlink
+/// met on the way is still checked against the root.
 pub(crate) fn place(root: &Path, user: &str, what: &'static str) -> Result<PathBuf, ToolOutput> {
     if user.is_empty() {
         return Err(ToolOutput::error("path is required"));
     }
-    if what == "workspace" {
-        std::fs::create_dir_all(root).map_err(|e| {
-            ToolOutput::error(format!("failed to create directory: {}: {e}", root.display()))
-        })?;
-    }
-    let full = paths::resolve(root, user, what).map_err(|e| path_error(e, "failed to write file"))?;
+    let full =
+        paths::resolve(root, user, what).map_err(|e| path_error(e, "failed to write file"))?;
     if let Some(parent) = full.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| ToolOutput::error(format!("failed to create directory: {user}: {e}")))?;
     }
     paths::resolve(root, user, what).map_err(|e| path_error(e, "failed to write file"))
+}
+
+/// Creates the workspace root on first write.
+fn create_root(root: &Path) -> Result<(), ToolOutput> {
+    std::fs::create_dir_all(root).map_err(|e| {
+        ToolOutput::error(format!(
+            "failed to create directory: {}: {e}",
+            root.display()
+        ))
+    })
 }
 
 /// The tool error for a refused or unresolvable path; `io_context` prefixes I/O failures.
@@ -362,6 +369,9 @@ fn memory_write(root: &Path, file: &str, content: &str, append: bool) -> ToolOut
         Ok(f) => f,
         Err(e) => return ToolOutput::error(e),
     };
+    if let Err(out) = create_root(root) {
+        return out;
+    }
     let full = match place(root, &file, "workspace") {
         Ok(p) => p,
         Err(out) => return out,
@@ -389,9 +399,7 @@ fn memory_write(root: &Path, file: &str, content: &str, append: bool) -> ToolOut
         content.to_string()
     };
     match write_file(&full, new.as_bytes()) {
-        Ok(()) if append => {
-            ToolOutput::ok(format!("Appended {} bytes to {file}", content.len()))
-        }
+        Ok(()) if append => ToolOutput::ok(format!("Appended {} bytes to {file}", content.len())),
         Ok(()) => ToolOutput::ok(format!("Wrote memory to {file} ({} bytes)", content.len())),
         Err(e) => ToolOutput::error(format!("failed to write memory: {file}: {e}")),
     }
@@ -479,7 +487,9 @@ pub(crate) fn read_text(path: &Path, max: u64) -> Result<Text, ReadError> {
             String::from_utf8(bytes).map_err(|_| ReadError::Binary)?
         }
     };
-    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(meta.len());
+    let total = std::fs::metadata(path)
+        .map(|m| m.len())
+        .unwrap_or(meta.len());
     Ok(Text {
         text,
         cut_from: cut.then_some(total.max(max + 1)),
@@ -610,7 +620,10 @@ mod tests {
                 .input_schema
                 .clone()
         };
-        assert_eq!(schema("workspace_write")["required"], json!(["path", "content"]));
+        assert_eq!(
+            schema("workspace_write")["required"],
+            json!(["path", "content"])
+        );
         assert_eq!(schema("workspace_read")["required"], json!(["path"]));
         assert!(schema("workspace_list").get("required").is_none());
         assert_eq!(schema("memory_write")["required"], json!(["content"]));
@@ -633,12 +646,16 @@ mod tests {
         );
         assert!(!fx.root().exists());
         assert_eq!(
-            fx.ok("workspace_write", json!({"path": "notes/día.md", "content": "héllo\n"}))
-                .await,
+            fx.ok(
+                "workspace_write",
+                json!({"path": "notes/día.md", "content": "héllo\n"})
+            )
+            .await,
             "Wrote 7 bytes to notes/día.md"
         );
         assert_eq!(
-            fx.ok("workspace_read", json!({"path": "notes/día.md"})).await,
+            fx.ok("workspace_read", json!({"path": "notes/día.md"}))
+                .await,
             "héllo\n"
         );
         assert_eq!(
@@ -648,8 +665,11 @@ mod tests {
         );
         fx.ok("workspace_write", json!({"path": "b.txt", "content": ""}))
             .await;
-        fx.ok("workspace_write", json!({"path": ".hidden", "content": "x"}))
-            .await;
+        fx.ok(
+            "workspace_write",
+            json!({"path": ".hidden", "content": "x"}),
+        )
+        .await;
         let out = fx.call("workspace_list", json!({})).await;
         assert_eq!(
             out.structured.unwrap(),
@@ -660,8 +680,11 @@ mod tests {
             r#"{"path":"notes","entries":["día.md"]}"#
         );
         // Overwrite replaces the whole file, leaves no temp file, and makes files 0644.
-        fx.ok("workspace_write", json!({"path": "notes/día.md", "content": "new"}))
-            .await;
+        fx.ok(
+            "workspace_write",
+            json!({"path": "notes/día.md", "content": "new"}),
+        )
+        .await;
         assert_eq!(
             std::fs::read_to_string(fx.root().join("notes/día.md")).unwrap(),
             "new"
@@ -695,7 +718,10 @@ mod tests {
     #[tokio::test]
     async fn errors_are_tool_errors_with_the_original_messages() {
         let fx = Fx::new();
-        assert_eq!(fx.err("workspace_read", json!({})).await, "path is required");
+        assert_eq!(
+            fx.err("workspace_read", json!({})).await,
+            "path is required"
+        );
         assert_eq!(
             fx.err("workspace_read", json!({"path": 3})).await,
             "path must be a string"
@@ -712,7 +738,8 @@ mod tests {
         fx.ok("workspace_write", json!({"path": "d/f.md", "content": "x"}))
             .await;
         assert_eq!(
-            fx.err("workspace_read", json!({"path": "missing.md"})).await,
+            fx.err("workspace_read", json!({"path": "missing.md"}))
+                .await,
             "failed to read file: missing.md: no such file"
         );
         assert_eq!(
@@ -735,9 +762,12 @@ mod tests {
                 .starts_with("failed to write file: d:")
         );
         assert!(
-            fx.err("workspace_write", json!({"path": "d/f.md/x", "content": "x"}))
-                .await
-                .starts_with("failed to create directory: d/f.md/x:")
+            fx.err(
+                "workspace_write",
+                json!({"path": "d/f.md/x", "content": "x"})
+            )
+            .await
+            .starts_with("failed to create directory: d/f.md/x:")
         );
     }
 
@@ -781,8 +811,11 @@ mod tests {
             );
         }
         assert_eq!(
-            fx.err("workspace_write", json!({"path": "out/new.md", "content": "x"}))
-                .await,
+            fx.err(
+                "workspace_write",
+                json!({"path": "out/new.md", "content": "x"})
+            )
+            .await,
             "path escapes workspace"
         );
         // Nothing outside the root changed or appeared.
@@ -843,7 +876,8 @@ mod tests {
             ""
         );
         assert_eq!(
-            fx.ok("memory_write", json!({"content": "# Memory\n"})).await,
+            fx.ok("memory_write", json!({"content": "# Memory\n"}))
+                .await,
             "Wrote memory to MEMORY.md (9 bytes)"
         );
         assert_eq!(
@@ -851,10 +885,14 @@ mod tests {
             "# Memory\n"
         );
         for f in ["SOUL.md", "USER.md", "memory/2024-01-15.md"] {
-            fx.ok("memory_write", json!({"file": f, "content": f})).await;
+            fx.ok("memory_write", json!({"file": f, "content": f}))
+                .await;
             assert_eq!(fx.ok("memory_read", json!({"file": f})).await, f);
         }
-        assert_eq!(fx.ok("memory_read", json!({"file": "MEMORY.md"})).await, "# Memory\n");
+        assert_eq!(
+            fx.ok("memory_read", json!({"file": "MEMORY.md"})).await,
+            "# Memory\n"
+        );
         for bad in [
             "notes.md",
             "memory/2024-02-30.md",
@@ -894,20 +932,32 @@ mod tests {
         let fx = Fx::new();
         let day = "memory/2025-03-01.md";
         assert_eq!(
-            fx.ok("memory_write", json!({"file": day, "content": "first", "append": true}))
-                .await,
+            fx.ok(
+                "memory_write",
+                json!({"file": day, "content": "first", "append": true})
+            )
+            .await,
             "Appended 5 bytes to memory/2025-03-01.md"
         );
-        fx.ok("memory_write", json!({"file": day, "content": "second\n", "append": true}))
-            .await;
-        fx.ok("memory_write", json!({"file": day, "content": "third", "append": true}))
-            .await;
+        fx.ok(
+            "memory_write",
+            json!({"file": day, "content": "second\n", "append": true}),
+        )
+        .await;
+        fx.ok(
+            "memory_write",
+            json!({"file": day, "content": "third", "append": true}),
+        )
+        .await;
         assert_eq!(
             fx.ok("memory_read", json!({"file": day})).await,
             "first\nsecond\nthird"
         );
-        fx.ok("memory_write", json!({"file": day, "content": "reset", "append": false}))
-            .await;
+        fx.ok(
+            "memory_write",
+            json!({"file": day, "content": "reset", "append": false}),
+        )
+        .await;
         assert_eq!(fx.ok("memory_read", json!({"file": day})).await, "reset");
         // Concurrent appends are serialised: none is lost.
         let mut tasks = tokio::task::JoinSet::new();
@@ -938,13 +988,19 @@ mod tests {
             "path escapes workspace"
         );
         assert_eq!(
-            fx.err("memory_write", json!({"file": "USER.md", "content": "x", "append": true}))
-                .await,
+            fx.err(
+                "memory_write",
+                json!({"file": "USER.md", "content": "x", "append": true})
+            )
+            .await,
             "path escapes workspace"
         );
         assert_eq!(
-            fx.err("memory_write", json!({"file": "memory/2024-01-01.md", "content": "x"}))
-                .await,
+            fx.err(
+                "memory_write",
+                json!({"file": "memory/2024-01-01.md", "content": "x"})
+            )
+            .await,
             "path escapes workspace"
         );
         assert_eq!(

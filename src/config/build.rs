@@ -231,10 +231,11 @@ impl Builder<'_> {
                 .map(|(g, _)| ("openpact.rateLimits.tools".to_string(), g.as_str())),
         );
         for (path, glob) in globs {
-                        // A name without `:` is a built-in tool (`workspace_read`), not a server.
-            let Some((server, _)) = glob.split_once(':') else { continue };
+            // A name without `:` is a built-in tool (`workspace_read`), not a server.
+            let Some((server, _)) = glob.split_once(':') else {
+                continue;
+            };
             if literal(server) && !known(server) {
-
                 self.warn(&path, format!("\"{glob}\" names server \"{server}\", which is not configured; the rule will never match"));
             }
         }

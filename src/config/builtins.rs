@@ -208,11 +208,11 @@ impl Builder<'_> {
         };
         if let Some(w) = m.get("workspace") {
             let wp = child(path, "workspace");
-            if let Some(root) = self.section(w, &wp, &["root"]).and_then(|w| w.get("root")) {
-                if let Some(p) = self.path_setting(root, &child(&wp, "root")) {
-                    b.scripts.dir = p.join("scripts");
-                    b.workspace_root = p;
-                }
+            if let Some(root) = self.section(w, &wp, &["root"]).and_then(|w| w.get("root"))
+                && let Some(p) = self.path_setting(root, &child(&wp, "root"))
+            {
+                b.scripts.dir = p.join("scripts");
+                b.workspace_root = p;
             }
         }
         if let Some(v) = m.get("vault") {

@@ -38,11 +38,10 @@ impl Scratch {
         self.dir.path()
     }
 
-        /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
+    /// Writes `mcp.json` with `value` and returns its path. Unless the test sets them itself,
     /// permissions default to `allow`, rate limits are off and built-in tools are off: the
     /// shipped defaults (`ask`, which denies without a prompt channel; 10 calls/s; built-ins
     /// on) are tested on their own, and would otherwise refuse or shift what other tests see.
-
     pub fn config(&self, value: &Value) -> PathBuf {
         let p = self.dir.path().join("mcp.json");
         let mut value = value.clone();
@@ -53,7 +52,7 @@ impl Scratch {
                 if let Some(perms) = perms.as_object_mut() {
                     perms.entry("default").or_insert_with(|| json!("allow"));
                 }
-                                let limits = op.entry("rateLimits").or_insert_with(|| json!({}));
+                let limits = op.entry("rateLimits").or_insert_with(|| json!({}));
                 if let Some(limits) = limits.as_object_mut() {
                     limits.entry("default").or_insert_with(|| json!("off"));
                 }
