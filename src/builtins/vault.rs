@@ -11,8 +11,8 @@
 
 use super::paths;
 use super::workspace::{
-    MAX_LIST_ENTRIES, MAX_READ_BYTES, ReadError, blocking, list_dir, listing, path_error, place,
-    read_only, read_text, str_arg, write_file,
+    MAX_LIST_ENTRIES, ReadError, blocking, list_dir, listing, path_error, place, read_only,
+    read_text, str_arg, write_file,
 };
 use super::{BoxFuture, Group, ToolDef, ToolOutput};
 use serde_json::{Value, json};
@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one git command may take before it is killed.
+/// The default git time limit (the config's `vault.git.timeout`), as the tests use it.
+#[cfg(test)]
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// `vault_search` defaults and bounds.
 const DEFAULT_RESULTS: u64 = 50;
@@ -37,8 +39,8 @@ pub fn group(v: &crate::config::VaultSettings) -> Arc<dyn Group> {
     Arc::new(Vault {
         root: v.path.clone(),
         git_sync: v.git_sync,
-        git_timeout: GIT_TIMEOUT,
-        max_read: MAX_READ_BYTES,
+        git_timeout: v.git_timeout,
+        max_read: v.max_bytes,
         git_lock: tokio::sync::Mutex::new(()),
     })
 }
@@ -55,7 +57,7 @@ struct Vault {
 
 impl Group for Vault {
     fn tools(&self) -> Vec<ToolDef> {
-        let cap = MAX_READ_BYTES / 1024;
+        let cap = self.max_read / 1024;
         let sync = if self.git_sync {
             " The vault is pulled from git first."
         } else {
@@ -647,6 +649,7 @@ async fn git<S: AsRef<std::ffi::OsStr>>(
 mod tests {
     use super::*;
     use crate::builtins::Builtins;
+    use crate::builtins::workspace::MAX_READ_BYTES;
     use crate::config::VaultSettings;
     use serde_json::json;
 
@@ -685,6 +688,8 @@ mod tests {
             let b = Builtins::new(vec![group(&VaultSettings {
                 path: root,
                 git_sync,
+                max_bytes: MAX_READ_BYTES,
+                git_timeout: GIT_TIMEOUT,
             })]);
             Fx { tmp, b }
         }
@@ -1129,6 +1134,8 @@ mod tests {
         let b = Builtins::new(vec![group(&VaultSettings {
             path: vault.clone(),
             git_sync: true,
+            max_bytes: MAX_READ_BYTES,
+            git_timeout: GIT_TIMEOUT,
         })]);
         let call = |tool: &'static str, args: Value| {
             let b = b.clone();
@@ -1251,6 +1258,8 @@ mod tests {
         let b = Builtins::new(vec![group(&VaultSettings {
             path: vault.clone(),
             git_sync: true,
+            max_bytes: MAX_READ_BYTES,
+            git_timeout: GIT_TIMEOUT,
         })]);
         let other = tmp.path().join("other");
         sh_git(

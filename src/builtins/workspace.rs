@@ -4,7 +4,7 @@
 //! tools share.
 //!
 //! Every user path goes through [`paths::resolve`]; nothing here checks containment itself.
-//! Reads stop at [`MAX_READ_BYTES`] (cut on a character boundary, with a visible marker) and
+//! Reads stop at `openpact.builtins.workspace.maxBytes` (cut on a character boundary, with a visible marker) and
 //! refuse binary files; writes go to a temp file in the same directory and are renamed into
 //! place, so a reader never sees half a file.
 
@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The most bytes any read returns (1 MiB); longer files are cut with a marker.
+/// The default read cap (the config's `workspace.maxBytes`), as the tests use it.
+#[cfg(test)]
 pub(crate) const MAX_READ_BYTES: u64 = 1024 * 1024;
 
 /// The most entries a listing returns; past it the result says `truncated`.
@@ -29,7 +31,7 @@ const MEMORY_FILES: [&str; 3] = ["MEMORY.md", "SOUL.md", "USER.md"];
 pub fn group(settings: &crate::config::BuiltinsSettings) -> Arc<dyn Group> {
     Arc::new(Workspace {
         root: settings.workspace_root.clone(),
-        max_read: MAX_READ_BYTES,
+        max_read: settings.workspace_max_bytes,
         write_lock: tokio::sync::Mutex::new(()),
     })
 }
@@ -44,7 +46,7 @@ struct Workspace {
 
 impl Group for Workspace {
     fn tools(&self) -> Vec<ToolDef> {
-        let cap = MAX_READ_BYTES / 1024;
+        let cap = self.max_read / 1024;
         vec![
             ToolDef {
                 name: "workspace_read",

@@ -15,6 +15,8 @@ pub struct BuiltinsSettings {
     pub enabled: bool,
     /// Workspace and memory root (`ai-data` beside the config by default; created on first write).
     pub workspace_root: PathBuf,
+    /// Largest file a workspace or memory read returns (the rest is cut, visibly).
+    pub workspace_max_bytes: u64,
     pub vault: Option<VaultSettings>,
     pub web: WebSettings,
     pub github: Option<GithubSettings>,
@@ -28,6 +30,10 @@ pub struct VaultSettings {
     pub path: PathBuf,
     /// `git pull --rebase` before reads, commit + push after writes.
     pub git_sync: bool,
+    /// Largest note a read returns.
+    pub max_bytes: u64,
+    /// Longest any one git command may run.
+    pub git_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +114,7 @@ impl BuiltinsSettings {
                 max_output: 100_000,
             },
             workspace_root: root,
+            workspace_max_bytes: 1024 * 1024,
             vault: None,
             web: WebSettings {
                 enabled: true,
@@ -217,21 +224,36 @@ impl Builder<'_> {
         }
         if let Some(v) = m.get("vault") {
             let vp = child(path, "vault");
-            if let Some(vm) = self.section(v, &vp, &["path", "git"]) {
-                let git_sync = match vm.get("git") {
-                    Some(g) => {
-                        let gp = child(&vp, "git");
-                        self.section(g, &gp, &["sync"])
-                            .and_then(|g| g.get("sync"))
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false)
+            if let Some(vm) = self.section(v, &vp, &["path", "git", "maxBytes"]) {
+                let (mut git_sync, mut git_timeout) = (false, Duration::from_secs(30));
+                if let Some(g) = vm.get("git") {
+                    let gp = child(&vp, "git");
+                    if let Some(gm) = self.section(g, &gp, &["sync", "timeout"]) {
+                        git_sync = gm.get("sync").and_then(Value::as_bool).unwrap_or(false);
+                        if let Some(t) = gm.get("timeout") {
+                            match units::duration(t) {
+                                Ok(d) => git_timeout = d,
+                                Err(e) => self.error(&child(&gp, "timeout"), e),
+                            }
+                        }
                     }
-                    None => false,
-                };
+                }
+                let mut max_bytes = 1024 * 1024;
+                if let Some(mb) = vm.get("maxBytes") {
+                    match units::size(mb) {
+                        Ok(n) => max_bytes = n,
+                        Err(e) => self.error(&child(&vp, "maxBytes"), e),
+                    }
+                }
                 match vm.get("path") {
                     Some(p) => {
                         if let Some(p) = self.path_setting(p, &child(&vp, "path")) {
-                            b.vault = Some(VaultSettings { path: p, git_sync });
+                            b.vault = Some(VaultSettings {
+                                path: p,
+                                git_sync,
+                                max_bytes,
+                                git_timeout,
+                            });
                         }
                     }
                     None => self.error(&vp, "needs a `path` (the vault folder)"),

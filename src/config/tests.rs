@@ -938,7 +938,9 @@ fn builtins_settings_parse_relative_to_the_config() {
         b.vault,
         Some(VaultSettings {
             path: PathBuf::from("/home/u/notes"),
-            git_sync: true
+            git_sync: true,
+            max_bytes: 1024 * 1024,
+            git_timeout: Duration::from_secs(30),
         })
     );
     assert!(
