@@ -961,8 +961,16 @@ async fn no_config_anywhere_serves_only_the_builtins() {
     );
     assert_eq!(init["serverInfo"]["name"], "openpact", "{init}");
     // No servers, so only OpenPact's own tools, under their bare names.
-    let names: Vec<String> = client.list_tools().await.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
-    assert!(names.iter().any(|n| n == "workspace_read") && names.iter().any(|n| n == "web_fetch"), "{names:?}");
+    let names: Vec<String> = client
+        .list_tools()
+        .await
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "workspace_read") && names.iter().any(|n| n == "web_fetch"),
+        "{names:?}"
+    );
     assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
     client.close_stdin();
     let mut stderr = String::new();

@@ -1,1 +1,605 @@
-//! placeholder (being written)
+//! `github_list_issues` and `github_create_issue` over the GitHub REST API, at a configured
+//! base URL (GitHub Enterprise, or a loopback stand-in in tests).
+//!
+//! Fixes over the original: owner and repository are escaped as path segments (and `.`/`..`
+//! refused) instead of pasted into the URL; pull requests, which the issues endpoint also
+//! returns, are filtered out; `labels` and `limit` (the feature docs' parameters) are
+//! supported; results also come as structured content.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use url::Url;
+
+use super::net::{Fetcher, HttpRequest, HttpResponse};
+use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use crate::config::{GithubSettings, WebSettings};
+
+const DEFAULT_LIMIT: u64 = 30;
+const MAX_LIMIT: u64 = 100;
+/// Pages read at most to fill `limit` once pull requests are filtered out.
+const MAX_PAGES: u64 = 5;
+
+/// The GitHub group.
+pub struct Github {
+    fetcher: Fetcher,
+    base_url: String,
+    /// Sent as `Authorization: Bearer …`; never logged or shown.
+    token: String,
+}
+
+/// The GitHub group, or `None` when the token variable `g.token_env` is unset or empty.
+pub fn group(g: &GithubSettings, web: &WebSettings) -> Option<Arc<dyn Group>> {
+    let token = std::env::var(&g.token_env).ok().filter(|t| !t.is_empty());
+    if token.is_none() {
+        tracing::info!(
+            variable = %g.token_env,
+            "GitHub tools are off: the token variable is unset or empty"
+        );
+    }
+    with_token(g, web, token?)
+}
+
+/// The GitHub group with an explicit token.
+pub fn with_token(g: &GithubSettings, web: &WebSettings, token: String) -> Option<Arc<dyn Group>> {
+    // The base URL is configuration, not model input: no private-address guard.
+    let fetcher = match Fetcher::new(web, false) {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!("GitHub tools are off: {e}");
+            return None;
+        }
+    };
+    Some(Arc::new(Github {
+        fetcher,
+        base_url: g.base_url.clone(),
+        token,
+    }))
+}
+
+impl Group for Github {
+    fn tools(&self) -> Vec<ToolDef> {
+        vec![
+            ToolDef {
+                name: "github_list_issues",
+                description: "List issues (not pull requests) in a GitHub repository.".into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "owner": {"type": "string", "description": "Repository owner (user or organisation)"},
+                        "repo": {"type": "string", "description": "Repository name"},
+                        "state": {"type": "string", "enum": ["open", "closed", "all"], "description": "Issue state (default open)"},
+                        "labels": {"type": "string", "description": "Only issues with all these labels, comma-separated"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most issues to return (default 30, at most 100)"}
+                    },
+                    "required": ["owner", "repo"]
+                }),
+                annotations: Some(json!({
+                    "title": "List GitHub issues",
+                    "readOnlyHint": true,
+                    "openWorldHint": true
+                })),
+            },
+            ToolDef {
+                name: "github_create_issue",
+                description: "Create an issue in a GitHub repository.".into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {
+                        "owner": {"type": "string", "description": "Repository owner (user or organisation)"},
+                        "repo": {"type": "string", "description": "Repository name"},
+                        "title": {"type": "string", "description": "Issue title"},
+                        "body": {"type": "string", "description": "Issue body (Markdown)"},
+                        "labels": {"type": "array", "items": {"type": "string"}, "description": "Labels to apply"}
+                    },
+                    "required": ["owner", "repo", "title"]
+                }),
+                annotations: Some(json!({
+                    "title": "Create a GitHub issue",
+                    "readOnlyHint": false,
+                    "destructiveHint": false,
+                    "idempotentHint": false,
+                    "openWorldHint": true
+                })),
+            },
+        ]
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match tool {
+                "github_list_issues" => self.list(args).await,
+                "github_create_issue" => self.create(args).await,
+                other => ToolOutput::error(format!("unknown tool: {other}")),
+            }
+        })
+    }
+}
+
+fn arg<'a>(args: &'a Value, name: &str) -> &'a str {
+    args.get(name).and_then(Value::as_str).unwrap_or("").trim()
+}
+
+impl Github {
+    /// `{base}/repos/{owner}/{repo}/issues`, each part escaped as one path segment.
+    fn issues_url(&self, args: &Value) -> Result<Url, String> {
+        let (owner, repo) = (arg(args, "owner"), arg(args, "repo"));
+        for (name, v) in [("owner", owner), ("repo", repo)] {
+            if v.is_empty() {
+                return Err(format!("{name} is required"));
+            }
+            // Escaping cannot stop dot segments, which servers resolve: `..` would reach
+            // other API paths.
+            if v == "." || v == ".." {
+                return Err(format!("{name} {v:?} is not a valid name"));
+            }
+        }
+        let mut url = Url::parse(&self.base_url)
+            .map_err(|e| format!("invalid GitHub base URL {:?}: {e}", self.base_url))?;
+        url.path_segments_mut()
+            .map_err(|()| format!("invalid GitHub base URL {:?}", self.base_url))?
+            .pop_if_empty()
+            .extend(["repos", owner, repo, "issues"]);
+        Ok(url)
+    }
+
+    fn request(&self, method: &str, url: &Url, body: Option<&Value>) -> HttpRequest {
+        let mut headers = vec![
+            ("Accept".into(), "application/vnd.github+json".into()),
+            ("X-GitHub-Api-Version".into(), "2022-11-28".into()),
+            ("Authorization".into(), format!("Bearer {}", self.token)),
+        ];
+        if body.is_some() {
+            headers.push(("Content-Type".into(), "application/json".into()));
+        }
+        HttpRequest {
+            method: method.into(),
+            url: url.to_string(),
+            headers,
+            body: body.map(|b| b.to_string().into_bytes()),
+            timeout: None,
+        }
+    }
+
+    async fn list(&self, args: &Value) -> ToolOutput {
+        let mut url = match self.issues_url(args) {
+            Ok(u) => u,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let (owner, repo) = (arg(args, "owner"), arg(args, "repo"));
+        let state = match arg(args, "state") {
+            "" => "open",
+            s => s,
+        };
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_LIMIT)
+            .clamp(1, MAX_LIMIT);
+        let labels = arg(args, "labels");
+        let mut issues: Vec<Value> = Vec::new();
+        for page in 1..=MAX_PAGES {
+            {
+                let mut q = url.query_pairs_mut();
+                q.clear()
+                    .append_pair("state", state)
+                    .append_pair("per_page", &limit.to_string());
+                if !labels.is_empty() {
+                    q.append_pair("labels", labels);
+                }
+                if page > 1 {
+                    q.append_pair("page", &page.to_string());
+                }
+            }
+            let items = match self.send(self.request("GET", &url, None), 200).await {
+                Ok(Value::Array(items)) => items,
+                Ok(_) => {
+                    return ToolOutput::error(
+                        "failed to list issues: GitHub API returned something other than a list",
+                    );
+                }
+                Err(e) => return ToolOutput::error(format!("failed to list issues: {e}")),
+            };
+            let full = items.len() as u64 >= limit;
+            issues.extend(
+                items
+                    .iter()
+                    .filter(|i| i.get("pull_request").is_none())
+                    .map(summary),
+            );
+            // Pull requests are filtered out, so a full page may still leave us short.
+            if issues.len() as u64 >= limit || !full {
+                break;
+            }
+        }
+        issues.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        let text = if issues.is_empty() {
+            "No issues found.".to_string()
+        } else {
+            let mut t = format!("Issues in {owner}/{repo} ({state}):\n");
+            for i in &issues {
+                t.push('\n');
+                t.push_str(&issue_lines(i));
+            }
+            t
+        };
+        ToolOutput {
+            text,
+            structured: Some(json!({
+                "owner": owner,
+                "repo": repo,
+                "state": state,
+                "issues": issues,
+            })),
+            is_error: false,
+        }
+    }
+
+    async fn create(&self, args: &Value) -> ToolOutput {
+        let url = match self.issues_url(args) {
+            Ok(u) => u,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let title = arg(args, "title");
+        if title.is_empty() {
+            return ToolOutput::error("title is required");
+        }
+        let mut body = json!({ "title": title });
+        if let Some(b) = args.get("body").and_then(Value::as_str)
+            && !b.is_empty()
+        {
+            body["body"] = json!(b);
+        }
+        if let Some(labels) = args.get("labels").and_then(Value::as_array) {
+            if labels.iter().any(|l| !l.is_string()) {
+                return ToolOutput::error("labels must be an array of strings");
+            }
+            if !labels.is_empty() {
+                body["labels"] = Value::Array(labels.clone());
+            }
+        }
+        match self
+            .send(self.request("POST", &url, Some(&body)), 201)
+            .await
+        {
+            Ok(issue) => {
+                let s = summary(&issue);
+                ToolOutput {
+                    text: format!(
+                        "Created issue #{}: {}\nURL: {}",
+                        s["number"],
+                        s["title"].as_str().unwrap_or(""),
+                        s["url"].as_str().unwrap_or("")
+                    ),
+                    structured: Some(s),
+                    is_error: false,
+                }
+            }
+            Err(e) => ToolOutput::error(format!("failed to create issue: {e}")),
+        }
+    }
+
+    /// Sends `req`, expecting status `want` and a JSON body.
+    async fn send(&self, req: HttpRequest, want: u16) -> Result<Value, String> {
+        let resp = self.fetcher.fetch(req).await.map_err(|e| e.to_string())?;
+        if resp.status != want {
+            return Err(api_error(&resp));
+        }
+        if resp.truncated {
+            return Err("GitHub API response is larger than the download limit".into());
+        }
+        serde_json::from_slice(&resp.body).map_err(|e| format!("invalid GitHub API response: {e}"))
+    }
+}
+
+/// `GitHub API error: <status> - <message>`, the message from GitHub's JSON error body when
+/// there is one (else the start of the body).
+fn api_error(resp: &HttpResponse) -> String {
+    let message = serde_json::from_slice::<Value>(&resp.body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| {
+            let body = String::from_utf8_lossy(&resp.body);
+            let body = body.trim();
+            if body.is_empty() {
+                resp.status_text.clone()
+            } else {
+                body.chars().take(500).collect()
+            }
+        });
+    format!("GitHub API error: {} - {message}", resp.status)
+}
+
+/// The fields we show of one issue.
+fn summary(issue: &Value) -> Value {
+    let labels: Vec<Value> = issue
+        .get("labels")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|l| match l {
+            // Labels come as objects; older responses and our own request use names.
+            Value::String(s) => Some(json!(s)),
+            other => other.get("name").cloned(),
+        })
+        .collect();
+    json!({
+        "number": issue.get("number").cloned().unwrap_or(Value::Null),
+        "title": issue.get("title").cloned().unwrap_or(Value::Null),
+        "url": issue.get("html_url").cloned().unwrap_or(Value::Null),
+        "labels": labels,
+        "created_at": issue.get("created_at").cloned().unwrap_or(Value::Null),
+        "state": issue.get("state").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `#N: Title [a, b]`, then indented URL and creation date, as the original prints them.
+fn issue_lines(i: &Value) -> String {
+    let labels: Vec<&str> = i["labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut s = format!("#{}: {}", i["number"], i["title"].as_str().unwrap_or(""));
+    if !labels.is_empty() {
+        s.push_str(&format!(" [{}]", labels.join(", ")));
+    }
+    s.push_str(&format!("\n    URL: {}", i["url"].as_str().unwrap_or("")));
+    let created = i["created_at"].as_str().unwrap_or("");
+    if !created.is_empty() {
+        s.push_str(&format!(
+            "\n    Created: {}",
+            created.get(..10).unwrap_or(created)
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtins::net::tests::{Stand, reply, web};
+
+    fn settings(base: &str) -> GithubSettings {
+        GithubSettings {
+            token_env: "OPENPACT_TEST_UNSET_GITHUB_TOKEN".into(),
+            base_url: base.into(),
+        }
+    }
+
+    fn issue(n: u64, title: &str, labels: &[&str], pr: bool) -> Value {
+        let mut v = json!({
+            "number": n,
+            "title": title,
+            "html_url": format!("https://github.com/o/r/issues/{n}"),
+            "state": "open",
+            "created_at": "2024-03-05T10:11:12Z",
+            "labels": labels.iter().map(|l| json!({"name": l, "color": "fff"})).collect::<Vec<_>>(),
+        });
+        if pr {
+            v["pull_request"] = json!({"url": "x"});
+        }
+        v
+    }
+
+    fn json_reply(status: u16, v: Value) -> crate::builtins::net::tests::Reply {
+        reply(status, "application/json", v.to_string())
+    }
+
+    #[test]
+    fn no_token_no_group() {
+        assert!(group(&settings("http://127.0.0.1:9"), &web(false)).is_none());
+    }
+
+    #[tokio::test]
+    async fn list_issues() {
+        let s = Stand::start(|rq| {
+            if rq.url.starts_with("/api/v3/repos/my%20org/re%2Fpo/issues") {
+                json_reply(
+                    200,
+                    json!([
+                        issue(7, "Bug & fix", &["bug", "p1"], false),
+                        issue(6, "A PR", &[], true),
+                        issue(5, "Plain", &[], false)
+                    ]),
+                )
+            } else {
+                json_reply(404, json!({"message": "Not Found"}))
+            }
+        });
+        let g = with_token(
+            &settings(&format!("{}/api/v3/", s.base)),
+            &web(false),
+            "t0k3n".into(),
+        )
+        .unwrap();
+        let out = g
+            .call(
+                "github_list_issues",
+                &json!({"owner": "my org", "repo": "re/po", "state": "all", "labels": "bug,p1", "limit": 10}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(
+            out.text,
+            "Issues in my org/re/po (all):\n\n\
+             #7: Bug & fix [bug, p1]\n    URL: https://github.com/o/r/issues/7\n    Created: 2024-03-05\n\n\
+             #5: Plain\n    URL: https://github.com/o/r/issues/5\n    Created: 2024-03-05\n"
+        );
+        let sc = out.structured.unwrap();
+        assert_eq!(sc["issues"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            sc["issues"][0],
+            json!({"number": 7, "title": "Bug & fix", "url": "https://github.com/o/r/issues/7",
+                   "labels": ["bug", "p1"], "created_at": "2024-03-05T10:11:12Z", "state": "open"})
+        );
+        let seen = s.seen();
+        assert_eq!(seen.len(), 1, "a short page is the last");
+        let rq = &seen[0];
+        assert_eq!(rq.method, "GET");
+        assert_eq!(
+            rq.url,
+            "/api/v3/repos/my%20org/re%2Fpo/issues?state=all&per_page=10&labels=bug%2Cp1"
+        );
+        assert_eq!(rq.header("authorization"), Some("Bearer t0k3n"));
+        assert_eq!(rq.header("accept"), Some("application/vnd.github+json"));
+        assert_eq!(rq.header("x-github-api-version"), Some("2022-11-28"));
+        assert!(rq.header("user-agent").unwrap().starts_with("OpenPact/"));
+    }
+
+    #[tokio::test]
+    async fn list_defaults_pages_past_pull_requests_and_errors() {
+        let s = Stand::start(|rq| {
+            let page2 = rq.url.contains("&page=2");
+            if rq.url.starts_with("/repos/o/r/issues") {
+                if page2 {
+                    json_reply(200, json!([issue(1, "Old", &[], false)]))
+                } else {
+                    json_reply(
+                        200,
+                        json!([issue(3, "PR", &[], true), issue(2, "New", &[], false)]),
+                    )
+                }
+            } else if rq.url.starts_with("/repos/o/empty/issues") {
+                json_reply(200, json!([]))
+            } else {
+                json_reply(
+                    404,
+                    json!({"message": "Not Found", "documentation_url": "x"}),
+                )
+            }
+        });
+        let g = with_token(&settings(&s.base), &web(false), "tok".into()).unwrap();
+        let out = g
+            .call(
+                "github_list_issues",
+                &json!({"owner": "o", "repo": "r", "limit": 2}),
+            )
+            .await;
+        assert!(
+            out.text.starts_with("Issues in o/r (open):"),
+            "{}",
+            out.text
+        );
+        assert!(
+            out.text.contains("#2: New") && out.text.contains("#1: Old"),
+            "{}",
+            out.text
+        );
+        let urls: Vec<String> = s.seen().into_iter().map(|r| r.url).collect();
+        assert_eq!(
+            urls,
+            [
+                "/repos/o/r/issues?state=open&per_page=2",
+                "/repos/o/r/issues?state=open&per_page=2&page=2"
+            ]
+        );
+        let out = g
+            .call("github_list_issues", &json!({"owner": "o", "repo": "r"}))
+            .await;
+        assert!(
+            s.seen()[2].url.ends_with("per_page=30"),
+            "{:?}",
+            s.seen()[2].url
+        );
+        assert!(!out.is_error);
+
+        let out = g
+            .call(
+                "github_list_issues",
+                &json!({"owner": "o", "repo": "empty"}),
+            )
+            .await;
+        assert_eq!(
+            (out.is_error, out.text.as_str()),
+            (false, "No issues found.")
+        );
+
+        let out = g
+            .call(
+                "github_list_issues",
+                &json!({"owner": "o", "repo": "missing"}),
+            )
+            .await;
+        assert!(out.is_error);
+        assert_eq!(
+            out.text,
+            "failed to list issues: GitHub API error: 404 - Not Found"
+        );
+
+        let out = g
+            .call("github_list_issues", &json!({"owner": "..", "repo": "x"}))
+            .await;
+        assert!(
+            out.is_error && out.text.contains("not a valid name"),
+            "{}",
+            out.text
+        );
+        let out = g
+            .call("github_list_issues", &json!({"owner": "", "repo": "x"}))
+            .await;
+        assert_eq!(out.text, "owner is required");
+    }
+
+    #[tokio::test]
+    async fn create_issue() {
+        let s = Stand::start(|rq| {
+            let sent: Value = serde_json::from_str(&rq.body).unwrap_or(Value::Null);
+            if rq.url == "/repos/o/r/issues" && sent["title"] == "Crash on start" {
+                let mut v = issue(42, "Crash on start", &["bug"], false);
+                v["html_url"] = json!("https://github.com/o/r/issues/42");
+                json_reply(201, v)
+            } else {
+                json_reply(422, json!({"message": "Validation Failed"}))
+            }
+        });
+        let g = with_token(&settings(&s.base), &web(false), "tok".into()).unwrap();
+        let out = g
+            .call(
+                "github_create_issue",
+                &json!({"owner": "o", "repo": "r", "title": "Crash on start", "body": "Steps…", "labels": ["bug"]}),
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(
+            out.text,
+            "Created issue #42: Crash on start\nURL: https://github.com/o/r/issues/42"
+        );
+        assert_eq!(out.structured.unwrap()["number"], 42);
+        let rq = &s.seen()[0];
+        assert_eq!(rq.method, "POST");
+        assert_eq!(rq.header("content-type"), Some("application/json"));
+        assert_eq!(rq.header("authorization"), Some("Bearer tok"));
+        assert_eq!(
+            serde_json::from_str::<Value>(&rq.body).unwrap(),
+            json!({"title": "Crash on start", "body": "Steps…", "labels": ["bug"]})
+        );
+
+        let out = g
+            .call(
+                "github_create_issue",
+                &json!({"owner": "o", "repo": "r", "title": "Other"}),
+            )
+            .await;
+        assert_eq!(
+            (out.is_error, out.text.as_str()),
+            (
+                true,
+                "failed to create issue: GitHub API error: 422 - Validation Failed"
+            )
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&s.seen()[1].body).unwrap(),
+            json!({"title": "Other"})
+        );
+        let out = g
+            .call(
+                "github_create_issue",
+                &json!({"owner": "o", "repo": "r", "title": " "}),
+            )
+            .await;
+        assert_eq!(out.text, "title is required");
+    }
+}

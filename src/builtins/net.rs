@@ -460,14 +460,12 @@ impl Resolve for GuardedResolver {
             }
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if block {
-                if let Some(bad) = found.iter().find(|a| is_private(a.ip())) {
-                    return Err(Box::new(BlockedAddr {
-                        host,
-                        addr: bad.ip(),
-                    })
-                        as Box<dyn std::error::Error + Send + Sync>);
-                }
+            if block && let Some(bad) = found.iter().find(|a| is_private(a.ip())) {
+                let refused: Box<dyn std::error::Error + Send + Sync> = Box::new(BlockedAddr {
+                    host,
+                    addr: bad.ip(),
+                });
+                return Err(refused);
             }
             let addrs: Addrs = Box::new(found.into_iter());
             Ok(addrs)

@@ -40,12 +40,13 @@ impl Group for Web {
     fn tools(&self) -> Vec<ToolDef> {
         vec![ToolDef {
             name: "web_fetch",
-            description: "Fetch a web page (http or https) and return its readable content: HTML is \
+            description:
+                "Fetch a web page (http or https) and return its readable content: HTML is \
                 converted to plain text (or Markdown with format \"markdown\"), scripts and styles \
                 dropped; JSON and other text is returned as is. Output is capped at max_length \
                 characters. Private and local network addresses are refused unless the \
                 configuration allows them."
-                .into(),
+                    .into(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -257,10 +258,10 @@ fn decode(body: &[u8], ctype: &str, truncated: bool) -> Option<String> {
         .next()
         .map(|c| c.trim_matches('"').to_string())
         .or_else(|| meta_charset(body));
-    if let Some(cs) = charset {
-        if ["iso-8859-1", "latin1", "latin-1", "windows-1252", "cp1252"].contains(&cs.as_str()) {
-            return Some(body.iter().map(|&b| char::from(b)).collect());
-        }
+    if let Some(cs) = charset
+        && ["iso-8859-1", "latin1", "latin-1", "windows-1252", "cp1252"].contains(&cs.as_str())
+    {
+        return Some(body.iter().map(|&b| char::from(b)).collect());
     }
     match std::str::from_utf8(body) {
         Ok(s) => Some(s.to_string()),
@@ -319,11 +320,199 @@ fn html_to_text(html: &str, markdown: bool, base: Option<Url>) -> Result<String,
         base,
         links: Vec::new(),
     };
-    let raw = html2text::config::with_decorator(decorator)
-        .no_link_wrapping()
-        .string_from_read(html.as_bytes(), RENDER_WIDTH)
-        .map_err(|e| format!("failed to read response: {e}"))?;
+    let config = html2text::config::with_decorator(decorator).no_link_wrapping();
+    let failed = |e: html2text::Error| format!("failed to read response: {e}");
+    let html = limit_nesting(html, MAX_DEPTH);
+    let dom = config.parse_html(html.as_bytes()).map_err(failed)?;
+    let tree = config.dom_to_render_tree(&dom).map_err(failed)?;
+    let raw = config
+        .render_to_string(tree, RENDER_WIDTH)
+        .map_err(failed)?;
     Ok(tidy(&raw))
+}
+
+/// Deepest nesting of (counted) elements kept as markup; deeper tags are dropped, their
+/// text kept.
+const MAX_DEPTH: usize = 256;
+
+/// Elements not counted for depth: void elements and ones whose end tag is optional (a page
+/// of 10,000 unclosed `<p>`s is not deep), and raw-text elements, which cannot nest.
+fn uncounted(name: &str) -> bool {
+    matches!(
+        name,
+        "area"
+            | "base"
+            | "br"
+            | "col"
+            | "embed"
+            | "hr"
+            | "img"
+            | "input"
+            | "link"
+            | "meta"
+            | "source"
+            | "track"
+            | "wbr"
+            | "param"
+            | "keygen"
+            | "frame"
+            | "p"
+            | "li"
+            | "dt"
+            | "dd"
+            | "option"
+            | "optgroup"
+            | "tr"
+            | "td"
+            | "th"
+            | "tbody"
+            | "thead"
+            | "tfoot"
+            | "colgroup"
+            | "caption"
+            | "rb"
+            | "rt"
+            | "rp"
+            | "rtc"
+            | "html"
+            | "head"
+            | "body"
+    ) || RAW_TEXT.contains(&name)
+}
+
+/// Elements whose content is not markup: scanning skips to their end tag.
+const RAW_TEXT: &[&str] = &[
+    "script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
+];
+
+/// Drops tags nested deeper than `max`, in one linear pass over the source.
+///
+/// Both html5ever (end-tag scope checks walk the open-element stack) and html2text's
+/// renderer take time quadratic in nesting depth: 50,000 nested `<div>`s — 250 KB, well
+/// within the download limit — take minutes. Browsers cap depth for the same reason. Real
+/// pages stay far below [`MAX_DEPTH`], so this only changes hostile or broken ones, and
+/// keeps their text.
+fn limit_nesting(html: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let b = html.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let (mut depth, mut suppressed) = (0usize, 0usize);
+    // Once a quote character is found unclosed to the end, it cannot close anything later:
+    // remembering that keeps the scan linear on pages full of stray quotes.
+    let mut no_more = [false, false];
+    let mut i = 0;
+    while let Some(off) = memchr::memchr(b'<', &b[i..]) {
+        let start = i + off;
+        let rest = &b[start + 1..];
+        if rest.starts_with(b"!--") {
+            i = memchr::memmem::find(&b[start + 4..], b"-->")
+                .map_or(b.len(), |e| start + 4 + e + 3);
+            continue;
+        }
+        if matches!(rest.first(), Some(b'!' | b'?')) {
+            i = tag_end(b, start + 1, &mut no_more);
+            continue;
+        }
+        let closing = rest.first() == Some(&b'/');
+        let name_start = start + 1 + usize::from(closing);
+        if !b.get(name_start).is_some_and(u8::is_ascii_alphabetic) {
+            i = start + 1;
+            continue;
+        }
+        let name_len = b[name_start..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'-')
+            .count();
+        let name = html[name_start..name_start + name_len].to_ascii_lowercase();
+        let end = tag_end(b, name_start + name_len, &mut no_more);
+        let self_closing = end >= 2 && b[end - 1] == b'>' && b[end - 2] == b'/';
+        let mut drop = false;
+        if !uncounted(&name) {
+            if closing {
+                if suppressed > 0 {
+                    suppressed -= 1;
+                    drop = true;
+                } else {
+                    depth = depth.saturating_sub(1);
+                }
+            } else if !self_closing {
+                if depth >= max {
+                    suppressed += 1;
+                    drop = true;
+                } else {
+                    depth += 1;
+                }
+            }
+        }
+        if drop {
+            let o = out.get_or_insert_with(|| String::with_capacity(html.len()));
+            o.push_str(&html[copied..start]);
+            copied = end;
+        }
+        i = end;
+        if !closing && RAW_TEXT.contains(&name.as_str()) {
+            // Skip to the element's end tag, matched case-insensitively as parsers do.
+            let finder = memchr::memmem::Finder::new(b"</");
+            let mut at = end;
+            i = loop {
+                match finder.find(&b[at..]) {
+                    None => break b.len(),
+                    Some(e) => {
+                        let tag = at + e + 2;
+                        if b.get(tag..tag + name.len())
+                            .is_some_and(|t| t.eq_ignore_ascii_case(name.as_bytes()))
+                        {
+                            break at + e;
+                        }
+                        at = tag;
+                    }
+                }
+            };
+        }
+    }
+    match out {
+        None => std::borrow::Cow::Borrowed(html),
+        Some(mut o) => {
+            o.push_str(&html[copied..]);
+            std::borrow::Cow::Owned(o)
+        }
+    }
+}
+
+/// The index just past the `>` ending the tag whose attributes start at `from` (quoted
+/// attribute values may contain `>`), or the end of the input.
+fn tag_end(b: &[u8], from: usize, no_more: &mut [bool; 2]) -> usize {
+    let mut i = from;
+    while i < b.len() {
+        match b[i] {
+            b'>' => return i + 1,
+            q @ (b'"' | b'\'') if prev_is_eq(b, i) => {
+                let k = usize::from(q == b'\'');
+                if !no_more[k] {
+                    match memchr::memchr(q, &b[i + 1..]) {
+                        Some(e) => {
+                            i += e + 2;
+                            continue;
+                        }
+                        None => no_more[k] = true,
+                    }
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// Whether the last non-space byte before `i` (looking back a few bytes only, to stay
+/// linear) is `=`: a quoted attribute value starts at `i`.
+fn prev_is_eq(b: &[u8], i: usize) -> bool {
+    b[i.saturating_sub(8)..i]
+        .iter()
+        .rev()
+        .find(|c| !c.is_ascii_whitespace())
+        .is_some_and(|c| *c == b'=')
 }
 
 /// Trims line ends, collapses runs of blank lines into one, and turns html2text's
@@ -363,11 +552,22 @@ struct Decorator {
 
 impl Decorator {
     fn mark(&self, s: &str) -> (String, ()) {
-        (if self.markdown { s.into() } else { String::new() }, ())
+        (
+            if self.markdown {
+                s.into()
+            } else {
+                String::new()
+            },
+            (),
+        )
     }
 
     fn end(&self, s: &str) -> String {
-        if self.markdown { s.into() } else { String::new() }
+        if self.markdown {
+            s.into()
+        } else {
+            String::new()
+        }
     }
 
     fn absolute(&self, href: &str) -> Option<String> {
@@ -482,6 +682,7 @@ impl TextDecorator for Decorator {
 mod tests {
     use super::*;
     use crate::builtins::net::tests::{Stand, reply, web};
+    use std::time::Duration;
 
     const PAGE: &str = r#"<!DOCTYPE html>
 <html><head>
@@ -502,11 +703,7 @@ mod tests {
     fn server() -> Stand {
         Stand::start(|rq| match rq.url.as_str() {
             "/page" => reply(200, "text/html; charset=utf-8", PAGE),
-            "/long" => reply(
-                200,
-                "text/html",
-                format!("<p>{}</p>", "é".repeat(300)),
-            ),
+            "/long" => reply(200, "text/html", format!("<p>{}</p>", "é".repeat(300))),
             "/json" => reply(200, "application/json", r#"{"a":1,"b":[true,null]}"#),
             "/plain" => reply(200, "text/plain", "just text"),
             "/latin1" => reply(200, "text/plain; charset=iso-8859-1", b"caf\xe9".to_vec()),
@@ -514,7 +711,11 @@ mod tests {
             "/deep" => reply(
                 200,
                 "text/html",
-                format!("{}deep{}", "<div>".repeat(20_000), "</div>".repeat(20_000)),
+                format!(
+                    "{}deep <b>bold</b><script>hidden()</script>{}",
+                    "<div>".repeat(50_000),
+                    "</div>".repeat(50_000)
+                ),
             ),
             _ => reply(404, "text/html", "<h1>Not here</h1>"),
         })
@@ -546,7 +747,15 @@ mod tests {
         ] {
             assert!(t.contains(want), "missing {want:?} in {t}");
         }
-        for bad in ["secretScript", "color: red", "alert", "hidden comment", "<p>", "&amp;", "# Welcome"] {
+        for bad in [
+            "secretScript",
+            "color: red",
+            "alert",
+            "hidden comment",
+            "<p>",
+            "&amp;",
+            "# Welcome",
+        ] {
             assert!(!t.contains(bad), "{bad:?} leaked into {t}");
         }
         let sc = out.structured.unwrap();
@@ -557,14 +766,21 @@ mod tests {
         assert_eq!(sc["content_type"], "text/html; charset=utf-8");
         assert_eq!(sc["truncated"], false);
         assert_eq!(sc["content"], out.text);
-        assert_eq!(s.seen()[0].header("user-agent"), Some(super::super::net::USER_AGENT));
+        assert_eq!(
+            s.seen()[0].header("user-agent"),
+            Some(super::super::net::USER_AGENT)
+        );
     }
 
     #[tokio::test]
     async fn markdown_format() {
         let s = server();
         let g = group(&web(true)).unwrap();
-        let out = call(&g, json!({"url": format!("{}/page", s.base), "format": "markdown"})).await;
+        let out = call(
+            &g,
+            json!({"url": format!("{}/page", s.base), "format": "markdown"}),
+        )
+        .await;
         let t = &out.text;
         for want in [
             "# Welcome",
@@ -584,7 +800,11 @@ mod tests {
         assert!(out.is_error);
         assert_eq!(out.text, "HTTP 404: Not Found");
 
-        let out = call(&g, json!({"url": format!("{}/long", s.base), "max_length": 10})).await;
+        let out = call(
+            &g,
+            json!({"url": format!("{}/long", s.base), "max_length": 10}),
+        )
+        .await;
         assert!(!out.is_error);
         assert!(
             out.text
@@ -600,9 +820,17 @@ mod tests {
             (true, "URL must start with http:// or https://")
         );
         let out = call(&g, json!({"url": "http://exa mple.com/"})).await;
-        assert!(out.is_error && out.text.starts_with("invalid URL: "), "{}", out.text);
+        assert!(
+            out.is_error && out.text.starts_with("invalid URL: "),
+            "{}",
+            out.text
+        );
         let out = call(&g, json!({"url": "http://127.0.0.1:1/"})).await;
-        assert!(out.is_error && out.text.starts_with("fetch failed: "), "{}", out.text);
+        assert!(
+            out.is_error && out.text.starts_with("fetch failed: "),
+            "{}",
+            out.text
+        );
     }
 
     #[tokio::test]
@@ -624,7 +852,10 @@ mod tests {
         let s = server();
         let g = group(&web(true)).unwrap();
         let out = call(&g, json!({"url": format!("{}/json", s.base)})).await;
-        assert_eq!(out.text, "{\n  \"a\": 1,\n  \"b\": [\n    true,\n    null\n  ]\n}");
+        assert_eq!(
+            out.text,
+            "{\n  \"a\": 1,\n  \"b\": [\n    true,\n    null\n  ]\n}"
+        );
         assert_eq!(out.structured.unwrap()["title"], Value::Null);
         let out = call(&g, json!({"url": format!("{}/plain", s.base)})).await;
         assert_eq!(out.text, "just text");
@@ -635,7 +866,8 @@ mod tests {
         assert_eq!(out.text, "cannot show binary content (image/png, 8 bytes)");
         let out = call(&g, json!({"url": format!("{}/deep", s.base)})).await;
         assert!(!out.is_error, "{}", out.text);
-        assert!(out.text.contains("deep"));
+        assert!(out.text.contains("deep bold"), "{}", out.text);
+        assert!(!out.text.contains("hidden"), "{}", out.text);
     }
 
     #[tokio::test]
@@ -645,8 +877,11 @@ mod tests {
         let out = call(&g, json!({"url": format!("{}/page", s.base)})).await;
         assert!(out.is_error);
         assert!(
-            out.text.starts_with("fetch failed: refusing to fetch private address 127.0.0.1")
-                && out.text.ends_with("set openpact.builtins.web.allowPrivate to allow"),
+            out.text
+                .starts_with("fetch failed: refusing to fetch private address 127.0.0.1")
+                && out
+                    .text
+                    .ends_with("set openpact.builtins.web.allowPrivate to allow"),
             "{}",
             out.text
         );
@@ -654,8 +889,48 @@ mod tests {
     }
 
     #[test]
+    fn nesting_is_limited_linearly() {
+        let page = "<html><body><div><p>a<p>b <a title='x>y' href=\"/z\">c</a></div></body></html>";
+        assert!(matches!(
+            limit_nesting(page, 256),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let deep = format!(
+            "{}text{}",
+            "<div class=\"k\">".repeat(1000),
+            "</div>".repeat(1000)
+        );
+        let cut = limit_nesting(&deep, 3);
+        assert_eq!(
+            cut,
+            format!(
+                "{}text{}",
+                "<div class=\"k\">".repeat(3),
+                "</div>".repeat(3)
+            )
+        );
+        // Tags inside scripts are not markup; unclosed <p>/<li> do not count.
+        let s = format!(
+            "<div><script>if (a<b) {{ x = '<div>' }}</SCRIPT>{}</div>",
+            "<p>x".repeat(50)
+        );
+        assert!(matches!(
+            limit_nesting(&s, 1),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // Stray quotes do not make the scan quadratic (or lose tags).
+        let q = format!("{}<div>z</div>", "<a b='>x</a>".repeat(20_000));
+        let t = std::time::Instant::now();
+        let _ = limit_nesting(&q, 256);
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
     fn titles() {
-        assert_eq!(html_title("<TITLE lang=en>\n A  &lt;b&gt; </TITLE>"), Some("A <b>".into()));
+        assert_eq!(
+            html_title("<TITLE lang=en>\n A  &lt;b&gt; </TITLE>"),
+            Some("A <b>".into())
+        );
         assert_eq!(html_title("<titlex>no</titlex>"), None);
         assert_eq!(html_title("<title></title>"), None);
         assert_eq!(html_title("<title>a <b> c</title>"), Some("a <b> c".into()));

@@ -671,7 +671,9 @@ impl Hub {
                 let Some((server, tool)) = glob.split_once(':') else {
                     // No `:`: a built-in tool (or a tool of a server without a prefix).
                     if !glob.contains(['*', '?', '[', '{']) && catalog.tools.find(glob).is_none() {
-                        tracing::warn!("openpact.{section}: \"{glob}\" names no tool openpact serves; the rule will never match");
+                        tracing::warn!(
+                            "openpact.{section}: \"{glob}\" names no tool openpact serves; the rule will never match"
+                        );
                     }
                     continue;
                 };
