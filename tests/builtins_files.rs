@@ -312,3 +312,92 @@ async fn vault_tools_search_and_sync_through_the_hub() {
         .contains(".git is not part of the vault")
     );
 }
+
+/// Built-in tools pass the same pipeline as servers' tools: permission rules (by bare name),
+/// the rate limit of server `openpact`, the result cache, and the audit log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtins_pass_permission_rate_limit_cache_and_audit() {
+    let s = Scratch::new();
+    let root = s.path().join("ai-data");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("note.md"), "first").unwrap();
+    let cfg = s.config(&json!({
+        "mcpServers": {},
+        "openpact": {
+            "builtins": {"workspace": {"root": root}},
+            "permissions": {"default": "allow", "deny": ["workspace_write"]},
+            "rateLimits": {"default": "off", "servers": {"openpact": {"perSecond": 0.5, "burst": 3}}},
+            "cache": {"rules": {"workspace_read": "1m"}},
+            "audit": {"enabled": true}
+        }
+    }));
+    let mut hub = serve(&cfg).await;
+    let c = &mut hub.client;
+    c.initialize().await;
+    ready(c, &["workspace_read"]).await;
+
+    // Denied by a rule naming the built-in by its bare name, as an isError result.
+    let r = c
+        .call("workspace_write", json!({"path": "x.md", "content": "no"}))
+        .await;
+    assert!(
+        is_error(&r) && text(&r).contains("openpact.permissions.deny"),
+        "{r}"
+    );
+    assert!(!root.join("x.md").exists());
+
+    // Cached: the second read does not see the file change on disk.
+    assert_eq!(
+        text(&ok(c, "workspace_read", json!({"path": "note.md"})).await),
+        "first"
+    );
+    std::fs::write(root.join("note.md"), "second").unwrap();
+    assert_eq!(
+        text(&ok(c, "workspace_read", json!({"path": "note.md"})).await),
+        "first"
+    );
+
+    // Permission comes before the rate limit, so the denied call took no token: the third
+    // allowed call (a cache hit still counts) passes, the fourth is refused by the bucket of
+    // server `openpact`.
+    ok(c, "workspace_list", json!({})).await;
+    let r = c.call("workspace_list", json!({})).await;
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(r["error"]["data"]["limit"], "server openpact", "{r}");
+
+    // Audited like any other call.
+    let audit = s.path().join("state/audit.jsonl");
+    let deadline = Instant::now() + WAIT;
+    let lines = loop {
+        let text = std::fs::read_to_string(&audit).unwrap_or_default();
+        if text.lines().count() >= 5 || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let records: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let outcomes: Vec<(String, String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["target"].as_str().unwrap().into(),
+                r["outcome"].as_str().unwrap().into(),
+                r["cache"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("workspace_write".into(), "denied".into(), "off".into()),
+            ("workspace_read".into(), "ok".into(), "miss".into()),
+            ("workspace_read".into(), "ok".into(), "hit".into()),
+            ("workspace_list".into(), "ok".into(), "off".into()),
+            ("workspace_list".into(), "rateLimited".into(), "off".into()),
+        ],
+        "{lines}"
+    );
+}
