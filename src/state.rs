@@ -14,9 +14,27 @@ pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Replaces `path` with `bytes` in one step: readers see the old or the new file, never a mix.
+/// The file is private (0600): state files may hold decisions, tokens, audit records.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    ensure_dir(path.parent().unwrap_or_else(|| Path::new(".")))?;
+    replace(path, bytes, 0o600, false)
+}
+
+/// Writes `bytes` to a temp file beside `path` with `mode` (or, with `keep_mode`, the mode
+/// the existing file has), syncs it and renames it over `path`.
+pub fn replace(path: &Path, bytes: &[u8], mode: u32, keep_mode: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    ensure_dir(dir)?;
+    let existing = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
+        Ok(m) if keep_mode => Some(m.permissions().mode() & 0o7777),
+        _ => None,
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -27,8 +45,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(existing.unwrap_or(mode))
             .open(&tmp)?;
+        if let Some(mode) = existing {
+            // The umask applied at creation; an overwrite keeps exactly what the file had.
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

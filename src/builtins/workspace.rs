@@ -11,8 +11,7 @@
 use super::paths::{self, PathError};
 use super::{BoxFuture, Group, ToolDef, ToolOutput};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -498,49 +497,10 @@ pub(crate) fn read_text(path: &Path, max: u64) -> Result<Text, ReadError> {
     })
 }
 
-/// Replaces `path` with `bytes` atomically: a temp file in the same folder, synced, renamed
-/// over the target. An existing file keeps its permissions; a new one is 0644 (less umask).
+/// Replaces `path` with `bytes` atomically. An existing file keeps its permissions; a new one
+/// is 0644 (less umask), like any file a user writes.
 pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let existing = match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::IsADirectory,
-                "is a directory",
-            ));
-        }
-        Ok(m) => Some(m.permissions().mode() & 0o7777),
-        Err(_) => None,
-    };
-    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(existing.unwrap_or(0o644))
-            .open(&tmp)?;
-        if let Some(mode) = existing {
-            // The umask applied at creation; an overwrite keeps exactly what the file had.
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+    crate::state::replace(path, bytes, 0o644, true)
 }
 
 #[cfg(test)]
@@ -549,6 +509,7 @@ mod tests {
     use crate::builtins::Builtins;
     use crate::config::BuiltinsSettings;
     use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
 
     struct Fx {
         tmp: tempfile::TempDir,

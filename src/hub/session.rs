@@ -589,30 +589,23 @@ impl Session {
             NameKind::Tool => policy.cache_ttl(&named.qualified, named.read_only),
             NameKind::Prompt => None,
         };
+        let call_upstream = || {
+            self.dispatch(
+                &route,
+                m.method(),
+                &named.original,
+                arguments,
+                &upstream_params,
+            )
+        };
         let Some(ttl) = ttl else {
-            let reply = self
-                .dispatch(
-                    &route,
-                    m.method(),
-                    &named.original,
-                    arguments,
-                    &upstream_params,
-                )
-                .await;
+            let reply = call_upstream().await;
             audit.cache = "off".into();
             return self.finish(audit, t0, relay(m.id(), reply));
         };
         let key = Key::new(named.upstream, &named.original, arguments);
         let call = async {
-            let reply = self
-                .dispatch(
-                    &route,
-                    m.method(),
-                    &named.original,
-                    arguments,
-                    &upstream_params,
-                )
-                .await;
+            let reply = call_upstream().await;
             match &reply {
                 // Only successful, non-error results are stored — already redacted, so the
                 // cache never holds a secret.
