@@ -12,6 +12,9 @@ fn main() -> ExitCode {
     // non-blocking and lossy, so a client that stops reading our stderr cannot stall us.
     let (writer, _guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
+        // The default queue (128k lines) is allocated up front; a few thousand is plenty
+        // between two writes to stderr, and the writer is lossy anyway.
+        .buffered_lines_limit(4096)
         .finish(std::io::stderr());
     let default = if cli.is_serve() { "info" } else { "warn" };
     let filter = std::env::var("OPENPACT_LOG")

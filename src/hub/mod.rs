@@ -415,6 +415,9 @@ impl Hub {
             NameKind::Prompt => (&catalog.prompts, "prompt"),
         };
         if let Some(t) = list.find(name) {
+            // Fill the catalogue entry's lazy definition hash before cloning it, so the hash
+            // is computed once per catalogue, not once per call.
+            let _ = t.definition();
             let route = match self.upstreams.get(t.upstream) {
                 Some(up) => Route::Server(up.clone()),
                 None => Route::Builtin,

@@ -345,7 +345,8 @@ impl Session {
         Fut: std::future::Future<Output = String> + Send + 'static,
     {
         let id = m.id().to_string();
-        let fut = f(self.clone(), m);
+        // Boxed: the request futures are large, and a box is moved instead of all of them.
+        let fut = Box::pin(f(self.clone(), m));
         let me = self.clone();
         // Hold the lock across spawn + insert so a fast task cannot remove itself first.
         let mut in_flight = lock(&self.in_flight);
@@ -728,7 +729,12 @@ impl Session {
             (String::new(), None)
         };
         Record {
-            time: crate::time::now_rfc3339(),
+            // Only worth formatting when it will be written.
+            time: if policy.audit_enabled() {
+                crate::time::now_rfc3339()
+            } else {
+                String::new()
+            },
             client: lock(&self.client_name).clone(),
             method: method.to_string(),
             target: target.to_string(),

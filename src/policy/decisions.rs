@@ -104,9 +104,9 @@ impl DecisionStore {
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Unchanged (or still absent) since the last read: no need to read it again.
         if let Some((seen, map)) = cached.as_ref()
             && *seen == mtime
-            && mtime.is_some()
         {
             return Ok(map.clone());
         }

@@ -21,7 +21,8 @@ where
     R: AsyncRead + Unpin,
     F: FnMut(Frame),
 {
-    let mut reader = BufReader::with_capacity(1 << 16, r);
+    // 16 KiB holds hundreds of ordinary messages; larger ones still pass, in several reads.
+    let mut reader = BufReader::with_capacity(1 << 14, r);
     let mut framer = Framer::new(max);
     loop {
         let buf = reader.fill_buf().await?;
@@ -48,7 +49,7 @@ where
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
     tokio::spawn(async move {
-        let mut w = BufWriter::with_capacity(1 << 16, w);
+        let mut w = BufWriter::with_capacity(1 << 14, w);
         'outer: while let Some(first) = rx.recv().await {
             let mut next = Some(first);
             while let Some(item) = next.take() {
