@@ -205,9 +205,13 @@ impl Policy {
     }
 
     fn how_to_allow(&self, qualified: &str) -> String {
-        let server = qualified.split_once(':').map_or(qualified, |(s, _)| s);
+        // Built-ins have bare names: there is no server glob to offer for them.
+        let alternative = match qualified.split_once(':') {
+            Some((server, _)) => format!(" (or \"{server}:*\")"),
+            None => String::new(),
+        };
         format!(
-            "to allow it, run `openpact permissions allow {qualified}`, or add \"{qualified}\" (or \"{server}:*\") to openpact.permissions.allow in {}",
+            "to allow it, run `openpact permissions allow {qualified}`, or add \"{qualified}\"{alternative} to openpact.permissions.allow in {}",
             self.config_label
         )
     }
