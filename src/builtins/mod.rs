@@ -109,11 +109,19 @@ pub trait Group: Send + Sync {
 #[derive(Default, Clone)]
 pub struct Builtins {
     groups: Vec<Arc<dyn Group>>,
+    /// Every tool with the index of its group, built once: definitions are fixed at
+    /// construction, and a call should not rebuild every schema to find its tool.
+    tools: Vec<(ToolDef, usize)>,
 }
 
 impl Builtins {
     pub fn new(groups: Vec<Arc<dyn Group>>) -> Builtins {
-        Builtins { groups }
+        let tools = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)))
+            .collect();
+        Builtins { groups, tools }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -122,20 +130,16 @@ impl Builtins {
 
     /// Every tool, in group order.
     pub fn tools(&self) -> Vec<ToolDef> {
-        self.groups.iter().flat_map(|g| g.tools()).collect()
+        self.tools.iter().map(|(t, _)| t.clone()).collect()
     }
 
     /// Validates the arguments against the tool's schema, then runs it.
     pub async fn call(&self, tool: &str, args: &Value) -> Option<ToolOutput> {
-        for g in &self.groups {
-            if let Some(def) = g.tools().into_iter().find(|t| t.name == tool) {
-                if let Err(message) = validate(&def.input_schema, args) {
-                    return Some(ToolOutput::error(message));
-                }
-                return Some(g.call(tool, args).await);
-            }
+        let (def, group) = self.tools.iter().find(|(t, _)| t.name == tool)?;
+        if let Err(message) = validate(&def.input_schema, args) {
+            return Some(ToolOutput::error(message));
         }
-        None
+        Some(self.groups[*group].call(tool, args).await)
     }
 }
 

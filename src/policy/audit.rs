@@ -69,32 +69,46 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 fn writer(dir: &Path, path: &Path, max_bytes: u64, rx: mpsc::Receiver<Record>) {
+    use std::os::unix::fs::MetadataExt;
     let mut warned = false;
+    // Kept open between batches; reopened when the file was rotated (by us or by another
+    // openpact process), which the inode tells.
+    let mut file: Option<(std::fs::File, u64)> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
         let result = (|| -> std::io::Result<()> {
-            crate::state::ensure_dir(dir)?;
-            if std::fs::metadata(path)
-                .map(|m| m.len() >= max_bytes)
-                .unwrap_or(false)
-            {
+            let current = std::fs::metadata(path).ok();
+            if current.as_ref().is_some_and(|m| m.len() >= max_bytes) {
                 // Keep one previous generation; older history goes.
                 std::fs::rename(path, path.with_extension("jsonl.1"))?;
+                file = None;
+            } else if file.as_ref().map(|(_, ino)| *ino) != current.as_ref().map(MetadataExt::ino) {
+                file = None;
             }
+            let (f, _) = match &mut file {
+                Some(open) => open,
+                None => {
+                    crate::state::ensure_dir(dir)?;
+                    let f = open(path)?;
+                    let ino = f.metadata()?.ino();
+                    file.insert((f, ino))
+                }
+            };
             let mut buf = Vec::with_capacity(batch.len() * 256);
             for r in &batch {
                 serde_json::to_writer(&mut buf, r)?;
                 buf.push(b'\n');
             }
             // One write per batch: with O_APPEND, lines of two processes never interleave.
-            open(path)?.write_all(&buf)
+            f.write_all(&buf)
         })();
-        if let Err(e) = result
-            && !warned
-        {
-            tracing::warn!(path = %path.display(), "cannot write the audit log: {e}");
-            warned = true;
+        if let Err(e) = result {
+            file = None;
+            if !warned {
+                tracing::warn!(path = %path.display(), "cannot write the audit log: {e}");
+                warned = true;
+            }
         }
     }
 }
