@@ -38,6 +38,8 @@ pub struct Named {
     pub json: String,
     /// Annotated `readOnlyHint: true` (a hint from the server, trusted only if configured).
     pub read_only: bool,
+    /// The `description` member (empty when absent), read once when the catalogue is built.
+    pub description: String,
     /// `sha256:…` of description + schema + annotations, computed when first needed.
     definition: std::sync::OnceLock<String>,
 }
@@ -46,13 +48,6 @@ impl Named {
     pub fn definition(&self) -> &str {
         self.definition
             .get_or_init(|| crate::policy::canonical::definition_hash(&self.json))
-    }
-
-    pub fn description(&self) -> String {
-        RawObject::parse(&self.json)
-            .ok()
-            .and_then(|o| o.get_str("description"))
-            .unwrap_or_default()
     }
 }
 
@@ -93,6 +88,10 @@ impl NamedList {
                     .and_then(|o| o.get("annotations").and_then(|a| RawObject::parse(a).ok()))
                     .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
                     .unwrap_or(false),
+                description: RawObject::parse(&entry.json)
+                    .ok()
+                    .and_then(|o| o.get_str("description"))
+                    .unwrap_or_default(),
                 definition: std::sync::OnceLock::new(),
             });
         }
@@ -135,6 +134,7 @@ impl NamedList {
                     wire,
                     json,
                     read_only,
+                    description: obj.get_str("description").unwrap_or_default(),
                     definition: std::sync::OnceLock::new(),
                 });
             }

@@ -566,7 +566,6 @@ impl Session {
             Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
         };
         let arguments = obj.get("arguments").unwrap_or("{}");
-        let description = named.description();
         let target = Target {
             kind: match kind {
                 NameKind::Tool => "tool",
@@ -574,7 +573,7 @@ impl Session {
             },
             qualified: &named.qualified,
             server: self.hub.server_name(named.upstream),
-            description: &description,
+            description: &named.description,
             definition: named.definition(),
             arguments,
             ask_every_time: matches!(route, Route::Builtin)
