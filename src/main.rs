@@ -29,26 +29,44 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
             cli::output::fatal(&e.into());
             return ExitCode::from(2);
         }
     };
-    let code = match runtime.block_on(cli::run(cli)) {
-        Ok(code) => code,
-        Err(e) => {
+    // Run on a worker, not on this thread: the tasks the command spawns then start on the
+    // same thread that spawned them instead of waking another one.
+    let code = match runtime.block_on(async { tokio::spawn(cli::run(cli)).await }) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             cli::output::fatal(&e);
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            cli::output::fatal(&anyhow::anyhow!("openpact failed: {e}"));
             ExitCode::from(2)
         }
     };
     // Don't wait for the stdin thread (blocked in read) or idle blocking threads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     code
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = std::env::var("OPENPACT_WORKER_THREADS")
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get().min(4)));
+    if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
 }

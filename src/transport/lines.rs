@@ -4,6 +4,7 @@
 use crate::jsonrpc::{Frame, Framer};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// What a writer task is asked to do.
 #[derive(Debug)]
@@ -43,12 +44,13 @@ where
 /// Spawns a task that writes queued lines to `w`. It drains everything already queued before
 /// flushing, so pipelined traffic costs few syscalls. It ends on [`Outgoing::Close`], when every
 /// sender is gone, or on a write error (logged at debug: the reader side reports the peer's end).
-pub fn spawn_writer<W>(w: W, label: String) -> mpsc::UnboundedSender<Outgoing>
+/// The handle finishes once the last line has been flushed.
+pub fn spawn_writer<W>(w: W, label: String) -> (mpsc::UnboundedSender<Outgoing>, JoinHandle<()>)
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
-    tokio::spawn(async move {
+    let done = tokio::spawn(async move {
         let mut w = BufWriter::with_capacity(1 << 14, w);
         'outer: while let Some(first) = rx.recv().await {
             let mut next = Some(first);
@@ -72,7 +74,7 @@ where
         let _ = w.flush().await;
         let _ = w.shutdown().await;
     });
-    tx
+    (tx, done)
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(

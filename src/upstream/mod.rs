@@ -388,7 +388,7 @@ impl Upstream {
             s.pid = pid;
             s.stderr = Some(stderr.clone());
         });
-        let out = spawn_writer(spawned.stdin, self.config.name.clone());
+        let (out, _) = spawn_writer(spawned.stdin, self.config.name.clone());
         let conn = Connection::new(self.config.name.clone(), out, stderr.clone());
         let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
         let (exit_tx, exited) = oneshot::channel();
