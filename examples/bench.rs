@@ -60,6 +60,10 @@ const TARGET_LATENCY_RATIO: f64 = 3.0;
 const TARGET_THROUGHPUT: f64 = 50_000.0;
 const TARGET_STARTUP_SLACK_MS: f64 = 50.0;
 const TARGET_RSS_MIB: f64 = 15.0;
+const TARGET_CACHE_HIT_RATIO: f64 = 1.5;
+const TARGET_PIPELINE_ADDED_US: f64 = 5.0;
+/// Progress notifications the fixture sends for one call in part 5.
+const PROGRESS_STEPS: [usize; 2] = [20_000, 5_000];
 
 /// How big each part of the run is.
 struct Params {
@@ -451,26 +455,34 @@ impl LineReader {
     }
 }
 
-/// The request every hot loop sends, split around its id.
+/// A request written with a fresh id each time: the line is cut at every `@ID@` (in the
+/// params too, when each call must differ, e.g. to miss the cache) and the id goes in between.
 struct CallTemplate {
-    head: &'static [u8],
-    tail: Vec<u8>,
+    parts: Vec<Vec<u8>>,
 }
 
+const ID_MARK: &str = "@ID@";
+
 impl CallTemplate {
-    fn echo(tool: &str) -> CallTemplate {
-        let tail = format!(
-            ",\"method\":\"tools/call\",\"params\":{{\"name\":{},\"arguments\":{{\"message\":\"hello\"}}}}}}\n",
-            Value::from(tool)
+    fn new(method: &str, params: &Value) -> CallTemplate {
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{ID_MARK},\"method\":{},\"params\":{params}}}\n",
+            Value::from(method)
         );
         CallTemplate {
-            head: b"{\"jsonrpc\":\"2.0\",\"id\":",
-            tail: tail.into_bytes(),
+            parts: line.split(ID_MARK).map(|p| p.as_bytes().to_vec()).collect(),
         }
     }
 
+    /// `tools/call TOOL {"message": "hello"}`, the same arguments every time.
+    fn echo(tool: &str) -> CallTemplate {
+        CallTemplate::new(
+            "tools/call",
+            &json!({"name": tool, "arguments": {"message": "hello"}}),
+        )
+    }
+
     fn write(&self, w: &mut impl Write, id: u64) -> std::io::Result<()> {
-        w.write_all(self.head)?;
         let mut digits = [0u8; 20];
         let mut i = digits.len();
         let mut n = id;
@@ -482,8 +494,13 @@ impl CallTemplate {
                 break;
             }
         }
-        w.write_all(&digits[i..])?;
-        w.write_all(&self.tail)
+        for (n, part) in self.parts.iter().enumerate() {
+            if n > 0 {
+                w.write_all(&digits[i..])?;
+            }
+            w.write_all(part)?;
+        }
+        Ok(())
     }
 }
 
@@ -814,6 +831,7 @@ fn spawn_hub(
         // The default log level, whatever the caller's environment says.
         .env_remove("OPENPACT_LOG")
         .env_remove("RUST_LOG")
+        .env(SECRET_VAR, "bench-secret-0123456789")
         .stderr(Stdio::from(log));
     Peer::spawn(label, cmd)
 }
@@ -1141,6 +1159,7 @@ fn round(x: f64, places: i32) -> f64 {
 
 #[derive(Clone)]
 struct Latency {
+    calls: usize,
     p50_us: f64,
     p99_us: f64,
     mean_us: f64,
@@ -1158,13 +1177,12 @@ struct Latency {
 
 fn latency(
     peer: &mut Peer,
-    tool: &str,
+    template: &CallTemplate,
     warmup: usize,
     calls: usize,
     pids: Pids,
     clk_tck: f64,
 ) -> Result<Latency> {
-    let template = CallTemplate::echo(tool);
     let scanner = IdScanner::new();
     let mut samples = Vec::with_capacity(calls);
     let mut before = None;
@@ -1201,6 +1219,7 @@ fn latency(
     let n = samples.len().max(1) as f64;
     let mean = samples.iter().sum::<u64>() as f64 / n;
     Ok(Latency {
+        calls,
         p50_us: percentile(&samples, 0.50) as f64 / 1e3,
         p99_us: percentile(&samples, 0.99) as f64 / 1e3,
         mean_us: mean / 1e3,
@@ -1246,12 +1265,11 @@ struct Throughput {
 
 fn throughput(
     peer: &mut Peer,
-    tool: &str,
+    template: &CallTemplate,
     total: usize,
     pids: Pids,
     clk_tck: f64,
 ) -> Result<Throughput> {
-    let template = CallTemplate::echo(tool);
     let scanner = IdScanner::new();
     let base = peer.next_id;
     peer.next_id += total as u64;
@@ -1608,8 +1626,67 @@ struct Calls {
     hub_rss_after: u64,
     hub_hwm_after: u64,
     hub_shutdown: Duration,
-    /// The same measures with policy features on (name, sequential latency, throughput runs).
-    variants: Vec<(&'static str, Latency, Vec<Throughput>)>,
+    /// The same measures with policy features on.
+    variants: Vec<Measured>,
+    surface: Surface,
+}
+
+/// What a policy variant is there to show.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    /// One feature on its own, for the table.
+    Feature,
+    /// The same call again and again with its tool cached: every call after the first a hit.
+    CacheHit,
+    /// Every stage doing real work on every call.
+    FullPipeline,
+}
+
+struct Variant {
+    name: &'static str,
+    role: Role,
+    settings: Value,
+}
+
+/// A policy variant's figures: sequential latency on fresh hubs, throughput on the first.
+struct Measured {
+    name: &'static str,
+    role: Role,
+    runs: Vec<Latency>,
+    throughput: Vec<Throughput>,
+}
+
+impl Measured {
+    fn median(&self) -> Option<Latency> {
+        median_latency(&self.runs)
+    }
+
+    fn best_p50(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|l| l.p50_us)
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Part 5: the rest of the surface, on the peers of parts 1 and 2.
+struct Surface {
+    read: [Latency; 2],
+    prompt: [Latency; 2],
+    progress: [Progress; 2],
+}
+
+/// One `tools/call progress` with a progress token: notifications forwarded per second.
+#[derive(Clone)]
+struct Progress {
+    notifications: usize,
+    secs: f64,
+}
+
+impl Progress {
+    fn per_sec(&self) -> f64 {
+        self.notifications as f64 / self.secs
+    }
 }
 
 /// The hub's `openpact` settings for the main measures: every call allowed by a rule, no rate
@@ -1624,36 +1701,92 @@ fn pass_through() -> Value {
     })
 }
 
-/// Policy features measured on top of [`pass_through`], one at a time.
-fn variants() -> Vec<(&'static str, Value)> {
+/// Policy features measured on top of [`pass_through`]: one at a time, then everything on.
+fn variants() -> Vec<Variant> {
     let with = |key: &str, value: Value| {
         let mut v = pass_through();
         v[key] = value;
         v
     };
+    let rate_limit = json!({"default": {"perSecond": 1e9, "burst": 1_000_000}});
+    let feature = |name, settings| Variant {
+        name,
+        role: Role::Feature,
+        settings,
+    };
     vec![
-        (
+        feature(
             "audit log on (the default)",
             with("audit", json!({"enabled": true})),
         ),
-        (
+        feature(
             "allowed by permissions.default (no rule)",
             with("permissions", json!({"default": "allow"})),
         ),
-        (
+        feature(
             "rate limit 1e9/s (a bucket per call)",
-            with(
-                "rateLimits",
-                json!({"default": {"perSecond": 1e9, "burst": 1_000_000}}),
-            ),
+            with("rateLimits", rate_limit.clone()),
         ),
+        Variant {
+            name: "cache hit (fx:echo cached, same arguments)",
+            role: Role::CacheHit,
+            settings: with(
+                "cache",
+                json!({"default": "off", "rules": {"fx:echo": "10m"}}),
+            ),
+        },
+        Variant {
+            name: "full pipeline (every call a cache miss)",
+            role: Role::FullPipeline,
+            settings: json!({
+                "permissions": {"default": "allow"},
+                "rateLimits": rate_limit,
+                "cache": {"default": "off", "rules": {"fx:echo": "10m"}},
+                "secrets": {"env": [SECRET_VAR]},
+                "audit": {"enabled": true},
+            }),
+        },
     ]
+}
+
+/// Set in every hub's environment; the full pipeline declares it a secret, so redaction has
+/// a pattern to look for in every line.
+const SECRET_VAR: &str = "OPENPACT_BENCH_SECRET";
+
+impl Variant {
+    /// Every call of the full pipeline differs in its arguments, so each one is a cache miss
+    /// that is then stored; the others repeat the same call.
+    fn template(&self) -> CallTemplate {
+        match self.role {
+            Role::FullPipeline => CallTemplate::new(
+                "tools/call",
+                &json!({"name": "fx:echo", "arguments": {"message": format!("hello {ID_MARK}")}}),
+            ),
+            Role::Feature | Role::CacheHit => CallTemplate::echo("fx:echo"),
+        }
+    }
 }
 
 impl Calls {
     /// The lowest p50 among `runs`: on a shared or virtual machine, interference only adds.
     fn best_p50(&self, runs: &[Latency]) -> f64 {
         runs.iter().map(|l| l.p50_us).fold(f64::INFINITY, f64::min)
+    }
+
+    fn variant(&self, role: Role) -> Option<&Measured> {
+        self.variants.iter().find(|m| m.role == role)
+    }
+
+    /// Best cache-hit p50 over best direct p50.
+    fn cache_hit_ratio(&self) -> Option<f64> {
+        let hit = self.variant(Role::CacheHit)?;
+        Some(ratio(hit.best_p50(), self.best_p50(&self.lat_direct_runs)))
+    }
+
+    /// What every stage of the pipeline on adds to the pass-through hub's p50 (best runs).
+    fn pipeline_added_us(&self) -> Option<f64> {
+        let full = self.variant(Role::FullPipeline)?;
+        Some(full.best_p50() - self.best_p50(&self.lat_hub_runs))
     }
 }
 
@@ -1735,18 +1868,19 @@ fn run_calls(ctx: &Ctx, p: &Params) -> Result<Calls> {
     // 1. Sequential latency: the first run on these peers, later ones on fresh processes.
     wd.arm("sequential latency", Duration::from_secs(300));
     let (lw, lc, tck) = (p.latency_warmup, p.latency_calls, ctx.clk_tck);
+    let (echo, fx_echo) = (CallTemplate::echo("echo"), CallTemplate::echo("fx:echo"));
     let mut lat_direct_runs = Vec::new();
     let mut lat_hub_runs = Vec::new();
     for rep in 0..p.latency_reps.max(1) {
         if rep == 0 {
-            lat_direct_runs.push(latency(&mut direct, "echo", lw, lc, direct_pids, tck)?);
-            lat_hub_runs.push(latency(&mut hub, "fx:echo", lw, lc, hub_pids, tck)?);
+            lat_direct_runs.push(latency(&mut direct, &echo, lw, lc, direct_pids, tck)?);
+            lat_hub_runs.push(latency(&mut hub, &fx_echo, lw, lc, hub_pids, tck)?);
         } else {
             let (mut d, dp) = start_direct_peer(ctx, &format!("fixture (direct, run {rep})"))?;
-            lat_direct_runs.push(latency(&mut d, "echo", lw, lc, dp, tck)?);
+            lat_direct_runs.push(latency(&mut d, &echo, lw, lc, dp, tck)?);
             d.close(Duration::from_secs(5));
             let (mut h, hp) = start_hub_peer(ctx, &format!("hub-1-run-{rep}"), &pass_through())?;
-            lat_hub_runs.push(latency(&mut h, "fx:echo", lw, lc, hp, tck)?);
+            lat_hub_runs.push(latency(&mut h, &fx_echo, lw, lc, hp, tck)?);
             h.close(Duration::from_secs(10));
         }
     }
@@ -1756,35 +1890,55 @@ fn run_calls(ctx: &Ctx, p: &Params) -> Result<Calls> {
     // 2. Throughput; repetitions interleaved so that drift hits both alike.
     wd.arm("throughput", Duration::from_secs(600));
     let (tw, tc) = (p.throughput_warmup, p.throughput_calls);
-    throughput(&mut direct, "echo", tw, direct_pids, tck)?;
-    throughput(&mut hub, "fx:echo", tw, hub_pids, tck)?;
+    throughput(&mut direct, &echo, tw, direct_pids, tck)?;
+    throughput(&mut hub, &fx_echo, tw, hub_pids, tck)?;
     let mut tp_direct = Vec::new();
     let mut tp_hub = Vec::new();
     for _ in 0..p.throughput_reps {
-        tp_direct.push(throughput(&mut direct, "echo", tc, direct_pids, tck)?);
-        tp_hub.push(throughput(&mut hub, "fx:echo", tc, hub_pids, tck)?);
+        tp_direct.push(throughput(&mut direct, &echo, tc, direct_pids, tck)?);
+        tp_hub.push(throughput(&mut hub, &fx_echo, tc, hub_pids, tck)?);
     }
     let tpd = median_rep(&tp_direct).ok_or_else(|| anyhow!("no throughput runs"))?;
     let tph = median_rep(&tp_hub).ok_or_else(|| anyhow!("no throughput runs"))?;
     let hub_rss_after = status_field(hub.pid, "VmRSS")?;
     let hub_hwm_after = status_field(hub.pid, "VmHWM")?;
+
+    // 5. The rest of the surface, on the same peers.
+    wd.arm("resources, prompts and progress", Duration::from_secs(300));
+    let surface = run_surface(p, &mut direct, direct_pids, &mut hub, hub_pids, tck)?;
     wd.arm("closing the peers", Duration::from_secs(30));
     let hub_shutdown = hub.close(Duration::from_secs(10));
     direct.close(Duration::from_secs(5));
 
-    // The same with one policy feature on at a time.
+    // 6. The same with policy features on: sequential runs on fresh hubs, throughput on the
+    // first.
     let mut measured = Vec::new();
-    for (i, (name, settings)) in variants().into_iter().enumerate() {
-        wd.arm(&format!("hub with {name}"), Duration::from_secs(600));
-        let (mut hub, pids) = start_hub_peer(ctx, &format!("hub-1-policy-{i}"), &settings)?;
-        let lat = latency(&mut hub, "fx:echo", lw, lc, pids, tck)?;
-        throughput(&mut hub, "fx:echo", tw, pids, tck)?;
+    for (i, variant) in variants().into_iter().enumerate() {
+        wd.arm(
+            &format!("hub with {}", variant.name),
+            Duration::from_secs(600),
+        );
+        let template = variant.template();
         let mut runs = Vec::new();
-        for _ in 0..p.throughput_reps {
-            runs.push(throughput(&mut hub, "fx:echo", tc, pids, tck)?);
+        let mut tp = Vec::new();
+        for rep in 0..p.latency_reps.max(1) {
+            let label = format!("hub-1-policy-{i}-run-{rep}");
+            let (mut hub, pids) = start_hub_peer(ctx, &label, &variant.settings)?;
+            runs.push(latency(&mut hub, &template, lw, lc, pids, tck)?);
+            if rep == 0 {
+                throughput(&mut hub, &template, tw, pids, tck)?;
+                for _ in 0..p.throughput_reps {
+                    tp.push(throughput(&mut hub, &template, tc, pids, tck)?);
+                }
+            }
+            hub.close(Duration::from_secs(10));
         }
-        hub.close(Duration::from_secs(10));
-        measured.push((name, lat, runs));
+        measured.push(Measured {
+            name: variant.name,
+            role: variant.role,
+            runs,
+            throughput: tp,
+        });
     }
     wd.disarm();
     Ok(Calls {
@@ -1801,6 +1955,92 @@ fn run_calls(ctx: &Ctx, p: &Params) -> Result<Calls> {
         hub_hwm_after,
         hub_shutdown,
         variants: measured,
+        surface,
+    })
+}
+
+/// `resources/read` and `prompts/get` one at a time, and progress notifications streamed
+/// through one call, direct and through the hub.
+fn run_surface(
+    p: &Params,
+    direct: &mut Peer,
+    direct_pids: Pids,
+    hub: &mut Peer,
+    hub_pids: Pids,
+    tck: f64,
+) -> Result<Surface> {
+    let (lw, lc) = (p.latency_warmup / 2, p.latency_calls / 2);
+    let read = CallTemplate::new("resources/read", &json!({"uri": "fixture://static/1"}));
+    let prompt = |name: &str| {
+        CallTemplate::new(
+            "prompts/get",
+            &json!({"name": name, "arguments": {"name": "bench"}}),
+        )
+    };
+    let steps = if p.mode == "quick" {
+        PROGRESS_STEPS[1]
+    } else {
+        PROGRESS_STEPS[0]
+    };
+    Ok(Surface {
+        read: [
+            latency(direct, &read, lw, lc, direct_pids, tck)?,
+            latency(hub, &read, lw, lc, hub_pids, tck)?,
+        ],
+        prompt: [
+            latency(direct, &prompt("greet"), lw, lc, direct_pids, tck)?,
+            latency(hub, &prompt("fx:greet"), lw, lc, hub_pids, tck)?,
+        ],
+        progress: [
+            progress(direct, "progress", steps)?,
+            progress(hub, "fx:progress", steps)?,
+        ],
+    })
+}
+
+/// Calls `tool` (the fixture's `progress`) for `steps` notifications sent as fast as the
+/// fixture can, and times them from the request to the last one. Every notification must
+/// arrive, under the token this client chose, before the answer.
+fn progress(peer: &mut Peer, tool: &str, steps: usize) -> Result<Progress> {
+    let id = peer.next_id;
+    peer.next_id += 1;
+    let request = json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {
+            "name": tool,
+            "arguments": {"steps": steps, "ms": 0},
+            "_meta": {"progressToken": "bench-progress"},
+        },
+    });
+    let scanner = IdScanner::new();
+    let token = memchr::memmem::Finder::new(b"\"progressToken\":\"bench-progress\"");
+    let t0 = Instant::now();
+    peer.send_line(&request.to_string())?;
+    let mut seen = 0usize;
+    let mut last = t0;
+    loop {
+        let line = peer.r.line()?;
+        let text = &peer.r.buf[line];
+        match scanner.scan(text)? {
+            Seen::Result(got) if got == id => break,
+            Seen::Result(got) => bail!("{}: answer to id {got} during progress", peer.label),
+            Seen::Other => {
+                if token.find(text).is_some() {
+                    seen += 1;
+                    last = Instant::now();
+                }
+            }
+        }
+    }
+    if seen != steps {
+        bail!(
+            "{}: {seen} of {steps} progress notifications arrived",
+            peer.label
+        );
+    }
+    Ok(Progress {
+        notifications: seen,
+        secs: (last - t0).as_secs_f64(),
     })
 }
 
@@ -1880,6 +2120,8 @@ struct Verdicts {
     throughput: Option<bool>,
     startup: Option<bool>,
     memory: Option<bool>,
+    cache_hit: Option<bool>,
+    pipeline: Option<bool>,
 }
 
 fn verdicts(calls: Option<&Calls>, startup: Option<&Startup>) -> Verdicts {
@@ -1891,6 +2133,12 @@ fn verdicts(calls: Option<&Calls>, startup: Option<&Startup>) -> Verdicts {
         throughput: calls.map(|c| c.tph.per_sec >= TARGET_THROUGHPUT),
         startup: s50.map(|(s, h)| h.full_ms <= s.single_max + TARGET_STARTUP_SLACK_MS),
         memory: s50.map(|(_, h)| h.rss_after_startup_kib() as f64 / 1024.0 <= TARGET_RSS_MIB),
+        cache_hit: calls
+            .and_then(Calls::cache_hit_ratio)
+            .map(|r| r <= TARGET_CACHE_HIT_RATIO),
+        pipeline: calls
+            .and_then(Calls::pipeline_added_us)
+            .map(|us| us <= TARGET_PIPELINE_ADDED_US),
     }
 }
 
@@ -2083,27 +2331,95 @@ fn print_calls(p: &Params, c: &Calls, v: &Verdicts) {
         share_pct(d.cpu_pressure),
         share_pct(h.cpu_pressure),
     );
+    print_surface(&c.surface, &row, &text, &f2);
+    print_policy(c, v, &f2);
+}
+
+fn print_surface(
+    s: &Surface,
+    row: &dyn Fn(&str, f64, f64, &str, &str),
+    text: &dyn Fn(&str, String, String),
+    f2: &dyn Fn(f64) -> String,
+) {
+    println!(
+        "5. the rest of the surface through the same peers ({} requests each, one at a time)",
+        s.read[0].calls
+    );
+    let [rd, rh] = &s.read;
+    row("resources/read p50", rd.p50_us, rh.p50_us, "µs", "");
+    row("resources/read p99", rd.p99_us, rh.p99_us, "µs", "");
+    let [pd, ph] = &s.prompt;
+    row("prompts/get p50", pd.p50_us, ph.p50_us, "µs", "");
+    row("prompts/get p99", pd.p99_us, ph.p99_us, "µs", "");
+    let [gd, gh] = &s.progress;
+    println!(
+        "   {:<42} {:>11} {:>11} {:>9.2}x  all {} delivered, in order, before the answer",
+        "progress notifications forwarded per second",
+        format!("{:.0}", gd.per_sec()),
+        format!("{:.0}", gh.per_sec()),
+        ratio(gh.per_sec(), gd.per_sec()),
+        gh.notifications
+    );
+    text(
+        "CPU µs per read: hub",
+        "-".into(),
+        rh.cpu_us_per_call.hub.map_or_else(|| "-".into(), f2),
+    );
+}
+
+fn print_policy(c: &Calls, v: &Verdicts, f2: &dyn Fn(f64) -> String) {
     if c.variants.is_empty() {
         return;
     }
     println!(
-        "   policy features, one at a time (the hub above has every call allowed by a rule, no rate"
+        "6. the policy pipeline: the hubs above allow every call by a rule, with no rate limit,"
     );
-    println!("   limit, no cache, no audit); ratios are to that hub:");
+    println!(
+        "   cache or audit; here features are on, one at a time, then all of them (best p50 of {}",
+        c.lat_hub_runs.len()
+    );
+    println!("   fresh hubs each; ratios are to that pass-through hub, added µs to its best p50):");
     println!(
         "   {:<42} {:>11} {:>11} {:>11} {:>11} {:>11}",
-        "", "seq p50", "seq p99", "calls/s", "CPU µs/call", "switches"
+        "", "best p50", "p99", "calls/s", "CPU µs/call", "switches"
     );
-    for (name, lat, runs) in &c.variants {
-        let Some(t) = median_rep(runs) else { continue };
+    let base = c.best_p50(&c.lat_hub_runs);
+    for m in &c.variants {
+        let Some(lat) = m.median() else { continue };
+        let best = m.best_p50();
+        let tp = median_rep(&m.throughput).map_or_else(
+            || "-".to_string(),
+            |t| format!("{:.0} ({:.2}x)", t.per_sec, ratio(t.per_sec, c.tph.per_sec)),
+        );
         println!(
             "   {:<42} {:>11} {:>11} {:>11} {:>11} {:>11}",
-            name,
-            format!("{:.1} ({:.2}x)", lat.p50_us, ratio(lat.p50_us, lh.p50_us)),
+            m.name,
+            format!("{best:.1} ({:+.1})", best - base),
             format!("{:.1}", lat.p99_us),
-            format!("{:.0} ({:.2}x)", t.per_sec, ratio(t.per_sec, h.per_sec)),
-            hub_f2(lat.cpu_us_per_call.hub),
-            hub_f2(lat.switches_per_call.hub),
+            tp,
+            lat.cpu_us_per_call.hub.map_or_else(|| "-".into(), f2),
+            lat.switches_per_call.hub.map_or_else(|| "-".into(), f2),
+        );
+    }
+    if let Some(r) = c.cache_hit_ratio() {
+        println!(
+            "   {:<42} {:>11} {:>11} {:>9.2}x  hit ≤ {TARGET_CACHE_HIT_RATIO}× direct echo   {}",
+            "cache hit vs a direct echo (best p50)",
+            format!("{:.1} µs", c.best_p50(&c.lat_direct_runs)),
+            c.variant(Role::CacheHit)
+                .map_or_else(String::new, |m| format!("{:.1} µs", m.best_p50())),
+            r,
+            mark(v.cache_hit == Some(true))
+        );
+    }
+    if let (Some(added), Some(full)) = (c.pipeline_added_us(), c.variant(Role::FullPipeline)) {
+        println!(
+            "   {:<42} {:>11} {:>11} {:>9.2}x  adds ≤ {TARGET_PIPELINE_ADDED_US} µs p50: {added:+.1} µs   {}",
+            "full pipeline vs a direct echo (best p50)",
+            format!("{:.1} µs", c.best_p50(&c.lat_direct_runs)),
+            format!("{:.1} µs", full.best_p50()),
+            ratio(full.best_p50(), c.best_p50(&c.lat_direct_runs)),
+            mark(v.pipeline == Some(true))
         );
     }
 }
@@ -2241,14 +2557,27 @@ fn calls_json(c: &Calls) -> Value {
             "direct_runs": c.tp_direct.iter().map(Throughput::json).collect::<Vec<_>>(),
             "hub_runs": c.tp_hub.iter().map(Throughput::json).collect::<Vec<_>>(),
         },
-                "policy_variants": c.variants.iter().map(|(name, l, runs)| json!({
-            "name": name,
-            "latency": lat(l),
-            "throughput": median_rep(runs).map(|t| t.json()),
-            "throughput_runs": runs.iter().map(Throughput::json).collect::<Vec<_>>(),
-            "ratio_p50_to_pass_through_hub": round(ratio(l.p50_us, c.lat_hub.p50_us), 3),
-            "ratio_throughput_to_pass_through_hub": median_rep(runs).map(|t| round(ratio(t.per_sec, c.tph.per_sec), 3)),
+        "policy_variants": c.variants.iter().map(|m| json!({
+            "name": m.name,
+            "best_p50_us": round(m.best_p50(), 2),
+            "added_to_pass_through_best_p50_us": round(m.best_p50() - c.best_p50(&c.lat_hub_runs), 2),
+            "latency_median_run": m.median().as_ref().map(lat),
+            "latency_runs": m.runs.iter().map(lat).collect::<Vec<_>>(),
+            "throughput": median_rep(&m.throughput).map(|t| t.json()),
+            "throughput_runs": m.throughput.iter().map(Throughput::json).collect::<Vec<_>>(),
+            "ratio_throughput_to_pass_through_hub": median_rep(&m.throughput).map(|t| round(ratio(t.per_sec, c.tph.per_sec), 3)),
         })).collect::<Vec<_>>(),
+        "policy_variant_settings": variants().into_iter().map(|v| json!({"name": v.name, "settings": v.settings})).collect::<Vec<_>>(),
+        "surface": {
+            "resources_read": {"direct": lat(&c.surface.read[0]), "hub": lat(&c.surface.read[1]), "ratio_p50": round(ratio(c.surface.read[1].p50_us, c.surface.read[0].p50_us), 3)},
+            "prompts_get": {"direct": lat(&c.surface.prompt[0]), "hub": lat(&c.surface.prompt[1]), "ratio_p50": round(ratio(c.surface.prompt[1].p50_us, c.surface.prompt[0].p50_us), 3)},
+            "progress_notifications_per_sec": {
+                "notifications": c.surface.progress[1].notifications,
+                "direct": round(c.surface.progress[0].per_sec(), 0),
+                "hub": round(c.surface.progress[1].per_sec(), 0),
+                "ratio": round(ratio(c.surface.progress[1].per_sec(), c.surface.progress[0].per_sec()), 3),
+            },
+        },
         "hub_settings": pass_through(),
         "memory_1_server": {
             "hub_rss_kib_idle": c.hub_rss_idle,
@@ -2328,11 +2657,13 @@ fn run(p: &Params) -> Result<()> {
     println!();
     let show = |ok: Option<bool>| ok.map_or("not run", mark);
     println!(
-        "targets: latency {}, throughput {}, startup {}, memory {}   ({:.1} s; load average {} → {})",
+        "targets: latency {}, throughput {}, startup {}, memory {}, cache hit {}, pipeline {}   ({:.1} s; load average {} → {})",
         show(v.latency),
         show(v.throughput),
         show(v.startup),
         show(v.memory),
+        show(v.cache_hit),
+        show(v.pipeline),
         started.elapsed().as_secs_f64(),
         load_before.map_or_else(|| "?".to_string(), |l| format!("{l:.2}")),
         load_after.map_or_else(|| "?".to_string(), |l| format!("{l:.2}")),
@@ -2379,6 +2710,16 @@ fn run(p: &Params) -> Result<()> {
                 "hub_50_ms": s50.map(|(_, h)| round(h.full_ms, 2)),
                 "limit_ms": s50.map(|(s, _)| round(s.single_max + TARGET_STARTUP_SLACK_MS, 2)),
                 "pass": v.startup,
+            },
+            "cache_hit": {
+                "rule": format!("cache-hit p50 <= {TARGET_CACHE_HIT_RATIO} x direct echo p50, best runs"),
+                "ratio": calls.as_ref().and_then(Calls::cache_hit_ratio).map(|r| round(r, 3)),
+                "pass": v.cache_hit,
+            },
+            "pipeline": {
+                "rule": format!("full pipeline p50 - pass-through hub p50 <= {TARGET_PIPELINE_ADDED_US} us, best runs"),
+                "added_us": calls.as_ref().and_then(Calls::pipeline_added_us).map(|us| round(us, 2)),
+                "pass": v.pipeline,
             },
             "memory": {
                                 "rule": format!("hub VmRSS after starting 50 servers (the larger of: when the list is complete, {} s later) <= {TARGET_RSS_MIB} MiB", RSS_SETTLE.as_secs()),

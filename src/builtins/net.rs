@@ -113,7 +113,11 @@ pub struct Fetcher {
 }
 
 struct Core {
-    client: reqwest::Client,
+    /// Built on the first request: loading the TLS roots costs milliseconds of CPU and a few
+    /// hundred KiB, which a hub whose built-ins never go online should not pay at startup.
+    client: OnceLock<Result<reqwest::Client, String>>,
+    /// Names resolved without the guard (tests standing in for public servers).
+    trusted: Vec<(String, IpAddr)>,
     /// Refuse private addresses (`guard && !allow_private`).
     block: bool,
     max_bytes: u64,
@@ -156,23 +160,11 @@ impl Fetcher {
         guard: bool,
         trusted: Vec<(String, IpAddr)>,
     ) -> Result<Fetcher, NetError> {
-        install_crypto_provider();
-        let block = guard && !web.allow_private;
-        let resolver = GuardedResolver { block, trusted };
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(resolver);
-        if block {
-            // A proxy would resolve the target itself, past the guard.
-            builder = builder.no_proxy();
-        }
-        let client = builder
-            .build()
-            .map_err(|e| NetError::Http(format!("cannot build the HTTP client: {}", chain(&e))))?;
         Ok(Fetcher {
             core: Arc::new(Core {
-                client,
-                block,
+                client: OnceLock::new(),
+                trusted,
+                block: guard && !web.allow_private,
                 max_bytes: web.max_bytes,
                 timeout: web.timeout,
                 max_redirects: web.max_redirects,
@@ -231,6 +223,29 @@ impl Fetcher {
 }
 
 impl Core {
+    fn client(&self) -> Result<&reqwest::Client, NetError> {
+        self.client
+            .get_or_init(|| {
+                install_crypto_provider();
+                let resolver = GuardedResolver {
+                    block: self.block,
+                    trusted: self.trusted.clone(),
+                };
+                let mut builder = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .dns_resolver(resolver);
+                if self.block {
+                    // A proxy would resolve the target itself, past the guard.
+                    builder = builder.no_proxy();
+                }
+                builder
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
+            })
+            .as_ref()
+            .map_err(|e| NetError::Http(e.clone()))
+    }
+
     async fn fetch(&self, req: HttpRequest) -> Result<HttpResponse, NetError> {
         let limit = req.timeout.unwrap_or(self.timeout);
         match tokio::time::timeout(limit, self.run(req)).await {
@@ -264,7 +279,7 @@ impl Core {
                 host = url.host_str().unwrap_or(""),
                 "outbound HTTP request"
             );
-            let mut rb = self.client.request(method.clone(), url.clone());
+            let mut rb = self.client()?.request(method.clone(), url.clone());
             for (k, v) in &headers {
                 let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
                     .map_err(|_| NetError::BadRequest(format!("invalid header name {k:?}")))?;
