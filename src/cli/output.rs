@@ -125,7 +125,7 @@ fn prompt_arguments(json: &str) -> String {
 }
 
 pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Result<()> {
-    let named = |items: &[crate::hub::Named]| -> Vec<Value> {
+    let named = |items: &[std::sync::Arc<crate::hub::Named>]| -> Vec<Value> {
         items
             .iter()
             .map(|t| {
@@ -557,7 +557,7 @@ pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Res
             continue;
         }
         let decision = if r.source.is_empty() {
-            r.decision.clone()
+            r.decision.to_string()
         } else {
             format!("{} ({})", r.decision, r.source)
         };

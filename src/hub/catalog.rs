@@ -57,7 +57,8 @@ pub type CatalogTool = Named;
 /// A namespaced list (tools or prompts) with its lookup table.
 #[derive(Debug, Default)]
 pub struct NamedList {
-    pub items: Vec<Named>,
+    /// Shared, so a call takes its entry with a reference count, not a deep copy.
+    pub items: Vec<Arc<Named>>,
     lookup: HashMap<String, usize>,
     /// Changes whenever the served list changes; cursors carry it.
     pub fingerprint: u64,
@@ -72,12 +73,12 @@ impl NamedList {
         builtin: &[Entry],
         entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
     ) -> NamedList {
-        let mut items: Vec<Named> = Vec::new();
+        let mut items: Vec<Arc<Named>> = Vec::new();
         let mut lookup: HashMap<String, usize> = HashMap::new();
         // Built-ins come first, under their bare names, which are valid in both naming modes.
         for entry in builtin {
             lookup.insert(entry.key.clone(), items.len());
-            items.push(Named {
+            items.push(Arc::new(Named {
                 upstream: BUILTIN,
                 original: entry.key.clone(),
                 qualified: entry.key.clone(),
@@ -93,7 +94,7 @@ impl NamedList {
                     .and_then(|o| o.get_str("description"))
                     .unwrap_or_default(),
                 definition: std::sync::OnceLock::new(),
-            });
+            }));
         }
         for up in ready(upstreams) {
             let prefix = up.config.prefix();
@@ -127,7 +128,7 @@ impl NamedList {
                 for name in [&wire, &qualified, &portable] {
                     lookup.entry(name.clone()).or_insert(idx);
                 }
-                items.push(Named {
+                items.push(Arc::new(Named {
                     upstream: up.index,
                     original: entry.key.clone(),
                     qualified,
@@ -136,7 +137,7 @@ impl NamedList {
                     read_only,
                     description: obj.get_str("description").unwrap_or_default(),
                     definition: std::sync::OnceLock::new(),
-                });
+                }));
             }
         }
         let fingerprint = fingerprint(items.iter().map(|i| (i.upstream, i.json.as_str())));
@@ -148,7 +149,7 @@ impl NamedList {
     }
 
     /// Resolves a wire, qualified or portable name.
-    pub fn find(&self, name: &str) -> Option<&Named> {
+    pub fn find(&self, name: &str) -> Option<&Arc<Named>> {
         self.lookup.get(name).map(|&i| &self.items[i])
     }
 

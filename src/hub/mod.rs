@@ -26,6 +26,7 @@ use crate::upstream::Entry;
 use crate::upstream::{CallError, Connection, Event, Sink, State, Upstream};
 use std::path::Path;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -391,7 +392,7 @@ impl Hub {
         &self,
         kind: NameKind,
         name: &str,
-    ) -> Result<(Route, Named), RouteError> {
+    ) -> Result<(Route, Arc<Named>), RouteError> {
         match self.try_route_name(kind, name) {
             Err(_) if self.starting() => {
                 let left = self
@@ -408,7 +409,11 @@ impl Hub {
         }
     }
 
-    fn try_route_name(&self, kind: NameKind, name: &str) -> Result<(Route, Named), RouteError> {
+    fn try_route_name(
+        &self,
+        kind: NameKind,
+        name: &str,
+    ) -> Result<(Route, Arc<Named>), RouteError> {
         let catalog = self.catalog();
         let (list, label) = match kind {
             NameKind::Tool => (&catalog.tools, "tool"),
@@ -480,22 +485,27 @@ impl Hub {
         up.request(method, Some(&params)).await
     }
 
-    fn rewrite_progress<'h>(
+    fn rewrite_progress<'h, 'p>(
         &'h self,
         session: &Arc<Session>,
-        params: &str,
-    ) -> (String, Option<ProgressGuard<'h>>) {
+        params: &'p str,
+    ) -> (Cow<'p, str>, Option<ProgressGuard<'h>>) {
+        // Most calls carry no `_meta`: skip parsing them (a key spelled with `\u` escapes
+        // still goes the long way).
+        if !params.contains("\"_meta\"") && !params.contains("\\u") {
+            return (Cow::Borrowed(params), None);
+        }
         let Ok(obj) = RawObject::parse(params) else {
-            return (params.to_string(), None);
+            return (Cow::Borrowed(params), None);
         };
         let Some(meta_text) = obj.get("_meta") else {
-            return (params.to_string(), None);
+            return (Cow::Borrowed(params), None);
         };
         let Ok(meta) = RawObject::parse(meta_text) else {
-            return (params.to_string(), None);
+            return (Cow::Borrowed(params), None);
         };
         let Some(original) = meta.get("progressToken") else {
-            return (params.to_string(), None);
+            return (Cow::Borrowed(params), None);
         };
         let token = format!(
             "\"openpact-{}\"",
@@ -507,7 +517,7 @@ impl Hub {
         );
         let new_meta = meta.with("progressToken", &token);
         (
-            obj.with("_meta", &new_meta),
+            Cow::Owned(obj.with("_meta", &new_meta)),
             Some(ProgressGuard { hub: self, token }),
         )
     }
@@ -714,6 +724,8 @@ impl Hub {
         {
             tracing::warn!("some servers did not stop in time");
         }
+        let policy = self.policy.clone();
+        let _ = tokio::task::spawn_blocking(move || policy.flush_audit()).await;
     }
 
     /// Instructions for the downstream `initialize`: each server's own, labelled.

@@ -579,16 +579,18 @@ impl Session {
             ask_every_time: matches!(route, Route::Builtin)
                 && crate::builtins::ASK_EVERY_TIME.contains(&named.original.as_str()),
         };
-        let mut audit = self.audit_start(m.method(), &named.qualified, arguments);
         let policy = self.hub.policy.clone();
-        if let Some(denied) = self.admit(m, &target, &mut audit).await {
-            return self.finish(audit, t0, denied);
-        }
-        let upstream_params = obj.with("name", &jsonrpc::quote(&named.original));
         let ttl = match kind {
             NameKind::Tool => policy.cache_ttl(&named.qualified, named.read_only),
             NameKind::Prompt => None,
         };
+        // The cache key and the audit record share one canonical form of the arguments.
+        let canon = (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments));
+        let mut audit = self.audit_start(m.method(), &named.qualified, canon.as_deref());
+        if let Some(denied) = self.admit(m, &target, &mut audit).await {
+            return self.finish(audit, t0, denied);
+        }
+        let upstream_params = obj.with("name", &jsonrpc::quote(&named.original));
         let call_upstream = || {
             self.dispatch(
                 &route,
@@ -601,9 +603,14 @@ impl Session {
         let Some(ttl) = ttl else {
             let reply = call_upstream().await;
             audit.cache = "off".into();
+            self.note_outcome(&mut audit, &reply);
             return self.finish(audit, t0, relay(m.id(), reply));
         };
-        let key = Key::new(named.upstream, &named.original, arguments);
+        let key = Key::from_canonical(
+            named.upstream,
+            &named.original,
+            canon.unwrap_or_else(|| canonical(arguments)),
+        );
         let call = async {
             let reply = call_upstream().await;
             match &reply {
@@ -618,11 +625,14 @@ impl Session {
         match policy.cache.get_or_call(key, ttl, call).await {
             Ok((result, hit)) => {
                 audit.cache = if hit { "hit" } else { "miss" }.into();
+                // Only successful, non-error results are stored.
+                audit.outcome = "ok".into();
                 self.finish(audit, t0, jsonrpc::result(m.id(), &result))
             }
             Err(not_stored) => {
                 audit.cache = "miss".into();
                 let NotStored::Uncacheable(reply) = &*not_stored;
+                self.note_outcome(&mut audit, reply);
                 self.finish(audit, t0, relay(m.id(), reply.clone()))
             }
         }
@@ -716,37 +726,46 @@ impl Session {
         None
     }
 
-    fn audit_start(&self, method: &str, target: &str, arguments: &str) -> Record {
+    /// The audit record as far as it is known before the call; an empty one (nothing
+    /// allocated) when auditing is off.
+    fn audit_start(&self, method: &str, target: &str, canon: Option<&str>) -> Record {
         let policy = &self.hub.policy;
-        let (arguments_hash, arguments_value) = if policy.audit_enabled() {
-            let canon = canonical(arguments);
-            let value = policy.settings.audit.arguments.then(|| {
-                serde_json::from_str(&policy.redact(&canon)).unwrap_or(serde_json::Value::Null)
-            });
-            (sha256(&canon), value)
-        } else {
-            (String::new(), None)
+        let (true, Some(canon)) = (policy.audit_enabled(), canon) else {
+            return Record::default();
         };
+        let arguments = policy.settings.audit.arguments.then(|| {
+            serde_json::from_str(&policy.redact(canon)).unwrap_or(serde_json::Value::Null)
+        });
         Record {
-            // Only worth formatting when it will be written.
-            time: if policy.audit_enabled() {
-                crate::time::now_rfc3339()
-            } else {
-                String::new()
-            },
+            time: crate::time::now_rfc3339(),
             client: lock(&self.client_name).clone(),
             method: method.to_string(),
             target: target.to_string(),
-            decision: String::new(),
-            source: String::new(),
             cache: "off".into(),
-            duration_ms: 0.0,
-            outcome: String::new(),
-            result_bytes: 0,
-            arguments_hash,
-            arguments: arguments_value,
-            error: None,
+            arguments_hash: sha256(canon),
+            arguments,
+            ..Record::default()
         }
+    }
+
+    /// Reads the audit outcome off a server's reply, sparing [`Session::finish`] a re-parse of
+    /// the line it becomes. Failures to get a reply are left to `finish`, which records the
+    /// error object the client was sent.
+    fn note_outcome(&self, audit: &mut Record, reply: &Result<Message, CallError>) {
+        let policy = &self.hub.policy;
+        if !policy.audit_enabled() {
+            return;
+        }
+        let Ok(msg) = reply else { return };
+        audit.outcome = match (msg.result(), msg.error()) {
+            (Some(result), _) if is_error_result(result) => "isError".into(),
+            (Some(_), _) => "ok".into(),
+            (None, Some(error)) => {
+                audit.error = Some(policy.redact(error).into_owned());
+                "error".into()
+            }
+            (None, None) => return,
+        };
     }
 
     /// Completes the audit record from the response line and hands the line back.
@@ -817,7 +836,7 @@ impl Session {
             arguments: "{}",
             ask_every_time: false,
         };
-        let mut audit = self.audit_start(m.method(), &qualified, "{}");
+        let mut audit = self.audit_start(m.method(), &qualified, Some("{}"));
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
             return self.finish(audit, t0, denied);
         }
@@ -825,6 +844,7 @@ impl Session {
             .hub
             .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
             .await;
+        self.note_outcome(&mut audit, &reply);
         self.finish(audit, t0, relay(m.id(), reply))
     }
 

@@ -1,13 +1,19 @@
 //! The audit log: one JSON line per call in `audit.jsonl` in the state dir, written by a
 //! background thread (a call never waits for the disk), rotated past a size.
+//!
+//! The thread gathers records for a few milliseconds before writing, so a busy hub wakes it
+//! about a hundred times a second rather than once per call; [`AuditLog::flush`] (called on
+//! shutdown) writes whatever is waiting at once.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     pub time: String,
@@ -16,15 +22,16 @@ pub struct Record {
     pub method: String,
     /// `server:tool`, `server:prompt` or `server:<uri>`.
     pub target: String,
+    // The fixed vocabularies are `Cow`s so that filling them in costs no allocation.
     /// allow / deny.
-    pub decision: String,
+    pub decision: Cow<'static, str>,
     /// rule / remembered / prompt / default / non-interactive.
-    pub source: String,
+    pub source: Cow<'static, str>,
     /// hit / miss / off.
-    pub cache: String,
+    pub cache: Cow<'static, str>,
     pub duration_ms: f64,
     /// ok / isError / error / denied / rateLimited.
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
     pub result_bytes: usize,
     pub arguments_hash: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -33,31 +40,128 @@ pub struct Record {
     pub error: Option<String>,
 }
 
+/// How long the writer gathers records after the first one arrives.
+const GATHER: Duration = Duration::from_millis(10);
+/// How long [`AuditLog::flush`] waits for the disk.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
 pub struct AuditLog {
-    tx: mpsc::Sender<Record>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes the writer: the first record of a batch, a flush, or the log's end.
+    wake: Condvar,
+    /// Tells flushers that a batch reached the file.
+    written: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    records: Vec<Record>,
+    /// The writer has been woken for the records waiting; later ones need not wake it again.
+    woken: bool,
+    /// Flush tickets handed out, and the last one the writer has honoured.
+    flush_asked: u64,
+    flush_done: u64,
+    closed: bool,
 }
 
 pub fn path_in(state_dir: &Path) -> PathBuf {
     state_dir.join("audit.jsonl")
 }
 
+fn lock(m: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl AuditLog {
     pub fn start(state_dir: &Path, max_bytes: u64) -> AuditLog {
-        let (tx, rx) = mpsc::channel::<Record>();
+        let shared = Arc::new(Shared::default());
         let path = path_in(state_dir);
         let dir = state_dir.to_path_buf();
+        let theirs = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("audit".into())
-            .spawn(move || writer(&dir, &path, max_bytes, rx));
+            .spawn(move || writer(&dir, &path, max_bytes, &theirs));
         if let Err(e) = spawned {
             tracing::warn!("audit log disabled: could not start its writer: {e}");
+            lock(&shared.queue).closed = true;
         }
-        AuditLog { tx }
+        AuditLog { shared }
     }
 
     pub fn record(&self, r: Record) {
-        let _ = self.tx.send(r);
+        let mut q = lock(&self.shared.queue);
+        if q.closed {
+            return;
+        }
+        q.records.push(r);
+        if !q.woken {
+            q.woken = true;
+            self.shared.wake.notify_one();
+        }
     }
+
+    /// Writes every record handed in so far before returning (or after [`FLUSH_LIMIT`]).
+    pub fn flush(&self) {
+        let mut q = lock(&self.shared.queue);
+        if q.closed {
+            return;
+        }
+        q.flush_asked += 1;
+        let ticket = q.flush_asked;
+        self.shared.wake.notify_one();
+        let deadline = Instant::now() + FLUSH_LIMIT;
+        while q.flush_done < ticket && !q.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            q = self
+                .shared
+                .written
+                .wait_timeout(q, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        self.flush();
+        lock(&self.shared.queue).closed = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+/// Waits for records, gathers them for [`GATHER`] (unless a flush is asked for), and takes
+/// them with the flush ticket they satisfy. `None` once the log is closed and drained.
+fn next_batch(shared: &Shared) -> Option<(Vec<Record>, u64)> {
+    let mut q = lock(&shared.queue);
+    while q.records.is_empty() && q.flush_asked == q.flush_done && !q.closed {
+        q = shared.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+    }
+    let deadline = Instant::now() + GATHER;
+    while q.flush_asked == q.flush_done && !q.closed {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        q = shared
+            .wake
+            .wait_timeout(q, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+    if q.closed && q.records.is_empty() {
+        return None;
+    }
+    q.woken = false;
+    Some((std::mem::take(&mut q.records), q.flush_asked))
 }
 
 fn open(path: &Path) -> std::io::Result<std::fs::File> {
@@ -68,16 +172,17 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-fn writer(dir: &Path, path: &Path, max_bytes: u64, rx: mpsc::Receiver<Record>) {
+fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
     use std::os::unix::fs::MetadataExt;
     let mut warned = false;
     // Kept open between batches; reopened when the file was rotated (by us or by another
     // openpact process), which the inode tells.
     let mut file: Option<(std::fs::File, u64)> = None;
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
+    while let Some((batch, ticket)) = next_batch(shared) {
         let result = (|| -> std::io::Result<()> {
+            if batch.is_empty() {
+                return Ok(());
+            }
             let current = std::fs::metadata(path).ok();
             if current.as_ref().is_some_and(|m| m.len() >= max_bytes) {
                 // Keep one previous generation; older history goes.
@@ -110,6 +215,9 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, rx: mpsc::Receiver<Record>) {
                 warned = true;
             }
         }
+        let mut q = lock(&shared.queue);
+        q.flush_done = q.flush_done.max(ticket);
+        shared.written.notify_all();
     }
 }
 
@@ -129,4 +237,52 @@ pub fn tail(state_dir: &Path, n: usize) -> std::io::Result<Vec<Record>> {
         .iter()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: usize) -> Record {
+        Record {
+            method: "tools/call".into(),
+            target: format!("s:t{n}"),
+            outcome: "ok".into(),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn flush_writes_every_record_handed_in_and_drop_loses_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::start(dir.path(), 1 << 20);
+        for n in 0..500 {
+            log.record(record(n));
+        }
+        log.flush();
+        let got = tail(dir.path(), 1000).unwrap();
+        assert_eq!(got.len(), 500, "every record is on disk once flush returns");
+        assert_eq!(got[499].target, "s:t499");
+        log.record(record(500));
+        drop(log);
+        assert_eq!(tail(dir.path(), 1000).unwrap().len(), 501);
+    }
+
+    #[test]
+    fn records_reach_the_file_without_a_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::start(dir.path(), 1 << 20);
+        log.record(record(1));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while tail(dir.path(), 10).unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the writer never wrote");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(path_in(dir.path()))
+                .unwrap()
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

@@ -18,10 +18,15 @@ pub struct Key {
 
 impl Key {
     pub fn new(server: usize, tool: &str, arguments: &str) -> Key {
+        Key::from_canonical(server, tool, canonical(arguments))
+    }
+
+    /// For arguments already in canonical form (see [`canonical`]).
+    pub fn from_canonical(server: usize, tool: &str, arguments: String) -> Key {
         Key {
             server,
             tool: tool.to_string(),
-            arguments: canonical(arguments),
+            arguments,
         }
     }
 }

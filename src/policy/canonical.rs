@@ -71,11 +71,13 @@ fn write_value(v: &Value, out: &mut String) {
 
 /// `sha256:<hex>` of some text.
 pub fn sha256(text: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
     let mut s = String::with_capacity(7 + 64);
     s.push_str("sha256:");
     for b in digest {
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     s
 }

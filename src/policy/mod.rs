@@ -372,6 +372,13 @@ impl Policy {
         }
     }
 
+    /// Writes every audit record handed in so far (on shutdown, before the process exits).
+    pub fn flush_audit(&self) {
+        if let Some(a) = &self.audit {
+            a.flush();
+        }
+    }
+
     pub fn audit_enabled(&self) -> bool {
         self.audit.is_some()
     }

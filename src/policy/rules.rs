@@ -3,12 +3,40 @@
 
 use crate::config::{Permissions, Rule};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+/// Answers remembered per name: rules never change while the process runs, and the same few
+/// tools are called over and over, so a look-up replaces matching every glob on every call.
+/// Bounded, since resource targets (`server:<uri>`) can be endless.
+#[derive(Debug, Default)]
+struct Memo<V> {
+    answers: Mutex<HashMap<String, V>>,
+}
+
+const MEMO_LIMIT: usize = 4096;
+
+impl<V: Copy> Memo<V> {
+    fn get_or(&self, name: &str, compute: impl FnOnce() -> V) -> V {
+        let lock = || self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(v) = lock().get(name) {
+            return *v;
+        }
+        let v = compute();
+        let mut answers = lock();
+        if answers.len() < MEMO_LIMIT {
+            answers.insert(name.to_string(), v);
+        }
+        v
+    }
+}
 
 #[derive(Debug)]
 pub struct RuleSet {
     deny: GlobSet,
     ask: GlobSet,
     allow: GlobSet,
+    memo: Memo<Option<Rule>>,
 }
 
 fn compile(globs: &[String]) -> GlobSet {
@@ -28,11 +56,16 @@ impl RuleSet {
             deny: compile(&p.deny),
             ask: compile(&p.ask),
             allow: compile(&p.allow),
+            memo: Memo::default(),
         }
     }
 
     /// The strongest rule matching `qualified`: deny beats ask beats allow.
     pub fn matching(&self, qualified: &str) -> Option<Rule> {
+        self.memo.get_or(qualified, || self.compute(qualified))
+    }
+
+    fn compute(&self, qualified: &str) -> Option<Rule> {
         if self.deny.is_match(qualified) {
             Some(Rule::Deny)
         } else if self.ask.is_match(qualified) {
@@ -49,6 +82,8 @@ impl RuleSet {
 #[derive(Debug)]
 pub struct FirstMatch<T> {
     globs: Vec<(globset::GlobMatcher, T)>,
+    /// Index of the first matching glob.
+    memo: Memo<Option<usize>>,
 }
 
 impl<T: Clone> FirstMatch<T> {
@@ -57,14 +92,20 @@ impl<T: Clone> FirstMatch<T> {
             .iter()
             .filter_map(|(g, v)| Glob::new(g).ok().map(|g| (g.compile_matcher(), v.clone())))
             .collect();
-        FirstMatch { globs }
+        FirstMatch {
+            globs,
+            memo: Memo::default(),
+        }
     }
 
     pub fn find(&self, name: &str) -> Option<&T> {
-        self.globs
-            .iter()
-            .find(|(g, _)| g.is_match(name))
-            .map(|(_, v)| v)
+        if self.globs.is_empty() {
+            return None;
+        }
+        let at = self.memo.get_or(name, || {
+            self.globs.iter().position(|(g, _)| g.is_match(name))
+        });
+        at.and_then(|i| self.globs.get(i)).map(|(_, v)| v)
     }
 }
 
@@ -86,8 +127,12 @@ mod tests {
         assert_eq!(r.matching("github:create_issue"), Some(Rule::Ask));
         assert_eq!(r.matching("github:delete_repo"), Some(Rule::Deny));
         assert_eq!(r.matching("fs:read"), None);
+        // Asked again: the remembered answers are the same.
+        assert_eq!(r.matching("github:delete_repo"), Some(Rule::Deny));
+        assert_eq!(r.matching("fs:read"), None);
         let f = FirstMatch::new(&[("a:*".to_string(), 1), ("*".to_string(), 2)]);
         assert_eq!(f.find("a:x"), Some(&1));
         assert_eq!(f.find("b:x"), Some(&2));
+        assert_eq!(f.find("a:x"), Some(&1));
     }
 }
