@@ -346,7 +346,15 @@ impl Session {
     {
         let id = m.id().to_string();
         // Boxed: the request futures are large, and a box is moved instead of all of them.
-        let fut = Box::pin(f(self.clone(), m));
+        let mut fut = Box::pin(f(self.clone(), m));
+        // Requests that never leave the hub (a cache hit, a refusal, a list) finish at their
+        // first poll: answering them here spares a task and an in-flight entry. Anything that
+        // must wait is then moved to its own task, whose polls register the real waker.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(line) = fut.as_mut().poll(&mut cx) {
+            self.send(line);
+            return;
+        }
         let me = self.clone();
         // Hold the lock across spawn + insert so a fast task cannot remove itself first.
         let mut in_flight = lock(&self.in_flight);
