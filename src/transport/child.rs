@@ -171,7 +171,8 @@ async fn drain_stderr(
     log: Arc<StderrLog>,
     scrub: Option<Scrub>,
 ) {
-    let mut reader = BufReader::with_capacity(1 << 14, pipe);
+    // Stderr lines are cut at MAX_LINE anyway; a small buffer keeps 50 idle servers cheap.
+    let mut reader = BufReader::with_capacity(1 << 12, pipe);
     let mut buf = Vec::with_capacity(256);
     let mut window = Instant::now();
     let (mut logged, mut suppressed) = (0u32, 0u64);

@@ -22,8 +22,9 @@ where
     R: AsyncRead + Unpin,
     F: FnMut(Frame),
 {
-    // 16 KiB holds hundreds of ordinary messages; larger ones still pass, in several reads.
-    let mut reader = BufReader::with_capacity(1 << 14, r);
+    // 8 KiB holds dozens of ordinary messages; larger ones still pass, in several reads.
+    // (Every server has one of these, so the size counts fifty times over in a big hub.)
+    let mut reader = BufReader::with_capacity(1 << 13, r);
     let mut framer = Framer::new(max);
     loop {
         let buf = reader.fill_buf().await?;
@@ -51,7 +52,7 @@ where
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
     let done = tokio::spawn(async move {
-        let mut w = BufWriter::with_capacity(1 << 14, w);
+        let mut w = BufWriter::with_capacity(1 << 13, w);
         'outer: while let Some(first) = rx.recv().await {
             let mut next = Some(first);
             while let Some(item) = next.take() {
