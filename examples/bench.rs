@@ -19,14 +19,18 @@
 //! 2. throughput with exactly 32 calls in flight (≥ 50,000 calls/s through the hub), median
 //!    of 3 runs, with the CPU each process used (client, hub, fixture). The hub runs with a
 //!    pass-through policy (every call allowed by a rule, no rate limit, no cache, no audit);
-//!    1 and 2 are then repeated with one policy feature on at a time (audit log, permission
-//!    from `permissions.default`, a rate limit that never bites);
+//!    policy features are measured in part 6;
 //! 3. startup to a complete tool list with 1, 10 and 50 servers (following `nextCursor`, and
 //!    listing again on every `notifications/tools/list_changed` until every tool is there),
 //!    against the slowest of single fixtures started on their own (hub(50) ≤ slowest single
 //!    + 50 ms), and against the same number of fixtures started by this program itself;
 //! 4. the hub's resident memory (VmRSS) after starting 50 servers (≤ 15 MiB) and after the
-//!    throughput runs with one server.
+//!    throughput runs with one server;
+//! 5. `resources/read` and `prompts/get` latency, and progress notifications forwarded per
+//!    second (one call streaming thousands; every one must arrive before the answer);
+//! 6. the policy pipeline: features one at a time, a cache hit (≤ 1.5× a direct echo) and
+//!    every stage on at once, each call a miss that is then stored (adds ≤ 5 µs p50 to the
+//!    pass-through hub), each on fresh hubs, best p50 of the runs, with throughput.
 //!
 //! It prints a table and writes every figure to `target/bench.json`. The binaries are taken
 //! from the directory above this example's own executable (`target/release/`); build them
