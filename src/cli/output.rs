@@ -42,7 +42,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
             .tools
             .items
             .iter()
-            .map(|t| (t.qualified.clone(), description(&t.json)))
+            .map(|t| (t.qualified.to_string(), description(&t.json)))
             .collect(),
         Listing::Prompts => catalog
             .prompts
@@ -51,7 +51,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
             .map(|p| {
                 let args = prompt_arguments(&p.json);
                 let label = if args.is_empty() {
-                    p.qualified.clone()
+                    p.qualified.to_string()
                 } else {
                     format!("{} ({args})", p.qualified)
                 };
@@ -69,7 +69,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
                     .unwrap_or_default();
                 let server = hub.upstreams()[r.upstream].name();
                 (
-                    r.key.clone(),
+                    r.key.to_string(),
                     format!("[{server}] {name}  {}", description(&r.json))
                         .trim_end()
                         .to_string(),
@@ -139,7 +139,7 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
             })
             .collect()
     };
-    let listed = |items: &[crate::hub::catalog::Listed]| -> Vec<Value> {
+    let listed = |items: &[std::sync::Arc<crate::hub::catalog::Listed>]| -> Vec<Value> {
         items
             .iter()
             .map(|r| {

@@ -6,9 +6,13 @@ use super::names;
 use super::uri_template::UriTemplate;
 use crate::config::ToolNames;
 use crate::jsonrpc::{self, RawObject};
-use crate::upstream::{Entry, State, Upstream};
+use crate::upstream::{Entry, Snapshot, State, Upstream};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Name and URI tables. foldhash rather than std's SipHash: a rebuild hashes every name of
+/// every server, and every call looks its name up; its seed is still random per table.
+type Index = HashMap<Arc<str>, usize, foldhash::fast::RandomState>;
 
 /// The index standing for OpenPact's own tools, served in process (not a configured server).
 pub const BUILTIN: usize = usize::MAX;
@@ -31,9 +35,11 @@ pub struct Named {
     /// The name the server knows it by.
     pub original: String,
     /// `server:name` — what the CLI, logs and permission rules use.
-    pub qualified: String,
+    pub qualified: Arc<str>,
+    /// `server__name`, accepted in either naming mode.
+    pub portable: Arc<str>,
     /// What the list shows (qualified or portable, per config).
-    pub wire: String,
+    pub wire: Arc<str>,
     /// The server's object with `name` replaced by `wire`; every other member untouched.
     pub json: String,
     /// Annotated `readOnlyHint: true` (a hint from the server, trusted only if configured).
@@ -42,6 +48,8 @@ pub struct Named {
     pub description: String,
     /// `sha256:…` of description + schema + annotations, computed when first needed.
     definition: std::sync::OnceLock<String>,
+    /// This entry's part of the list fingerprint.
+    hash: u64,
 }
 
 impl Named {
@@ -49,6 +57,57 @@ impl Named {
         self.definition
             .get_or_init(|| crate::policy::canonical::definition_hash(&self.json))
     }
+
+    /// A built-in tool, under its bare name (valid in both naming modes).
+    fn builtin(entry: &Entry) -> Named {
+        let name: Arc<str> = Arc::from(entry.key.as_str());
+        let obj = RawObject::parse(&entry.json).unwrap_or_default();
+        Named {
+            upstream: BUILTIN,
+            original: entry.key.clone(),
+            qualified: name.clone(),
+            portable: name.clone(),
+            wire: name,
+            json: entry.json.to_string(),
+            read_only: read_only(&obj),
+            description: obj.get_str("description").unwrap_or_default(),
+            definition: std::sync::OnceLock::new(),
+            hash: item_hash(BUILTIN, &entry.json),
+        }
+    }
+
+    /// A server's tool or prompt under the names `prefix` and `mode` give it (`None`: the
+    /// entry is not an object).
+    fn upstream(upstream: usize, prefix: &str, mode: ToolNames, entry: &Entry) -> Option<Named> {
+        let obj = RawObject::parse(&entry.json).ok()?;
+        let qualified: Arc<str> = Arc::from(names::qualified(prefix, &entry.key));
+        let portable: Arc<str> = Arc::from(names::portable(prefix, &entry.key));
+        let wire = match mode {
+            ToolNames::Qualified => qualified.clone(),
+            ToolNames::Portable => portable.clone(),
+        };
+        let json = obj.with("name", &jsonrpc::quote(&wire));
+        Some(Named {
+            upstream,
+            original: entry.key.clone(),
+            qualified,
+            portable,
+            wire,
+            read_only: read_only(&obj),
+            description: obj.get_str("description").unwrap_or_default(),
+            definition: std::sync::OnceLock::new(),
+            hash: item_hash(upstream, &json),
+            json,
+        })
+    }
+}
+
+/// Whether an entry is annotated `readOnlyHint: true`.
+fn read_only(obj: &RawObject) -> bool {
+    obj.get("annotations")
+        .and_then(|a| RawObject::parse(a).ok())
+        .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
+        .unwrap_or(false)
 }
 
 /// Tools keep this name in the code that only deals with tools.
@@ -59,88 +118,41 @@ pub type CatalogTool = Named;
 pub struct NamedList {
     /// Shared, so a call takes its entry with a reference count, not a deep copy.
     pub items: Vec<Arc<Named>>,
-    lookup: HashMap<String, usize>,
+    lookup: Index,
     /// Changes whenever the served list changes; cursors carry it.
     pub fingerprint: u64,
 }
 
 impl NamedList {
-    fn build(
+    /// Merges the servers' shares in order; a wire name offered twice goes to the first.
+    fn merge<'a>(
         upstreams: &[Arc<Upstream>],
-        mode: ToolNames,
         kind: &str,
         conflicts: &mut Vec<String>,
-        builtin: &[Entry],
-        entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
+        shares: impl Iterator<Item = &'a [Arc<Named>]>,
     ) -> NamedList {
-        let mut items: Vec<Arc<Named>> = Vec::new();
-        let mut lookup: HashMap<String, usize> = HashMap::new();
-        // Built-ins come first, under their bare names, which are valid in both naming modes.
-        for entry in builtin {
-            lookup.insert(entry.key.clone(), items.len());
-            items.push(Arc::new(Named {
-                upstream: BUILTIN,
-                original: entry.key.clone(),
-                qualified: entry.key.clone(),
-                wire: entry.key.clone(),
-                json: entry.json.to_string(),
-                read_only: RawObject::parse(&entry.json)
-                    .ok()
-                    .and_then(|o| o.get("annotations").and_then(|a| RawObject::parse(a).ok()))
-                    .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
-                    .unwrap_or(false),
-                description: RawObject::parse(&entry.json)
-                    .ok()
-                    .and_then(|o| o.get_str("description"))
-                    .unwrap_or_default(),
-                definition: std::sync::OnceLock::new(),
-            }));
-        }
-        for up in ready(upstreams) {
-            let prefix = up.config.prefix();
-            for entry in entries(up).iter() {
-                let qualified = names::qualified(prefix, &entry.key);
-                let portable = names::portable(prefix, &entry.key);
-                let wire = match mode {
-                    ToolNames::Qualified => qualified.clone(),
-                    ToolNames::Portable => portable.clone(),
-                };
-                if let Some(&other) = lookup.get(&wire) {
-                    conflicts.push(format!(
-                        "servers '{}' and '{}' both offer {kind} '{wire}'; '{}' serves it (set a `namespace` to tell them apart)",
-                        server_name(upstreams, items[other].upstream),
-                        up.name(),
-                        server_name(upstreams, items[other].upstream),
-                    ));
-                    continue;
-                }
-                let Ok(obj) = RawObject::parse(&entry.json) else {
-                    continue;
-                };
-                let json = obj.with("name", &jsonrpc::quote(&wire));
-                let read_only = obj
-                    .get("annotations")
-                    .and_then(|a| RawObject::parse(a).ok())
-                    .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
-                    .unwrap_or(false);
-
-                let idx = items.len();
-                for name in [&wire, &qualified, &portable] {
-                    lookup.entry(name.clone()).or_insert(idx);
-                }
-                items.push(Arc::new(Named {
-                    upstream: up.index,
-                    original: entry.key.clone(),
-                    qualified,
-                    wire,
-                    json,
-                    read_only,
-                    description: obj.get_str("description").unwrap_or_default(),
-                    definition: std::sync::OnceLock::new(),
-                }));
+        let shares: Vec<&[Arc<Named>]> = shares.collect();
+        let total = shares.iter().map(|s| s.len()).sum();
+        let mut items: Vec<Arc<Named>> = Vec::with_capacity(total);
+        let mut lookup = Index::with_capacity_and_hasher(2 * total, Default::default());
+        for item in shares.into_iter().flatten() {
+            if let Some(&other) = lookup.get(&*item.wire) {
+                let kept = server_name(upstreams, items[other].upstream);
+                conflicts.push(format!(
+                    "servers '{kept}' and '{}' both offer {kind} '{}'; '{kept}' serves it (set a `namespace` to tell them apart)",
+                    server_name(upstreams, item.upstream),
+                    item.wire,
+                ));
+                continue;
             }
+            let idx = items.len();
+            // The wire name is one of these two.
+            for name in [&item.qualified, &item.portable] {
+                lookup.entry(name.clone()).or_insert(idx);
+            }
+            items.push(item.clone());
         }
-        let fingerprint = fingerprint(items.iter().map(|i| (i.upstream, i.json.as_str())));
+        let fingerprint = fold(items.iter().map(|i| i.hash));
         NamedList {
             items,
             lookup,
@@ -163,18 +175,33 @@ impl NamedList {
 pub struct Listed {
     pub upstream: usize,
     /// The URI (or URI template).
-    pub key: String,
+    pub key: Arc<str>,
     pub json: Box<str>,
+    /// For a template: the parsed form URIs are matched against.
+    matcher: Option<UriTemplate>,
+    /// This entry's part of the list fingerprint.
+    hash: u64,
+}
+
+impl Listed {
+    fn new(upstream: usize, entry: &Entry, template: bool) -> Listed {
+        Listed {
+            upstream,
+            key: Arc::from(entry.key.as_str()),
+            json: entry.json.clone(),
+            matcher: template.then(|| UriTemplate::parse(&entry.key)),
+            hash: item_hash(upstream, &entry.json),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub tools: NamedList,
     pub prompts: NamedList,
-    pub resources: Vec<Listed>,
-    pub templates: Vec<Listed>,
-    uri_index: HashMap<String, usize>,
-    matchers: Vec<UriTemplate>,
+    pub resources: Vec<Arc<Listed>>,
+    pub templates: Vec<Arc<Listed>>,
+    uri_index: Index,
     pub resources_fingerprint: u64,
     pub templates_fingerprint: u64,
     /// Names or URIs offered by more than one server (the first in config order wins).
@@ -187,54 +214,150 @@ fn ready(upstreams: &[Arc<Upstream>]) -> impl Iterator<Item = &Arc<Upstream>> {
         .filter(|u| u.snapshot().state == State::Ready)
 }
 
-fn fingerprint<'a>(items: impl Iterator<Item = (usize, &'a str)>) -> u64 {
+/// One entry's part of a list fingerprint: its JSON, and which server offers it.
+fn item_hash(upstream: usize, json: &str) -> u64 {
+    names::fnv1a(json.as_bytes()).rotate_left((upstream % 64) as u32)
+}
+
+/// Order-sensitive combination of the entries' hashes.
+fn fold(hashes: impl Iterator<Item = u64>) -> u64 {
     let mut fp: u64 = 0xcbf2_9ce4_8422_2325;
-    for (upstream, json) in items {
-        fp ^= names::fnv1a(json.as_bytes()).rotate_left((upstream % 64) as u32);
+    for h in hashes {
+        fp ^= h;
         fp = fp.wrapping_mul(0x0000_0100_0000_01b3);
     }
     fp
 }
 
-impl Catalog {
-    pub fn build(upstreams: &[Arc<Upstream>], mode: ToolNames, builtin_tools: &[Entry]) -> Catalog {
-        let mut conflicts = Vec::new();
-        let tools = NamedList::build(
-            upstreams,
-            mode,
-            "tool",
-            &mut conflicts,
-            builtin_tools,
-            |u| u.snapshot().tools.clone(),
-        );
-        let prompts = NamedList::build(upstreams, mode, "prompt", &mut conflicts, &[], |u| {
-            u.snapshot().prompts.clone()
-        });
-        let (resources, uri_index) = listed(upstreams, "resource", &mut conflicts, |u| {
-            u.snapshot().resources.clone()
-        });
-        let (templates, _) = listed(upstreams, "resource template", &mut conflicts, |u| {
-            u.snapshot().templates.clone()
-        });
-        let matchers = templates
-            .iter()
-            .map(|t| UriTemplate::parse(&t.key))
-            .collect();
-        let resources_fingerprint = fingerprint(resources.iter().map(|r| (r.upstream, &*r.json)));
-        let templates_fingerprint = fingerprint(templates.iter().map(|r| (r.upstream, &*r.json)));
-        Catalog {
-            tools,
-            prompts,
-            resources,
-            templates,
-            uri_index,
-            matchers,
-            resources_fingerprint,
-            templates_fingerprint,
-            conflicts,
+/// What one list of one server became in the catalogue, with the list it was made from:
+/// a server's lists are replaced, never edited, so the same list needs no second look.
+struct Share<T> {
+    source: Arc<Vec<Entry>>,
+    items: Vec<Arc<T>>,
+}
+
+impl<T> Share<T> {
+    /// Makes the items again only when `source` is not the list they came from.
+    fn refresh(
+        slot: &mut Option<Share<T>>,
+        source: &Arc<Vec<Entry>>,
+        make: impl Fn(&Entry) -> Option<T>,
+    ) {
+        if slot
+            .as_ref()
+            .is_none_or(|s| !Arc::ptr_eq(&s.source, source))
+        {
+            *slot = Some(Share {
+                source: source.clone(),
+                items: source
+                    .iter()
+                    .filter_map(|e| make(e).map(Arc::new))
+                    .collect(),
+            });
         }
     }
 
+    fn items(slot: &Option<Share<T>>) -> &[Arc<T>] {
+        slot.as_ref().map_or(&[], |s| &s.items)
+    }
+}
+
+/// A server's shares of the four lists.
+#[derive(Default)]
+struct ServerShares {
+    tools: Option<Share<Named>>,
+    prompts: Option<Share<Named>>,
+    resources: Option<Share<Listed>>,
+    templates: Option<Share<Listed>>,
+}
+
+/// Builds catalogues, keeping each server's share between builds: when fifty servers come up
+/// one after another, each build redoes only the servers whose lists are new rather than
+/// the whole catalogue.
+pub struct Builder {
+    mode: ToolNames,
+    builtins: Vec<Arc<Named>>,
+    servers: HashMap<usize, ServerShares>,
+}
+
+impl Builder {
+    pub fn new(mode: ToolNames, builtin_tools: &[Entry]) -> Builder {
+        Builder {
+            mode,
+            builtins: builtin_tools
+                .iter()
+                .map(|e| Arc::new(Named::builtin(e)))
+                .collect(),
+            servers: HashMap::new(),
+        }
+    }
+
+    /// The catalogue of the ready servers (plus the built-ins), in config order.
+    pub fn build(&mut self, upstreams: &[Arc<Upstream>]) -> Catalog {
+        let mode = self.mode;
+        let ready: Vec<(usize, &str, Arc<Snapshot>)> = upstreams
+            .iter()
+            .filter_map(|u| {
+                let snap = u.snapshot();
+                (snap.state == State::Ready).then(|| (u.index, u.config.prefix(), snap))
+            })
+            .collect();
+        // A server that is not ready comes back with new lists; its old share is of no use.
+        self.servers
+            .retain(|i, _| ready.iter().any(|(r, _, _)| r == i));
+        for (index, prefix, snap) in &ready {
+            let shares = self.servers.entry(*index).or_default();
+            let named = |e: &Entry| Named::upstream(*index, prefix, mode, e);
+            Share::refresh(&mut shares.tools, &snap.tools, named);
+            Share::refresh(&mut shares.prompts, &snap.prompts, named);
+            Share::refresh(&mut shares.resources, &snap.resources, |e| {
+                Some(Listed::new(*index, e, false))
+            });
+            Share::refresh(&mut shares.templates, &snap.templates, |e| {
+                Some(Listed::new(*index, e, true))
+            });
+        }
+        let in_order = || ready.iter().filter_map(|(i, _, _)| self.servers.get(i));
+
+        let mut conflicts = Vec::new();
+        let tools = NamedList::merge(
+            upstreams,
+            "tool",
+            &mut conflicts,
+            std::iter::once(&self.builtins[..]).chain(in_order().map(|s| Share::items(&s.tools))),
+        );
+        let prompts = NamedList::merge(
+            upstreams,
+            "prompt",
+            &mut conflicts,
+            in_order().map(|s| Share::items(&s.prompts)),
+        );
+        let (resources, uri_index) = merge_listed(
+            upstreams,
+            "resource",
+            &mut conflicts,
+            in_order().map(|s| Share::items(&s.resources)),
+        );
+        let (templates, _) = merge_listed(
+            upstreams,
+            "resource template",
+            &mut conflicts,
+            in_order().map(|s| Share::items(&s.templates)),
+        );
+        Catalog {
+            tools,
+            prompts,
+            resources_fingerprint: fold(resources.iter().map(|r| r.hash)),
+            templates_fingerprint: fold(templates.iter().map(|r| r.hash)),
+            resources,
+            templates,
+            uri_index,
+            conflicts,
+        }
+    }
+}
+
+impl Catalog {
     /// Which server serves `uri`: the one listing it, else the first whose template matches
     /// it, else the only ready server offering resources at all.
     pub fn route_uri(&self, uri: &str, upstreams: &[Arc<Upstream>]) -> Option<usize> {
@@ -247,13 +370,13 @@ impl Catalog {
         if let Some(&i) = self.uri_index.get(uri) {
             return Some(self.resources[i].upstream);
         }
-        if let Some(t) = self.templates.iter().find(|t| t.key == uri) {
+        if let Some(t) = self.templates.iter().find(|t| &*t.key == uri) {
             return Some(t.upstream);
         }
-        self.matchers
+        self.templates
             .iter()
-            .position(|m| m.matches(uri))
-            .map(|i| self.templates[i].upstream)
+            .find(|t| t.matcher.as_ref().is_some_and(|m| m.matches(uri)))
+            .map(|t| t.upstream)
     }
 
     /// The last resort for a URI nobody lists: the only ready server offering resources.
@@ -272,32 +395,28 @@ impl Catalog {
 }
 
 /// Resources or templates in config order; a key offered twice goes to the first server.
-fn listed(
+fn merge_listed<'a>(
     upstreams: &[Arc<Upstream>],
     kind: &str,
     conflicts: &mut Vec<String>,
-    entries: impl Fn(&Upstream) -> Arc<Vec<Entry>>,
-) -> (Vec<Listed>, HashMap<String, usize>) {
-    let mut out: Vec<Listed> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for up in ready(upstreams) {
-        for entry in entries(up).iter() {
-            if let Some(&first) = index.get(&entry.key) {
-                let kept = server_name(upstreams, out[first].upstream);
-                conflicts.push(format!(
-                    "servers '{kept}' and '{}' both expose {kind} '{}'; '{kept}' serves it (the first in config order)",
-                    up.name(),
-                    entry.key
-                ));
-                continue;
-            }
-            index.insert(entry.key.clone(), out.len());
-            out.push(Listed {
-                upstream: up.index,
-                key: entry.key.clone(),
-                json: entry.json.clone(),
-            });
+    shares: impl Iterator<Item = &'a [Arc<Listed>]>,
+) -> (Vec<Arc<Listed>>, Index) {
+    let shares: Vec<&[Arc<Listed>]> = shares.collect();
+    let total = shares.iter().map(|s| s.len()).sum();
+    let mut out: Vec<Arc<Listed>> = Vec::with_capacity(total);
+    let mut index = Index::with_capacity_and_hasher(total, Default::default());
+    for item in shares.into_iter().flatten() {
+        if let Some(&first) = index.get(&*item.key) {
+            let kept = server_name(upstreams, out[first].upstream);
+            conflicts.push(format!(
+                "servers '{kept}' and '{}' both expose {kind} '{}'; '{kept}' serves it (the first in config order)",
+                server_name(upstreams, item.upstream),
+                item.key
+            ));
+            continue;
         }
+        index.insert(item.key.clone(), out.len());
+        out.push(item.clone());
     }
     (out, index)
 }

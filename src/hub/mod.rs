@@ -95,7 +95,6 @@ pub struct Hub {
     rebuilt: AtomicU64,
     /// OpenPact's own tools, served in process.
     pub builtins: Builtins,
-    builtin_tools: Vec<Entry>,
 }
 
 /// Why a request could not be routed to a server.
@@ -214,14 +213,11 @@ impl Hub {
             .collect();
         drop(ev_tx);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_tools);
         let hub = Arc::new(Hub {
             settings: config.hub.clone(),
             upstreams,
-            catalog: RwLock::new(Arc::new(Catalog::build(
-                &[],
-                config.hub.tool_names,
-                &builtin_tools,
-            ))),
+            catalog: RwLock::new(Arc::new(builder.build(&[]))),
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
             shutdown,
@@ -237,7 +233,6 @@ impl Hub {
             seq,
             rebuilt: AtomicU64::new(0),
             builtins,
-            builtin_tools,
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub
@@ -246,7 +241,7 @@ impl Hub {
             .map(|up| tokio::spawn(up.clone().supervise(shutdown_rx.clone())))
             .collect();
         *lock(&hub.supervisors) = handles;
-        tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
+        tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx, builder));
         hub
     }
 
@@ -937,7 +932,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
+async fn event_loop(
+    hub: Weak<Hub>,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    mut builder: catalog::Builder,
+) {
     let mut generations: HashMap<usize, u64> = HashMap::new();
     let mut tool_lists: HashMap<usize, usize> = HashMap::new();
     let mut warned: std::collections::HashSet<String> = std::collections::HashSet::new();
@@ -980,7 +979,7 @@ async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
             next = rx.try_recv().ok();
         }
         if rebuild {
-            let fresh = Catalog::build(&hub.upstreams, hub.settings.tool_names, &hub.builtin_tools);
+            let fresh = builder.build(&hub.upstreams);
             for c in &fresh.conflicts {
                 if warned.insert(c.clone()) {
                     tracing::warn!("{c}");

@@ -925,7 +925,7 @@ impl Session {
                             let Route::Server(up) = route else {
                                 return Err(super::RouteError::Unknown {
                                     kind: "prompt",
-                                    name: named.wire.clone(),
+                                    name: named.wire.to_string(),
                                 });
                             };
                             let new_ref = reference.with("name", &jsonrpc::quote(&named.original));
