@@ -637,24 +637,43 @@ impl Peer {
 
     /// Reads until the response to `id`, handling whatever else arrives meanwhile.
     fn response(&mut self, id: u64) -> Result<std::result::Result<Value, Value>> {
+        Ok(match self.response_raw(id)? {
+            Ok(raw) => Ok(serde_json::from_str(&raw)
+                .with_context(|| format!("{}: result is not JSON", self.label))?),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// [`Peer::response`] with the result left as JSON text: a long list is then parsed once,
+    /// into just what the caller needs, and the time measured is the peer's, not the bench's.
+    fn response_raw(&mut self, id: u64) -> Result<std::result::Result<String, Value>> {
+        #[derive(serde::Deserialize)]
+        struct Reply<'a> {
+            #[serde(borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            method: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow)]
+            result: Option<&'a serde_json::value::RawValue>,
+            error: Option<Value>,
+        }
+        let want = id.to_string();
         loop {
             let line = self.r.line()?;
-            let msg: Value =
-                serde_json::from_slice(&self.r.buf[line.clone()]).with_context(|| {
-                    format!(
-                        "{}: not JSON: {}",
-                        self.label,
-                        String::from_utf8_lossy(&self.r.buf[line])
-                    )
-                })?;
-            if self.handle_other(&msg)? {
+            let bytes = &self.r.buf[line.clone()];
+            let reply: Reply = serde_json::from_slice(bytes).with_context(|| {
+                format!("{}: not JSON: {}", self.label, String::from_utf8_lossy(bytes))
+            })?;
+            if reply.method.is_some() {
+                let msg: Value = serde_json::from_slice(bytes)?;
+                self.handle_other(&msg)?;
                 continue;
             }
-            if msg.get("id").and_then(Value::as_u64) == Some(id) {
-                if let Some(result) = msg.get("result") {
-                    return Ok(Ok(result.clone()));
-                }
-                return Ok(Err(msg.get("error").cloned().unwrap_or(Value::Null)));
+            if reply.id.map(|r| r.get()) == Some(want.as_str()) {
+                return Ok(match (reply.result, reply.error) {
+                    (Some(result), _) => Ok(result.get().to_string()),
+                    (None, error) => Err(error.unwrap_or(Value::Null)),
+                });
             }
         }
     }
@@ -727,7 +746,18 @@ impl Peer {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let page = match self.request("tools/list", params)? {
+            #[derive(serde::Deserialize)]
+            struct Page {
+                tools: Vec<Tool>,
+                #[serde(rename = "nextCursor")]
+                next_cursor: Option<String>,
+            }
+            #[derive(serde::Deserialize)]
+            struct Tool {
+                name: String,
+            }
+            let id = self.send_request("tools/list", params)?;
+            let page = match self.response_raw(id)? {
                 Ok(page) => page,
                 Err(e)
                     if cursor.is_some()
@@ -737,18 +767,11 @@ impl Peer {
                 }
                 Err(e) => bail!("{}: tools/list failed: {e}", self.label),
             };
-            let tools = page
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or_else(|| anyhow!("{}: tools/list without tools", self.label))?;
-            names.extend(
-                tools
-                    .iter()
-                    .filter_map(|t| t.get("name").and_then(Value::as_str))
-                    .map(str::to_string),
-            );
-            match page.get("nextCursor").and_then(Value::as_str) {
-                Some(next) => cursor = Some(next.to_string()),
+            let page: Page = serde_json::from_str(&page)
+                .with_context(|| format!("{}: tools/list without tools", self.label))?;
+            names.extend(page.tools.into_iter().map(|t| t.name));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
                 None => return Ok(Some(names)),
             }
         }

@@ -20,9 +20,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     replace(path, bytes, 0o600, false)
 }
 
+/// [`write_atomic`] without the sync to disk, for files that describe a running process
+/// (its live status) and mean nothing after a crash: readers still never see half a file,
+/// and a rewrite costs no disk flush.
+pub fn write_volatile(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    ensure_dir(path.parent().unwrap_or_else(|| Path::new(".")))?;
+    write_then_rename(path, bytes, 0o600, false, false)
+}
+
 /// Writes `bytes` to a temp file beside `path` with `mode` (or, with `keep_mode`, the mode
 /// the existing file has), syncs it and renames it over `path`.
 pub fn replace(path: &Path, bytes: &[u8], mode: u32, keep_mode: bool) -> std::io::Result<()> {
+    write_then_rename(path, bytes, mode, keep_mode, true)
+}
+
+fn write_then_rename(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    keep_mode: bool,
+    durable: bool,
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let existing = match std::fs::metadata(path) {
@@ -52,7 +70,9 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32, keep_mode: bool) -> std::io
             f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         }
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -29,7 +29,13 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {
-                    if let Err(e) = crate::state::write_atomic(&task_path, &bytes) {
+                    // File I/O off the runtime's workers, which are busy starting servers.
+                    let path = task_path.clone();
+                    let written = tokio::task::spawn_blocking(move || {
+                        crate::state::write_volatile(&path, &bytes)
+                    })
+                    .await;
+                    if let Ok(Err(e)) = written {
                         tracing::debug!(path = %task_path.display(), "could not write the status file: {e}");
                     }
                 }

@@ -126,9 +126,8 @@ pub struct NamedList {
 impl NamedList {
     /// Merges the servers' shares in order; a wire name offered twice goes to the first.
     fn merge<'a>(
-        upstreams: &[Arc<Upstream>],
-        kind: &str,
-        conflicts: &mut Vec<String>,
+        kind: &'static str,
+        conflicts: &mut Vec<Conflict>,
         shares: impl Iterator<Item = &'a [Arc<Named>]>,
     ) -> NamedList {
         let shares: Vec<&[Arc<Named>]> = shares.collect();
@@ -136,13 +135,13 @@ impl NamedList {
         let mut items: Vec<Arc<Named>> = Vec::with_capacity(total);
         let mut lookup = Index::with_capacity_and_hasher(2 * total, Default::default());
         for item in shares.into_iter().flatten() {
-            if let Some(&other) = lookup.get(&*item.wire) {
-                let kept = server_name(upstreams, items[other].upstream);
-                conflicts.push(format!(
-                    "servers '{kept}' and '{}' both offer {kind} '{}'; '{kept}' serves it (set a `namespace` to tell them apart)",
-                    server_name(upstreams, item.upstream),
-                    item.wire,
-                ));
+            if let Some(&first) = lookup.get(&*item.wire) {
+                conflicts.push(Conflict {
+                    kind,
+                    key: item.wire.clone(),
+                    kept: items[first].upstream,
+                    other: item.upstream,
+                });
                 continue;
             }
             let idx = items.len();
@@ -205,7 +204,35 @@ pub struct Catalog {
     pub resources_fingerprint: u64,
     pub templates_fingerprint: u64,
     /// Names or URIs offered by more than one server (the first in config order wins).
-    pub conflicts: Vec<String>,
+    pub conflicts: Vec<Conflict>,
+}
+
+/// A name or URI that two servers offer; the first in config order serves it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Conflict {
+    pub kind: &'static str,
+    pub key: Arc<str>,
+    pub kept: usize,
+    pub other: usize,
+}
+
+impl Conflict {
+    /// What to tell the user (kept structured until then: a rebuild may find hundreds of
+    /// these, and only new ones are worth a message).
+    pub fn message(&self, upstreams: &[Arc<Upstream>]) -> String {
+        let kept = server_name(upstreams, self.kept);
+        let other = server_name(upstreams, self.other);
+        let (kind, key) = (self.kind, &self.key);
+        if matches!(kind, "tool" | "prompt") {
+            format!(
+                "servers '{kept}' and '{other}' both offer {kind} '{key}'; '{kept}' serves it (set a `namespace` to tell them apart)"
+            )
+        } else {
+            format!(
+                "servers '{kept}' and '{other}' both expose {kind} '{key}'; '{kept}' serves it (the first in config order)"
+            )
+        }
+    }
 }
 
 fn ready(upstreams: &[Arc<Upstream>]) -> impl Iterator<Item = &Arc<Upstream>> {
@@ -321,25 +348,21 @@ impl Builder {
 
         let mut conflicts = Vec::new();
         let tools = NamedList::merge(
-            upstreams,
             "tool",
             &mut conflicts,
             std::iter::once(&self.builtins[..]).chain(in_order().map(|s| Share::items(&s.tools))),
         );
         let prompts = NamedList::merge(
-            upstreams,
             "prompt",
             &mut conflicts,
             in_order().map(|s| Share::items(&s.prompts)),
         );
         let (resources, uri_index) = merge_listed(
-            upstreams,
             "resource",
             &mut conflicts,
             in_order().map(|s| Share::items(&s.resources)),
         );
         let (templates, _) = merge_listed(
-            upstreams,
             "resource template",
             &mut conflicts,
             in_order().map(|s| Share::items(&s.templates)),
@@ -396,9 +419,8 @@ impl Catalog {
 
 /// Resources or templates in config order; a key offered twice goes to the first server.
 fn merge_listed<'a>(
-    upstreams: &[Arc<Upstream>],
-    kind: &str,
-    conflicts: &mut Vec<String>,
+    kind: &'static str,
+    conflicts: &mut Vec<Conflict>,
     shares: impl Iterator<Item = &'a [Arc<Listed>]>,
 ) -> (Vec<Arc<Listed>>, Index) {
     let shares: Vec<&[Arc<Listed>]> = shares.collect();
@@ -407,12 +429,12 @@ fn merge_listed<'a>(
     let mut index = Index::with_capacity_and_hasher(total, Default::default());
     for item in shares.into_iter().flatten() {
         if let Some(&first) = index.get(&*item.key) {
-            let kept = server_name(upstreams, out[first].upstream);
-            conflicts.push(format!(
-                "servers '{kept}' and '{}' both expose {kind} '{}'; '{kept}' serves it (the first in config order)",
-                server_name(upstreams, item.upstream),
-                item.key
-            ));
+            conflicts.push(Conflict {
+                kind,
+                key: item.key.clone(),
+                kept: out[first].upstream,
+                other: item.upstream,
+            });
             continue;
         }
         index.insert(item.key.clone(), out.len());

@@ -939,7 +939,7 @@ async fn event_loop(
 ) {
     let mut generations: HashMap<usize, u64> = HashMap::new();
     let mut tool_lists: HashMap<usize, usize> = HashMap::new();
-    let mut warned: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut warned: std::collections::HashSet<catalog::Conflict> = std::collections::HashSet::new();
     while let Some(first) = rx.recv().await {
         let Some(hub) = hub.upgrade() else { return };
         // Coalesce a burst (50 servers coming up) into one rebuild and one announcement.
@@ -982,7 +982,7 @@ async fn event_loop(
             let fresh = builder.build(&hub.upstreams);
             for c in &fresh.conflicts {
                 if warned.insert(c.clone()) {
-                    tracing::warn!("{c}");
+                    tracing::warn!("{}", c.message(&hub.upstreams));
                 }
             }
             let changes = {
