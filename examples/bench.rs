@@ -662,7 +662,11 @@ impl Peer {
             let line = self.r.line()?;
             let bytes = &self.r.buf[line.clone()];
             let reply: Reply = serde_json::from_slice(bytes).with_context(|| {
-                format!("{}: not JSON: {}", self.label, String::from_utf8_lossy(bytes))
+                format!(
+                    "{}: not JSON: {}",
+                    self.label,
+                    String::from_utf8_lossy(bytes)
+                )
             })?;
             if reply.method.is_some() {
                 let msg: Value = serde_json::from_slice(bytes)?;
