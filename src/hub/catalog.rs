@@ -124,38 +124,17 @@ pub struct NamedList {
 }
 
 impl NamedList {
-    /// Merges the servers' shares in order; a wire name offered twice goes to the first.
+    /// The servers' shares in order; a wire name offered twice goes to the first.
     fn merge<'a>(
         kind: &'static str,
         conflicts: &mut Vec<Conflict>,
         shares: impl Iterator<Item = &'a [Arc<Named>]>,
     ) -> NamedList {
-        let shares: Vec<&[Arc<Named>]> = shares.collect();
-        let total = shares.iter().map(|s| s.len()).sum();
-        let mut items: Vec<Arc<Named>> = Vec::with_capacity(total);
-        let mut lookup = Index::with_capacity_and_hasher(2 * total, Default::default());
-        for item in shares.into_iter().flatten() {
-            if let Some(&first) = lookup.get(&*item.wire) {
-                conflicts.push(Conflict {
-                    kind,
-                    key: item.wire.clone(),
-                    kept: items[first].upstream,
-                    other: item.upstream,
-                });
-                continue;
-            }
-            let idx = items.len();
-            // The wire name is one of these two.
-            for name in [&item.qualified, &item.portable] {
-                lookup.entry(name.clone()).or_insert(idx);
-            }
-            items.push(item.clone());
-        }
-        let fingerprint = fold(items.iter().map(|i| i.hash));
+        let (items, lookup) = merge(kind, conflicts, shares);
         NamedList {
+            fingerprint: fold(items.iter().map(|i| i.hash)),
             items,
             lookup,
-            fingerprint,
         }
     }
 
@@ -357,12 +336,12 @@ impl Builder {
             &mut conflicts,
             in_order().map(|s| Share::items(&s.prompts)),
         );
-        let (resources, uri_index) = merge_listed(
+        let (resources, uri_index) = merge(
             "resource",
             &mut conflicts,
             in_order().map(|s| Share::items(&s.resources)),
         );
-        let (templates, _) = merge_listed(
+        let (templates, _) = merge(
             "resource template",
             &mut conflicts,
             in_order().map(|s| Share::items(&s.templates)),
@@ -417,27 +396,64 @@ impl Catalog {
     }
 }
 
-/// Resources or templates in config order; a key offered twice goes to the first server.
-fn merge_listed<'a>(
+/// What [`merge`] needs of an entry.
+trait Mergeable {
+    fn upstream(&self) -> usize;
+    /// The name or URI two servers must not share.
+    fn key(&self) -> &Arc<str>;
+    /// Every form the entry is looked up by (the key among them).
+    fn aliases(&self) -> [&Arc<str>; 2];
+}
+
+impl Mergeable for Named {
+    fn upstream(&self) -> usize {
+        self.upstream
+    }
+    fn key(&self) -> &Arc<str> {
+        &self.wire
+    }
+    fn aliases(&self) -> [&Arc<str>; 2] {
+        // The wire name is one of these two.
+        [&self.qualified, &self.portable]
+    }
+}
+
+impl Mergeable for Listed {
+    fn upstream(&self) -> usize {
+        self.upstream
+    }
+    fn key(&self) -> &Arc<str> {
+        &self.key
+    }
+    fn aliases(&self) -> [&Arc<str>; 2] {
+        [&self.key, &self.key]
+    }
+}
+
+/// The servers' shares in config order, with a table of every alias; an entry whose key an
+/// earlier server already offers is left out and reported.
+fn merge<'a, T: Mergeable + 'a>(
     kind: &'static str,
     conflicts: &mut Vec<Conflict>,
-    shares: impl Iterator<Item = &'a [Arc<Listed>]>,
-) -> (Vec<Arc<Listed>>, Index) {
-    let shares: Vec<&[Arc<Listed>]> = shares.collect();
+    shares: impl Iterator<Item = &'a [Arc<T>]>,
+) -> (Vec<Arc<T>>, Index) {
+    let shares: Vec<&[Arc<T>]> = shares.collect();
     let total = shares.iter().map(|s| s.len()).sum();
-    let mut out: Vec<Arc<Listed>> = Vec::with_capacity(total);
-    let mut index = Index::with_capacity_and_hasher(total, Default::default());
+    let mut out: Vec<Arc<T>> = Vec::with_capacity(total);
+    let mut index = Index::with_capacity_and_hasher(2 * total, Default::default());
     for item in shares.into_iter().flatten() {
-        if let Some(&first) = index.get(&*item.key) {
+        if let Some(&first) = index.get(&**item.key()) {
             conflicts.push(Conflict {
                 kind,
-                key: item.key.clone(),
-                kept: out[first].upstream,
-                other: item.upstream,
+                key: item.key().clone(),
+                kept: out[first].upstream(),
+                other: item.upstream(),
             });
             continue;
         }
-        index.insert(item.key.clone(), out.len());
+        for name in item.aliases() {
+            index.entry(name.clone()).or_insert(out.len());
+        }
         out.push(item.clone());
     }
     (out, index)
