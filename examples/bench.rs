@@ -30,7 +30,10 @@
 //!    second (one call streaming thousands; every one must arrive before the answer);
 //! 6. the policy pipeline: features one at a time, a cache hit (≤ 1.5× a direct echo) and
 //!    every stage on at once, each call a miss that is then stored (adds ≤ 5 µs p50 to the
-//!    pass-through hub), each on fresh hubs, best p50 of the runs, with throughput.
+//!    pass-through hub), each on fresh hubs, best p50 of the runs, with throughput. The
+//!    pipeline's target is then measured interleaved — one call to the full-pipeline hub and
+//!    one to a pass-through hub in turn, so both meet the machine in the same state — and
+//!    judged on the median of the runs.
 //!
 //! It prints a table and writes every figure to `target/bench.json`. The binaries are taken
 //! from the directory above this example's own executable (`target/release/`); build them
@@ -1206,6 +1209,75 @@ struct Latency {
     ipis_per_call: f64,
 }
 
+/// One request, written and answered; nanoseconds from write to answer.
+fn one_call(peer: &mut Peer, scanner: &IdScanner, template: &CallTemplate) -> Result<u64> {
+    let id = peer.next_id;
+    peer.next_id += 1;
+    let t = Instant::now();
+    let w = peer.w.as_mut().ok_or_else(|| anyhow!("stdin closed"))?;
+    template.write(w, id)?;
+    w.flush()?;
+    loop {
+        let line = peer.r.line()?;
+        match scanner.scan(&peer.r.buf[line])? {
+            Seen::Result(got) if got == id => break,
+            Seen::Result(got) => {
+                bail!("{}: answer to id {got} while waiting for {id}", peer.label)
+            }
+            Seen::Other => {}
+        }
+    }
+    Ok(t.elapsed().as_nanos() as u64)
+}
+
+/// Sequential calls alternating between two peers, one call each in turn (A B, B A, …). Both
+/// then meet the machine in the same state at the same moments (on a VM, whether CPUs sleep
+/// between calls moves every p50 by tens of µs), so the difference is theirs, not drift.
+fn paired(
+    a: (&mut Peer, &CallTemplate),
+    b: (&mut Peer, &CallTemplate),
+    warmup: usize,
+    calls: usize,
+) -> Result<Paired> {
+    let scanner = IdScanner::new();
+    let (mut sa, mut sb) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
+    for i in 0..warmup + calls {
+        // A then B, then B then A: whichever goes second finds the CPUs awake, a bias of
+        // up to 20 µs on a VM that the alternation cancels.
+        let (ta, tb) = if i % 2 == 0 {
+            let ta = one_call(a.0, &scanner, a.1)?;
+            (ta, one_call(b.0, &scanner, b.1)?)
+        } else {
+            let tb = one_call(b.0, &scanner, b.1)?;
+            (one_call(a.0, &scanner, a.1)?, tb)
+        };
+        if i >= warmup {
+            sa.push(ta);
+            sb.push(tb);
+        }
+    }
+    sa.sort_unstable();
+    sb.sort_unstable();
+    Ok(Paired {
+        a_p50_us: percentile(&sa, 0.50) as f64 / 1e3,
+        b_p50_us: percentile(&sb, 0.50) as f64 / 1e3,
+    })
+}
+
+/// p50s of two peers measured by [`paired`].
+#[derive(Clone, Copy)]
+struct Paired {
+    a_p50_us: f64,
+    b_p50_us: f64,
+}
+
+/// The run whose `key` is the median.
+fn median_paired(runs: &[Paired], key: impl Fn(&Paired) -> f64) -> Option<Paired> {
+    let mut sorted = runs.to_vec();
+    sorted.sort_by(|x, y| key(x).total_cmp(&key(y)));
+    sorted.get(sorted.len() / 2).copied()
+}
+
 fn latency(
     peer: &mut Peer,
     template: &CallTemplate,
@@ -1223,24 +1295,9 @@ fn latency(
             before = Some(Meter::read(pids, clk_tck)?);
             t0 = Instant::now();
         }
-        let id = peer.next_id;
-        peer.next_id += 1;
-        let t = Instant::now();
-        let w = peer.w.as_mut().ok_or_else(|| anyhow!("stdin closed"))?;
-        template.write(w, id)?;
-        w.flush()?;
-        loop {
-            let line = peer.r.line()?;
-            match scanner.scan(&peer.r.buf[line])? {
-                Seen::Result(got) if got == id => break,
-                Seen::Result(got) => {
-                    bail!("{}: answer to id {got} while waiting for {id}", peer.label)
-                }
-                Seen::Other => {}
-            }
-        }
+        let took = one_call(peer, &scanner, template)?;
         if i >= warmup {
-            samples.push(t.elapsed().as_nanos() as u64);
+            samples.push(took);
         }
     }
     let secs = t0.elapsed().as_secs_f64();
@@ -1659,6 +1716,8 @@ struct Calls {
     hub_shutdown: Duration,
     /// The same measures with policy features on.
     variants: Vec<Measured>,
+    /// The pass-through hub (a) against the full-pipeline hub (b), interleaved, fresh hubs.
+    pipeline_pairs: Vec<Paired>,
     surface: Surface,
 }
 
@@ -1808,16 +1867,24 @@ impl Calls {
         self.variants.iter().find(|m| m.role == role)
     }
 
-    /// Best cache-hit p50 over best direct p50.
+    /// Best cache-hit p50 over best direct p50: each peer on its own, fresh processes. (Not
+    /// interleaved like the pipeline: measured that way on a 2-CPU VM, the bare fixture's
+    /// calls drop to ~10 µs — the CPUs no longer sleep between them — while the hub's stay
+    /// near 100 µs, which measures the VM's wake-ups rather than the cache.)
     fn cache_hit_ratio(&self) -> Option<f64> {
         let hit = self.variant(Role::CacheHit)?;
         Some(ratio(hit.best_p50(), self.best_p50(&self.lat_direct_runs)))
     }
 
-    /// What every stage of the pipeline on adds to the pass-through hub's p50 (best runs).
+    /// The interleaved run with the median p50 the full pipeline adds.
+    fn pipeline_pair(&self) -> Option<Paired> {
+        median_paired(&self.pipeline_pairs, |p| p.b_p50_us - p.a_p50_us)
+    }
+
+    /// What every stage of the pipeline on adds to the pass-through hub's p50, measured
+    /// interleaved (median of the runs).
     fn pipeline_added_us(&self) -> Option<f64> {
-        let full = self.variant(Role::FullPipeline)?;
-        Some(full.best_p50() - self.best_p50(&self.lat_hub_runs))
+        self.pipeline_pair().map(|p| p.b_p50_us - p.a_p50_us)
     }
 }
 
@@ -1971,8 +2038,27 @@ fn run_calls(ctx: &Ctx, p: &Params) -> Result<Calls> {
             throughput: tp,
         });
     }
+
+    // The pipeline's target, measured against the pass-through hub interleaved.
+    wd.arm("interleaved pipeline target", Duration::from_secs(600));
+    let full = variants()
+        .into_iter()
+        .find(|v| v.role == Role::FullPipeline)
+        .map(|v| (v.template(), v.settings));
+    let mut pipeline_pairs = Vec::new();
+    for rep in 0..p.latency_reps.max(1) {
+        if let Some((template, settings)) = &full {
+            let (mut a, _) =
+                start_hub_peer(ctx, &format!("hub-pass-paired-{rep}"), &pass_through())?;
+            let (mut b, _) = start_hub_peer(ctx, &format!("hub-full-paired-{rep}"), settings)?;
+            pipeline_pairs.push(paired((&mut a, &fx_echo), (&mut b, template), lw, lc)?);
+            a.close(Duration::from_secs(10));
+            b.close(Duration::from_secs(10));
+        }
+    }
     wd.disarm();
     Ok(Calls {
+        pipeline_pairs,
         lat_direct,
         lat_hub,
         lat_direct_runs,
@@ -2443,16 +2529,20 @@ fn print_policy(c: &Calls, v: &Verdicts, f2: &dyn Fn(f64) -> String) {
             mark(v.cache_hit == Some(true))
         );
     }
-    if let (Some(added), Some(full)) = (c.pipeline_added_us(), c.variant(Role::FullPipeline)) {
+    if let (Some(added), Some(pair)) = (c.pipeline_added_us(), c.pipeline_pair()) {
         println!(
             "   {:<42} {:>11} {:>11} {:>9.2}x  adds ≤ {TARGET_PIPELINE_ADDED_US} µs p50: {added:+.1} µs   {}",
-            "full pipeline vs a direct echo (best p50)",
-            format!("{:.1} µs", c.best_p50(&c.lat_direct_runs)),
-            format!("{:.1} µs", full.best_p50()),
-            ratio(full.best_p50(), c.best_p50(&c.lat_direct_runs)),
+            "full pipeline vs pass-through (interleaved)",
+            format!("{:.1} µs", pair.a_p50_us),
+            format!("{:.1} µs", pair.b_p50_us),
+            ratio(pair.b_p50_us, pair.a_p50_us),
             mark(v.pipeline == Some(true))
         );
     }
+    println!(
+        "   (interleaved: one call to each hub in turn, so both meet the machine in the same state; median of {} runs on fresh hubs)",
+        c.pipeline_pairs.len()
+    );
 }
 
 fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
@@ -2748,8 +2838,9 @@ fn run(p: &Params) -> Result<()> {
                 "pass": v.cache_hit,
             },
             "pipeline": {
-                "rule": format!("full pipeline p50 - pass-through hub p50 <= {TARGET_PIPELINE_ADDED_US} us, best runs"),
+                "rule": format!("full pipeline p50 - pass-through hub p50 <= {TARGET_PIPELINE_ADDED_US} us, interleaved, median of runs"),
                 "added_us": calls.as_ref().and_then(Calls::pipeline_added_us).map(|us| round(us, 2)),
+                "runs": calls.as_ref().map(|c| c.pipeline_pairs.iter().map(|p| json!({"pass_through_p50_us": round(p.a_p50_us, 2), "full_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>()),
                 "pass": v.pipeline,
             },
             "memory": {

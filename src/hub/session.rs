@@ -8,7 +8,7 @@ use super::{Hub, HubEvent, NameKind, Route, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
 use crate::policy::audit::Record;
 use crate::policy::cache::{Key, NotStored};
-use crate::policy::canonical::{canonical, sha256};
+use crate::policy::canonical::canonical;
 use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
 use crate::transport::Outgoing;
@@ -745,12 +745,12 @@ impl Session {
             serde_json::from_str(&policy.redact(canon)).unwrap_or(serde_json::Value::Null)
         });
         Record {
-            time: crate::time::now_rfc3339(),
+            at: Some(std::time::SystemTime::now()),
             client: lock(&self.client_name).clone(),
             method: method.to_string(),
             target: target.to_string(),
             cache: "off".into(),
-            arguments_hash: sha256(canon),
+            hash_later: Some(canon.to_string()),
             arguments,
             ..Record::default()
         }

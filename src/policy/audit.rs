@@ -38,6 +38,13 @@ pub struct Record {
     pub arguments: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// The canonical arguments, when `arguments_hash` is still to be computed, and the
+    /// moment `time` stands for, when still to be written out: the writer thread does both,
+    /// so a call waits for neither SHA-256 nor date formatting.
+    #[serde(skip)]
+    pub hash_later: Option<String>,
+    #[serde(skip)]
+    pub at: Option<std::time::SystemTime>,
 }
 
 /// How long the writer gathers records after the first one arrives.
@@ -178,7 +185,7 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
     // Kept open between batches; reopened when the file was rotated (by us or by another
     // openpact process), which the inode tells.
     let mut file: Option<(std::fs::File, u64)> = None;
-    while let Some((batch, ticket)) = next_batch(shared) {
+    while let Some((mut batch, ticket)) = next_batch(shared) {
         let result = (|| -> std::io::Result<()> {
             if batch.is_empty() {
                 return Ok(());
@@ -201,8 +208,14 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
                 }
             };
             let mut buf = Vec::with_capacity(batch.len() * 256);
-            for r in &batch {
-                serde_json::to_writer(&mut buf, r)?;
+            for r in &mut batch {
+                if let Some(canonical) = r.hash_later.take() {
+                    r.arguments_hash = super::canonical::sha256(&canonical);
+                }
+                if let Some(at) = r.at.take() {
+                    r.time = crate::time::rfc3339(at);
+                }
+                serde_json::to_writer(&mut buf, &*r)?;
                 buf.push(b'\n');
             }
             // One write per batch: with O_APPEND, lines of two processes never interleave.

@@ -58,7 +58,8 @@ pub enum NotStored<T> {
 }
 
 pub struct ResultCache {
-    cache: Cache<Key, Arc<Stored>>,
+    /// foldhash rather than std's SipHash: every call hashes its key (arguments included).
+    cache: Cache<Key, Arc<Stored>, foldhash::fast::RandomState>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -82,7 +83,7 @@ impl ResultCache {
             })
             .expire_after(PerEntry)
             .support_invalidation_closures()
-            .build();
+            .build_with_hasher(foldhash::fast::RandomState::default());
         ResultCache {
             cache,
             hits: AtomicU64::new(0),
