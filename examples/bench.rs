@@ -2297,12 +2297,7 @@ fn print_calls(p: &Params, c: &Calls, v: &Verdicts) {
     );
     row("p99", ld.p99_us, lh.p99_us, "µs", "");
     row("mean", ld.mean_us, lh.mean_us, "µs", "");
-    let p50s = |v: &[Latency]| {
-        v.iter()
-            .map(|l| format!("{:.1}", l.p50_us))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let p50s = |v: &[Latency]| figures(v.iter().map(|l| l.p50_us), 1);
     println!(
         "   {:<42} direct {}; hub {}",
         format!(
@@ -2363,12 +2358,7 @@ fn print_calls(p: &Params, c: &Calls, v: &Verdicts) {
         TARGET_THROUGHPUT,
         mark(v.throughput == Some(true))
     );
-    let reps = |v: &[Throughput]| {
-        v.iter()
-            .map(|t| format!("{:.0}", t.per_sec))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let reps = |v: &[Throughput]| figures(v.iter().map(|t| t.per_sec), 0);
     println!(
         "   {:<42} direct {}; hub {}",
         "every run (calls/s)",
@@ -2545,6 +2535,14 @@ fn print_policy(c: &Calls, v: &Verdicts, f2: &dyn Fn(f64) -> String) {
     );
 }
 
+/// Figures for a line of the table: `1.5, 2.0, 3.1`.
+fn figures(values: impl Iterator<Item = f64>, decimals: usize) -> String {
+    values
+        .map(|v| format!("{v:.decimals$}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
     println!(
         "3. startup until the tool list is complete ({} tools per fixture; median of {} runs)",
@@ -2602,11 +2600,7 @@ fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
                 ratio(m.full_ms, par)
             );
         }
-        let all = reps
-            .iter()
-            .map(|r| format!("{:.1}", r.full_ms))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let all = figures(reps.iter().map(|r| r.full_ms), 1);
         println!(
             "   {:<42} initialize answered at {:.1} ms; first list at {:.1} ms ({} tools); {} listing(s), {} stale",
             "", m.init_ms, m.first_list_ms, m.first_list_tools, m.listings, m.stale_listings
