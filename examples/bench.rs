@@ -1895,21 +1895,31 @@ fn start_direct_peer(ctx: &Ctx, label: &str) -> Result<(Peer, Pids)> {
     let tools = direct
         .list_tools()?
         .ok_or_else(|| anyhow!("fixture cursor went stale"))?;
-    if !tools.iter().any(|t| t == "echo") {
-        bail!("the fixture has no echo tool");
-    }
-    let check = direct.call(
-        "tools/call",
-        json!({"name": "echo", "arguments": {"message": "hello"}}),
-    )?;
-    if check.pointer("/content/0/text").and_then(Value::as_str) != Some("hello") {
-        bail!("fixture echo answered {check}");
-    }
+    check_echo(&mut direct, &tools, "echo")?;
     let pids = Pids {
         hub: None,
         fixture: direct.pid,
     };
     Ok((direct, pids))
+}
+
+/// Checks that `peer` lists `echo` and that it echoes.
+fn check_echo(peer: &mut Peer, tools: &[String], echo: &str) -> Result<()> {
+    if !tools.iter().any(|t| t == echo) {
+        bail!(
+            "{} does not list {echo} (it lists {} tools)",
+            peer.label,
+            tools.len()
+        );
+    }
+    let check = peer.call(
+        "tools/call",
+        json!({"name": echo, "arguments": {"message": "hello"}}),
+    )?;
+    if check.pointer("/content/0/text").and_then(Value::as_str) != Some("hello") {
+        bail!("{}: {echo} answered {check}", peer.label);
+    }
+    Ok(())
 }
 
 /// The run with the median p50.
@@ -1927,19 +1937,7 @@ fn start_hub_peer(ctx: &Ctx, label: &str, settings: &Value) -> Result<(Peer, Pid
     let tools = hub
         .list_tools()?
         .ok_or_else(|| anyhow!("hub cursor went stale"))?;
-    if !tools.iter().any(|t| t == "fx:echo") {
-        bail!(
-            "the hub does not list fx:echo (it lists {} tools)",
-            tools.len()
-        );
-    }
-    let check = hub.call(
-        "tools/call",
-        json!({"name": "fx:echo", "arguments": {"message": "hello"}}),
-    )?;
-    if check.pointer("/content/0/text").and_then(Value::as_str) != Some("hello") {
-        bail!("hub fx:echo answered {check}");
-    }
+    check_echo(&mut hub, &tools, "fx:echo")?;
     let pids = hub.call("tools/call", json!({"name": "fx:pids", "arguments": {}}))?;
     let fixture = pids
         .pointer("/content/0/text")
@@ -2261,12 +2259,12 @@ fn verdicts(calls: Option<&Calls>, startup: Option<&Startup>) -> Verdicts {
 
 fn print_calls(p: &Params, c: &Calls, v: &Verdicts) {
     let row = |name: &str, d: f64, h: f64, unit: &str, target: &str| {
-        println!(
-            "   {:<42} {:>11} {:>11} {:>9.2}x  {target}",
+        ratio_row(
             name,
-            format!("{d:.1} {unit}"),
-            format!("{h:.1} {unit}"),
-            ratio(h, d)
+            &format!("{d:.1} {unit}"),
+            &format!("{h:.1} {unit}"),
+            ratio(h, d),
+            target,
         );
     };
     let text = |name: &str, d: String, h: String| println!("   {name:<42} {d:>11} {h:>11}");
@@ -2349,14 +2347,15 @@ fn print_calls(p: &Params, c: &Calls, v: &Verdicts) {
         p.throughput_calls, p.throughput_reps
     );
     let (d, h) = (&c.tpd, &c.tph);
-    println!(
-        "   {:<42} {:>11} {:>11} {:>9.2}x  hub ≥ {:.0}/s   {}",
+    ratio_row(
         "calls/s",
-        format!("{:.0}", d.per_sec),
-        format!("{:.0}", h.per_sec),
+        &format!("{:.0}", d.per_sec),
+        &format!("{:.0}", h.per_sec),
         ratio(h.per_sec, d.per_sec),
-        TARGET_THROUGHPUT,
-        mark(v.throughput == Some(true))
+        &format!(
+            "hub ≥ {TARGET_THROUGHPUT:.0}/s   {}",
+            mark(v.throughput == Some(true))
+        ),
     );
     let reps = |v: &[Throughput]| figures(v.iter().map(|t| t.per_sec), 0);
     println!(
@@ -2459,13 +2458,15 @@ fn print_surface(
     row("prompts/get p50", pd.p50_us, ph.p50_us, "µs", "");
     row("prompts/get p99", pd.p99_us, ph.p99_us, "µs", "");
     let [gd, gh] = &s.progress;
-    println!(
-        "   {:<42} {:>11} {:>11} {:>9.2}x  all {} delivered, in order, before the answer",
+    ratio_row(
         "progress notifications forwarded per second",
-        format!("{:.0}", gd.per_sec()),
-        format!("{:.0}", gh.per_sec()),
+        &format!("{:.0}", gd.per_sec()),
+        &format!("{:.0}", gh.per_sec()),
         ratio(gh.per_sec(), gd.per_sec()),
-        gh.notifications
+        &format!(
+            "all {} delivered, in order, before the answer",
+            gh.notifications
+        ),
     );
     text(
         "CPU µs per read: hub",
@@ -2509,30 +2510,40 @@ fn print_policy(c: &Calls, v: &Verdicts, f2: &dyn Fn(f64) -> String) {
         );
     }
     if let Some(r) = c.cache_hit_ratio() {
-        println!(
-            "   {:<42} {:>11} {:>11} {:>9.2}x  hit ≤ {TARGET_CACHE_HIT_RATIO}× direct echo   {}",
+        ratio_row(
             "cache hit vs a direct echo (best p50)",
-            format!("{:.1} µs", c.best_p50(&c.lat_direct_runs)),
-            c.variant(Role::CacheHit)
+            &format!("{:.1} µs", c.best_p50(&c.lat_direct_runs)),
+            &c.variant(Role::CacheHit)
                 .map_or_else(String::new, |m| format!("{:.1} µs", m.best_p50())),
             r,
-            mark(v.cache_hit == Some(true))
+            &format!(
+                "hit ≤ {TARGET_CACHE_HIT_RATIO}× direct echo   {}",
+                mark(v.cache_hit == Some(true))
+            ),
         );
     }
     if let (Some(added), Some(pair)) = (c.pipeline_added_us(), c.pipeline_pair()) {
-        println!(
-            "   {:<42} {:>11} {:>11} {:>9.2}x  adds ≤ {TARGET_PIPELINE_ADDED_US} µs p50: {added:+.1} µs   {}",
+        ratio_row(
             "full pipeline vs pass-through (interleaved)",
-            format!("{:.1} µs", pair.a_p50_us),
-            format!("{:.1} µs", pair.b_p50_us),
+            &format!("{:.1} µs", pair.a_p50_us),
+            &format!("{:.1} µs", pair.b_p50_us),
             ratio(pair.b_p50_us, pair.a_p50_us),
-            mark(v.pipeline == Some(true))
+            &format!(
+                "adds ≤ {TARGET_PIPELINE_ADDED_US} µs p50: {added:+.1} µs   {}",
+                mark(v.pipeline == Some(true))
+            ),
         );
     }
     println!(
         "   (interleaved: one call to each hub in turn, so both meet the machine in the same state; median of {} runs on fresh hubs)",
         c.pipeline_pairs.len()
     );
+}
+
+/// A table row: what, direct, hub, hub/direct, and the target or a note.
+fn ratio_row(name: &str, direct: &str, hub: &str, ratio: f64, note: &str) {
+    let line = format!("   {name:<42} {direct:>11} {hub:>11} {ratio:>9.2}x  {note}");
+    println!("{}", line.trim_end());
 }
 
 /// Figures for a line of the table: `1.5, 2.0, 3.1`.
@@ -2573,15 +2584,15 @@ fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
         } else {
             String::new()
         };
-        println!(
-            "   {:<42} {:>11} {:>11} {:>9.2}x  {target}",
-            format!(
+        ratio_row(
+            &format!(
                 "{n} server{}: complete tool list",
                 if *n == 1 { "" } else { "s" }
             ),
-            format!("{:.2} ms", s.single_max),
-            format!("{:.2} ms", m.full_ms),
-            ratio(m.full_ms, s.single_max)
+            &format!("{:.2} ms", s.single_max),
+            &format!("{:.2} ms", m.full_ms),
+            ratio(m.full_ms, s.single_max),
+            &target,
         );
         if let Some(par) = s
             .parallel
@@ -2589,15 +2600,15 @@ fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
             .find(|(k, _)| k == n)
             .map(|(_, v)| median_f64(v))
         {
-            println!(
-                "   {:<42} {:>11} {:>11} {:>9.2}x",
-                format!(
+            ratio_row(
+                &format!(
                     "  vs {n} fixture{} started by the bench itself",
                     if *n == 1 { "" } else { "s" }
                 ),
-                format!("{par:.2} ms"),
-                format!("{:.2} ms", m.full_ms),
-                ratio(m.full_ms, par)
+                &format!("{par:.2} ms"),
+                &format!("{:.2} ms", m.full_ms),
+                ratio(m.full_ms, par),
+                "",
             );
         }
         let all = figures(reps.iter().map(|r| r.full_ms), 1);
