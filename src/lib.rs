@@ -12,6 +12,8 @@
 //! - [`face`]: the outside world — the stdio MCP server.
 //! - [`cli`]: command-line commands and their output.
 
+#![forbid(unsafe_code)]
+
 pub mod builtins;
 pub mod cli;
 pub mod config;

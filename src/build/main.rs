@@ -9,7 +9,14 @@
 //!   actually runs go first in `.text`, so the pages it touches are a few hundred contiguous
 //!   ones instead of a scattering that fault-around inflates to most of the binary.
 //!
-//! `OPENPACT_LINK_TUNING=0` turns both off.
+//! - A static unwinder (`libgcc_eh.a`, linked whole) in both binaries, through the
+//!   `openpact_static_unwinder` cfg that `src/build/unwinder.rs` acts on: without it each
+//!   process loads `libgcc_s.so`, whose constructor probes the CPU with `cpuid`, which traps
+//!   to the hypervisor on a VM. Measured on the 2-core CI-like VM: 0.3–0.4 ms of CPU per
+//!   process start (of 1.4–1.9 ms for the fixture), paid 50 times when the hub starts 50
+//!   servers.
+//!
+//! `OPENPACT_LINK_TUNING=0` turns all three off.
 
 // Cargo reads a build script's instructions from its stdout.
 #![allow(clippy::print_stdout)]
@@ -22,6 +29,7 @@ fn main() {
     println!("cargo::rerun-if-changed=src/build/main.rs");
     println!("cargo::rerun-if-changed=src/build/hot-functions.txt");
     println!("cargo::rerun-if-env-changed=OPENPACT_LINK_TUNING");
+    println!("cargo::rustc-check-cfg=cfg(openpact_static_unwinder)");
     if env::var("OPENPACT_LINK_TUNING").is_ok_and(|v| v == "0") {
         return;
     }
@@ -37,14 +45,19 @@ fn main() {
     let runnable = var("HOST") == var("TARGET");
 
     let relr = ["-Wl,-z,pack-relative-relocs".to_string()];
-    if runnable && probe(&out, "relr", &relr, true) {
+    if runnable && probe(&out, "relr", &link_flags(&relr), true) {
         link_args(&relr);
+    }
+    // The probe panics and catches it, so a run proves the static unwinder unwinds.
+    let unwinder = ["-l".to_string(), "static:+whole-archive=gcc_eh".to_string()];
+    if probe(&out, "unwinder", &unwinder, runnable) {
+        println!("cargo::rustc-cfg=openpact_static_unwinder");
     }
     let ordering = [
         format!("-Wl,--symbol-ordering-file={}", order.display()),
         "-Wl,--no-warn-symbol-ordering".to_string(),
     ];
-    if order.is_file() && probe(&out, "order", &ordering, runnable) {
+    if order.is_file() && probe(&out, "order", &link_flags(&ordering), runnable) {
         link_args(&ordering);
     }
 }
@@ -55,12 +68,20 @@ fn link_args(args: &[String]) {
     }
 }
 
-/// Links an empty program with `args` the way cargo would link ours (same rustc, target,
-/// linker and flags) and, if `run`, runs it.
-fn probe(out: &Path, name: &str, args: &[String], run: bool) -> bool {
+fn link_flags(args: &[String]) -> Vec<String> {
+    args.iter().map(|a| format!("-Clink-arg={a}")).collect()
+}
+
+/// A program that needs a working unwinder: a panic caught, then a normal exit.
+const PROBE: &str = "fn main() {\n    std::panic::set_hook(Box::new(|_| {}));\n    \
+                     assert!(std::panic::catch_unwind(|| panic!()).is_err());\n}\n";
+
+/// Compiles the probe program with the extra rustc `flags` the way cargo would build ours
+/// (same rustc, target, linker and flags) and, if `run`, runs it.
+fn probe(out: &Path, name: &str, flags: &[String], run: bool) -> bool {
     let src = out.join("probe.rs");
     let exe = out.join(format!("probe-{name}"));
-    if std::fs::write(&src, "fn main() {}\n").is_err() {
+    if std::fs::write(&src, PROBE).is_err() {
         return false;
     }
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
@@ -76,12 +97,10 @@ fn probe(out: &Path, name: &str, args: &[String], run: bool) -> bool {
     if let Ok(linker) = env::var("RUSTC_LINKER") {
         cmd.arg("-C").arg(format!("linker={linker}"));
     }
-    if let Ok(flags) = env::var("CARGO_ENCODED_RUSTFLAGS") {
-        cmd.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    if let Ok(encoded) = env::var("CARGO_ENCODED_RUSTFLAGS") {
+        cmd.args(encoded.split('\x1f').filter(|f| !f.is_empty()));
     }
-    for a in args {
-        cmd.arg("-C").arg(format!("link-arg={a}"));
-    }
+    cmd.args(flags);
     let linked = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
