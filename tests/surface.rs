@@ -272,6 +272,38 @@ async fn resources_are_merged_paginated_and_a_shared_uri_is_warned_about_once() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_is_reported_once_servers_have_started_with_its_final_winner() {
+    // `slow` comes first in config order but is ready last: until it is, `b` serves the
+    // shared URIs. That interim winner must not be reported, only the final one.
+    let s = Scratch::new();
+    let mut servers = serde_json::Map::new();
+    servers.insert("slow".into(), fixture(&["--init-delay-ms", "400"]));
+    servers.insert("b".into(), fixture(&[]));
+    servers.insert("c".into(), fixture(&[]));
+    let cfg = s.servers(Value::Object(servers), None);
+    let hub = ready_hub(&cfg, json!({}), &["slow:echo", "b:echo", "c:echo"]).await;
+    let key = "resource 'fixture://static/1'";
+    let deadline = Instant::now() + WAIT;
+    while hub.stderr().matches(key).count() < 2 {
+        assert!(Instant::now() < deadline, "{}", hub.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let log = hub.stderr();
+    for other in ["b", "c"] {
+        let warning = format!("servers 'slow' and '{other}' both expose {key}; 'slow' serves it");
+        assert_eq!(
+            log.matches(&warning).count(),
+            1,
+            "{warning:?}; hub log:\n{log}"
+        );
+    }
+    assert!(
+        !log.contains("'b' serves it"),
+        "interim winner reported; hub log:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_uri_goes_to_the_first_server_in_config_order() {
     // The fixtures serve identical resources, so which server got a request is seen through
     // subscriptions: only the server that was subscribed announces updates.

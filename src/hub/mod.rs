@@ -932,88 +932,137 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// While servers are still starting for the first time, the catalogue is rebuilt at most
+/// this often: each rebuild merges every server's share, so rebuilding once per server as
+/// 50 of them come up costs a quadratic amount of work on the CPUs those servers need.
+/// The rebuild after the last one settles is immediate.
+const STARTUP_REBUILD_EVERY: Duration = Duration::from_millis(10);
+
+/// What the event loop remembers between events.
+#[derive(Default)]
+struct Seen {
+    generations: HashMap<usize, u64>,
+    tool_lists: HashMap<usize, usize>,
+    warned: std::collections::HashSet<catalog::Conflict>,
+}
+
 async fn event_loop(
     hub: Weak<Hub>,
     mut rx: mpsc::UnboundedReceiver<Event>,
     mut builder: catalog::Builder,
 ) {
-    let mut generations: HashMap<usize, u64> = HashMap::new();
-    let mut tool_lists: HashMap<usize, usize> = HashMap::new();
-    let mut warned: std::collections::HashSet<catalog::Conflict> = std::collections::HashSet::new();
-    while let Some(first) = rx.recv().await {
+    let mut seen = Seen::default();
+    // Highest event sequence number not yet in the catalogue (0: nothing pending).
+    let mut dirty = 0;
+    let mut last_build: Option<tokio::time::Instant> = None;
+    loop {
+        let due = last_build.map(|t| t + STARTUP_REBUILD_EVERY);
+        let first = tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => Some(ev),
+                None => return,
+            },
+            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
+                if dirty > 0 && due.is_some() => None,
+        };
         let Some(hub) = hub.upgrade() else { return };
         // Coalesce a burst (50 servers coming up) into one rebuild and one announcement.
-        let mut rebuild = false;
-        let mut seen = 0;
-        let mut next = Some(first);
+        let mut next = first;
         while let Some(ev) = next.take() {
-            match ev {
-                Event::Changed(i, n) => {
-                    rebuild = true;
-                    seen = seen.max(n);
-                    let snap = hub.upstreams[i].snapshot();
-                    if snap.state != State::Ready {
-                        for s in hub.sessions() {
-                            s.server_gone(i);
-                        }
-                    }
-
-                    // A restart or a new tool list makes cached results of that server stale.
-                    let tools_id = Arc::as_ptr(&snap.tools) as usize;
-                    if tool_lists
-                        .insert(i, tools_id)
-                        .is_some_and(|old| old != tools_id)
-                        || snap.state != State::Ready
-                    {
-                        hub.policy.cache.invalidate_server(i);
-                    }
-
-                    if snap.state == State::Ready
-                        && generations.insert(i, snap.generation) != Some(snap.generation)
-                    {
-                        let h = hub.clone();
-                        tokio::spawn(async move { h.replay(i).await });
-                    }
-                }
-            }
+            dirty = dirty.max(on_event(&hub, &mut seen, ev));
             next = rx.try_recv().ok();
         }
-        if rebuild {
-            let fresh = builder.build(&hub.upstreams);
-            for c in &fresh.conflicts {
-                if warned.insert(c.clone()) {
-                    tracing::warn!("{}", c.message(&hub.upstreams));
-                }
-            }
-            let changes = {
-                let mut cur = hub
-                    .catalog
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let mut changes = Vec::new();
-                if cur.tools.fingerprint != fresh.tools.fingerprint {
-                    changes.push(HubEvent::ToolsChanged);
-                }
-                if cur.prompts.fingerprint != fresh.prompts.fingerprint {
-                    changes.push(HubEvent::PromptsChanged);
-                }
-                if cur.resources_fingerprint != fresh.resources_fingerprint
-                    || cur.templates_fingerprint != fresh.templates_fingerprint
-                {
-                    changes.push(HubEvent::ResourcesChanged);
-                }
-                *cur = Arc::new(fresh);
-                changes
-            };
-            hub.rebuilt.fetch_max(seen, Ordering::SeqCst);
-            hub.changed.send_modify(|g| *g += 1);
+        if dirty == 0 {
+            continue;
+        }
+        let starting = hub
+            .upstreams
+            .iter()
+            .any(|u| u.snapshot().state.is_pending());
+        let now = tokio::time::Instant::now();
+        if starting && due.is_some_and(|due| now < due) {
+            continue;
+        }
+        rebuild(&hub, &mut builder, &mut seen, dirty, !starting);
+        dirty = 0;
+        last_build = Some(now);
+    }
+}
 
-            // Servers stopping at shutdown empty the catalogue; nobody needs to hear that.
-            if !*hub.shutdown.borrow() {
-                for c in changes {
-                    let _ = hub.events.send(c);
-                }
+/// Acts on one server event at once; returns its sequence number (the catalogue is rebuilt
+/// later).
+fn on_event(hub: &Arc<Hub>, seen: &mut Seen, ev: Event) -> u64 {
+    let Event::Changed(i, n) = ev;
+    let snap = hub.upstreams[i].snapshot();
+    if snap.state != State::Ready {
+        for s in hub.sessions() {
+            s.server_gone(i);
+        }
+    }
+
+    // A restart or a new tool list makes cached results of that server stale.
+    let tools_id = Arc::as_ptr(&snap.tools) as usize;
+    if seen
+        .tool_lists
+        .insert(i, tools_id)
+        .is_some_and(|old| old != tools_id)
+        || snap.state != State::Ready
+    {
+        hub.policy.cache.invalidate_server(i);
+    }
+
+    if snap.state == State::Ready
+        && seen.generations.insert(i, snap.generation) != Some(snap.generation)
+    {
+        let h = hub.clone();
+        tokio::spawn(async move { h.replay(i).await });
+    }
+    n
+}
+
+/// Rebuilds the catalogue, publishes it and announces what changed. Name conflicts are
+/// reported only once no server is on its first start (`warn`): while 50 servers come up in
+/// random order, which one wins a contested name keeps changing, and every interim winner
+/// would be reported.
+fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64, warn: bool) {
+    // Servers stopping at shutdown empty the catalogue one by one; nobody needs to see or
+    // hear that, and 50 rebuilds would only slow the exit.
+    if *hub.shutdown.borrow() {
+        hub.rebuilt.fetch_max(upto, Ordering::SeqCst);
+        hub.changed.send_modify(|g| *g += 1);
+        return;
+    }
+    let fresh = builder.build(&hub.upstreams);
+    if warn {
+        for c in &fresh.conflicts {
+            if seen.warned.insert(c.clone()) {
+                tracing::warn!("{}", c.message(&hub.upstreams));
             }
         }
+    }
+    let changes = {
+        let mut cur = hub
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut changes = Vec::new();
+        if cur.tools.fingerprint != fresh.tools.fingerprint {
+            changes.push(HubEvent::ToolsChanged);
+        }
+        if cur.prompts.fingerprint != fresh.prompts.fingerprint {
+            changes.push(HubEvent::PromptsChanged);
+        }
+        if cur.resources_fingerprint != fresh.resources_fingerprint
+            || cur.templates_fingerprint != fresh.templates_fingerprint
+        {
+            changes.push(HubEvent::ResourcesChanged);
+        }
+        *cur = Arc::new(fresh);
+        changes
+    };
+    hub.rebuilt.fetch_max(upto, Ordering::SeqCst);
+    hub.changed.send_modify(|g| *g += 1);
+    for c in changes {
+        let _ = hub.events.send(c);
     }
 }
