@@ -1001,10 +1001,14 @@ const INITIALIZE_GRACE: Duration = Duration::from_millis(750);
 
 /// A `tools/call` result with `isError: true`.
 fn is_error_result(result: &str) -> bool {
-    RawObject::parse(result)
-        .ok()
-        .and_then(|o| o.get("isError").map(|v| v == "true"))
-        .unwrap_or(false)
+    // Most results have no `isError` member at all; only those that might (spelled out, or
+    // with escapes in a key) need parsing.
+    let might = |needle: &[u8]| memchr::memmem::find(result.as_bytes(), needle).is_some();
+    (might(b"\"isError\"") || might(b"\\u"))
+        && RawObject::parse(result)
+            .ok()
+            .and_then(|o| o.get("isError").map(|v| v == "true"))
+            .unwrap_or(false)
 }
 
 /// JSON-RPC code for a refused `prompts/get` or `resources/read` (tools get an `isError`
@@ -1114,5 +1118,22 @@ async fn forward_hub_events(
                 s.send(jsonrpc::notification(ev.notification(), None));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_error_result;
+
+    #[test]
+    fn is_error_result_reads_the_member_however_it_is_written() {
+        assert!(!is_error_result(r#"{"content":[{"type":"text","text":"hi"}]}"#));
+        assert!(!is_error_result(r#"{"content":[],"isError":false}"#));
+        assert!(is_error_result(r#"{"content":[],"isError":true}"#));
+        assert!(is_error_result(r#"{"content":[], "isError" : true}"#));
+        // A key with escapes is the same key.
+        assert!(is_error_result(r#"{"content":[],"\u0069sError":true}"#));
+        // The words inside a text are not the member.
+        assert!(!is_error_result(r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#));
     }
 }

@@ -99,24 +99,34 @@ impl DecisionStore {
 
     /// All decisions, re-read only when the file changed since the last look.
     pub fn all(&self) -> Result<BTreeMap<String, Remembered>, DecisionError> {
+        self.with_current(BTreeMap::clone)
+    }
+
+    pub fn lookup(&self, name: &str) -> Result<Option<Remembered>, DecisionError> {
+        // Every call looks here: only the one decision is copied, not the whole map.
+        self.with_current(|map| map.get(name).cloned())
+    }
+
+    /// Runs `f` on the decisions as the file now has them, re-read only when it changed
+    /// since the last look.
+    fn with_current<T>(
+        &self,
+        f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
+    ) -> Result<T, DecisionError> {
         let mtime = self.mtime();
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Unchanged (or still absent) since the last read: no need to read it again.
         if let Some((seen, map)) = cached.as_ref()
             && *seen == mtime
         {
-            return Ok(map.clone());
+            return Ok(f(map));
         }
         let map = self.read()?;
-        *cached = Some((mtime, map.clone()));
-        Ok(map)
-    }
-
-    pub fn lookup(&self, name: &str) -> Result<Option<Remembered>, DecisionError> {
-        Ok(self.all()?.get(name).cloned())
+        let out = f(&map);
+        *cached = Some((mtime, map));
+        Ok(out)
     }
 
     /// Applies `change` under the lock and writes the result atomically.
