@@ -1127,13 +1127,17 @@ mod tests {
 
     #[test]
     fn is_error_result_reads_the_member_however_it_is_written() {
-        assert!(!is_error_result(r#"{"content":[{"type":"text","text":"hi"}]}"#));
+        assert!(!is_error_result(
+            r#"{"content":[{"type":"text","text":"hi"}]}"#
+        ));
         assert!(!is_error_result(r#"{"content":[],"isError":false}"#));
         assert!(is_error_result(r#"{"content":[],"isError":true}"#));
         assert!(is_error_result(r#"{"content":[], "isError" : true}"#));
         // A key with escapes is the same key.
         assert!(is_error_result(r#"{"content":[],"\u0069sError":true}"#));
         // The words inside a text are not the member.
-        assert!(!is_error_result(r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#));
+        assert!(!is_error_result(
+            r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#
+        ));
     }
 }
