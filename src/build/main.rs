@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    println!("cargo::rerun-if-changed=src/build/main.rs");
-    println!("cargo::rerun-if-changed=src/build/hot-functions.txt");
-    println!("cargo::rerun-if-env-changed=OPENPACT_LINK_TUNING");
-    println!("cargo::rustc-check-cfg=cfg(openpact_static_unwinder)");
+    cargo("rerun-if-changed=src/build/main.rs");
+    cargo("rerun-if-changed=src/build/hot-functions.txt");
+    cargo("rerun-if-env-changed=OPENPACT_LINK_TUNING");
+    cargo("rustc-check-cfg=cfg(openpact_static_unwinder)");
     if env::var("OPENPACT_LINK_TUNING").is_ok_and(|v| v == "0") {
         return;
     }
@@ -51,7 +51,7 @@ fn main() {
     // The probe panics and catches it, so a run proves the static unwinder unwinds.
     let unwinder = ["-l".to_string(), "static:+whole-archive=gcc_eh".to_string()];
     if probe(&out, "unwinder", &unwinder, runnable) {
-        println!("cargo::rustc-cfg=openpact_static_unwinder");
+        cargo("rustc-cfg=openpact_static_unwinder");
     }
     let ordering = [
         format!("-Wl,--symbol-ordering-file={}", order.display()),
@@ -62,9 +62,14 @@ fn main() {
     }
 }
 
+/// One instruction to cargo, which reads them from a build script's stdout.
+fn cargo(instruction: &str) {
+    println!("cargo::{instruction}");
+}
+
 fn link_args(args: &[String]) {
     for a in args {
-        println!("cargo::rustc-link-arg-bin=openpact={a}");
+        cargo(&format!("rustc-link-arg-bin=openpact={a}"));
     }
 }
 
@@ -108,9 +113,9 @@ fn probe(out: &Path, name: &str, flags: &[String], run: bool) -> bool {
         .is_ok_and(|s| s.success());
     let works = linked && (!run || Command::new(&exe).status().is_ok_and(|s| s.success()));
     if !works {
-        println!(
-            "cargo::warning=link tuning: {name} not used (this toolchain cannot link or run it)"
-        );
+        cargo(&format!(
+            "warning=link tuning: {name} not used (this toolchain cannot link or run it)"
+        ));
     }
     works
 }
