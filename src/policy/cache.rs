@@ -174,10 +174,12 @@ impl ResultCache {
             match shared {
                 Some(Ok(result)) => return Ok(self.counted(result, true)),
                 Some(Err(other)) => {
-                    if let Ok(not_stored) = other.downcast::<NotStored<T>>() {
-                        self.misses.fetch_add(1, Ordering::Relaxed);
-                        return Err(not_stored);
-                    }
+                    self.misses.fetch_add(1, Ordering::Relaxed);
+                    return match other.downcast::<NotStored<T>>() {
+                        Ok(not_stored) => Err(not_stored),
+                        // Another caller's kind of outcome: nothing to share; our own call.
+                        Err(_) => call.await.map(|result| (result, false)).map_err(Arc::new),
+                    };
                 }
                 // The first caller went away (cancelled): try again, perhaps as the first.
                 None => {}
