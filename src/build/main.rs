@@ -18,10 +18,8 @@
 //!
 //! `OPENPACT_LINK_TUNING=0` turns all three off.
 
-// Cargo reads a build script's instructions from its stdout.
-#![allow(clippy::print_stdout)]
-
 use std::env;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -62,9 +60,14 @@ fn main() {
     }
 }
 
-/// One instruction to cargo, which reads them from a build script's stdout.
+/// One instruction to cargo, which reads them from a build script's stdout (this script's
+/// only output channel; the binaries' stdout rule is about serve mode's protocol).
 fn cargo(instruction: &str) {
-    println!("cargo::{instruction}");
+    if writeln!(std::io::stdout(), "cargo::{instruction}").is_err() {
+        // Cargo is gone or stopped listening: a build without our instructions would be
+        // a different build, so fail rather than carry on.
+        std::process::exit(1);
+    }
 }
 
 fn link_args(args: &[String]) {
