@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::hub::{Hub, Session};
-use crate::transport::{Outgoing, stdio};
+use crate::transport::stdio;
 use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -23,9 +23,15 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     let mut sigint = signal(SignalKind::interrupt())?;
     // `openpact cache clear` asks running hubs to drop their cached results this way.
     let mut sigusr1 = signal(SignalKind::user_defined1())?;
-    let mut pipes = stdio::start(config.hub.max_message_size)?;
+    let stdout = stdio::stdout()?;
     let hub = Hub::start(config, state_dir);
-    let session = Session::new(hub.clone(), pipes.outgoing.clone());
+    let session = Session::new(hub.clone(), stdout.outgoing.clone());
+    let mut stdin_closed = {
+        let session = session.clone();
+        stdio::read_stdin(config.hub.max_message_size, move |frame| {
+            session.handle_frame(frame)
+        })?
+    };
     {
         let hub = hub.clone();
         tokio::spawn(async move {
@@ -45,10 +51,7 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     );
     let why = loop {
         tokio::select! {
-            frame = pipes.incoming.recv() => match frame {
-                Some(frame) => session.handle_frame(frame),
-                None => break "stdin closed",
-            },
+            _ = &mut stdin_closed => break "stdin closed",
             _ = sigterm.recv() => break "SIGTERM",
                         _ = sigint.recv() => break "SIGINT",
             _ = sigusr1.recv() => {
@@ -65,7 +68,7 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     }
     session.abort_all("openpact is shutting down");
     hub.shutdown().await;
-    let _ = pipes.outgoing.send(Outgoing::Close);
-    let _ = tokio::time::timeout(Duration::from_millis(300), pipes.flushed).await;
+    stdout.outgoing.close();
+    let _ = tokio::time::timeout(Duration::from_millis(300), stdout.flushed).await;
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use super::{Hub, Session};
 use crate::jsonrpc::{self, Frame, Kind, Message};
-use crate::transport::Outgoing;
+use crate::transport::{Outbox, Outgoing};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -16,7 +16,7 @@ pub struct LocalClient {
 impl LocalClient {
     /// Opens a session and runs `initialize` with `capabilities` (JSON text).
     pub async fn connect(hub: Arc<Hub>, capabilities: &str) -> LocalClient {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = Outbox::channel();
         let session = Session::new(hub, tx);
         let mut client = LocalClient {
             session,

@@ -11,7 +11,7 @@ use crate::policy::cache::{Key, NotStored};
 use crate::policy::canonical::canonical;
 use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
-use crate::transport::Outgoing;
+use crate::transport::Outbox;
 use crate::upstream::{CallError, Connection, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use tokio::task::AbortHandle;
 
@@ -39,7 +39,7 @@ impl Forwarded {
 
 pub struct Session {
     hub: Arc<Hub>,
-    out: mpsc::UnboundedSender<Outgoing>,
+    out: Outbox,
     /// Downstream request id (JSON text) → the task serving it.
     in_flight: Mutex<HashMap<String, AbortHandle>>,
     initialized: AtomicBool,
@@ -80,7 +80,7 @@ fn relay(id: &str, reply: Result<Message, CallError>) -> String {
 }
 
 impl Session {
-    pub fn new(hub: Arc<Hub>, out: mpsc::UnboundedSender<Outgoing>) -> Arc<Session> {
+    pub fn new(hub: Arc<Hub>, out: Outbox) -> Arc<Session> {
         let session = Arc::new(Session {
             hub,
             out,
@@ -110,7 +110,7 @@ impl Session {
         } else {
             line
         };
-        let _ = self.out.send(Outgoing::Line(line));
+        self.out.send(line);
     }
 
     fn send_error(&self, id: &str, code: i64, message: &str) {

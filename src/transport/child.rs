@@ -10,7 +10,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, ChildStdout, Command};
 
 /// How to start a child.
 #[derive(Clone)]
@@ -40,7 +41,9 @@ pub struct SpawnError {
 /// A started child with its pipes.
 pub struct Spawned {
     pub proc: ChildProc,
-    pub stdin: ChildStdin,
+    /// As a pipe rather than a `ChildStdin`, which cannot be written through a shared
+    /// reference (see [`crate::transport::Outbox`]).
+    pub stdin: pipe::Sender,
     pub stdout: ChildStdout,
     pub stderr: Arc<StderrLog>,
 }
@@ -120,7 +123,24 @@ pub struct ChildProc {
 }
 
 impl ChildSpec {
-    pub fn spawn(&self) -> Result<Spawned, SpawnError> {
+    /// Starts the child. The fork and exec run on the blocking pool: the runtime has a single
+    /// worker (see `main.rs`), and a hub starting fifty servers would otherwise make them one
+    /// after another on it while the second CPU idles.
+    pub async fn spawn(&self) -> Result<Spawned, SpawnError> {
+        // A few at a time: more would only add idle threads to the pool, not speed.
+        static SPAWNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+        let _turn = SPAWNING.acquire().await;
+        let spec = self.clone();
+        match tokio::task::spawn_blocking(move || spec.spawn_now()).await {
+            Ok(spawned) => spawned,
+            Err(e) => Err(SpawnError {
+                program: self.program.display().to_string(),
+                source: std::io::Error::other(e),
+            }),
+        }
+    }
+
+    fn spawn_now(&self) -> Result<Spawned, SpawnError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -141,6 +161,10 @@ impl ChildSpec {
         let mut child = cmd.spawn().map_err(err)?;
         let missing = || err(std::io::Error::other("pipe missing"));
         let stdin = child.stdin.take().ok_or_else(missing)?;
+        let stdin = stdin
+            .into_owned_fd()
+            .and_then(pipe::Sender::from_owned_fd)
+            .map_err(err)?;
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
         let stderr = Arc::new(StderrLog::default());

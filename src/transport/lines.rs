@@ -2,7 +2,9 @@
 //! batches queued lines into as few writes as possible.
 
 use crate::jsonrpc::{Frame, Framer};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -11,6 +13,8 @@ use tokio::task::JoinHandle;
 pub enum Outgoing {
     /// A message without its newline.
     Line(String),
+    /// The unwritten end of a line [`Outbox::send`] began to write itself (newline included).
+    Rest(Vec<u8>),
     /// Flush and close the pipe (the peer sees EOF).
     Close,
 }
@@ -42,46 +46,287 @@ where
     }
 }
 
-/// Spawns a task that writes queued lines to `w`. It drains everything already queued before
-/// flushing, so pipelined traffic costs few syscalls. It ends on [`Outgoing::Close`], when every
-/// sender is gone, or on a write error (logged at debug: the reader side reports the peer's end).
-/// The handle finishes once the last line has been flushed.
-pub fn spawn_writer<W>(w: W, label: String) -> (mpsc::UnboundedSender<Outgoing>, JoinHandle<()>)
-where
-    W: AsyncWrite + Unpin + Send + 'static,
-{
+/// A pipe or socket both the writer task and [`Outbox::send`] write to: `&self` methods
+/// only, so the two can share it.
+pub trait SharedWrite: Send + Sync + 'static {
+    /// One non-blocking write of `bufs` in order; `WouldBlock` when the pipe is full.
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize>;
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
+}
+
+impl SharedWrite for tokio::net::unix::pipe::Sender {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        tokio::net::unix::pipe::Sender::try_write_vectored(self, bufs)
+    }
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        tokio::net::unix::pipe::Sender::poll_write_ready(self, cx)
+    }
+}
+
+impl SharedWrite for tokio::net::UnixStream {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        tokio::net::UnixStream::try_write_vectored(self, bufs)
+    }
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        tokio::net::UnixStream::poll_write_ready(self, cx)
+    }
+}
+
+/// Where lines for one peer go. Cloneable; the peer's input is closed by [`Outbox::close`],
+/// or once every clone is gone.
+///
+/// When the writer has nothing queued, [`Outbox::send`] writes the line itself, at once, in
+/// the caller's task: forwarding a request then costs no hop to the writer task, and what the
+/// caller does next (spawning the request's task, bookkeeping) overlaps with the peer's work
+/// instead of delaying it. Anything that cannot go out whole right away is queued, and the
+/// writer task takes over until the queue is empty again, so lines never overtake each other.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Outgoing>,
+    direct: Option<Arc<Direct>>,
+}
+
+struct Direct {
+    state: Mutex<DirectState>,
+}
+
+struct DirectState {
+    /// Dropped once nothing more may be written here, so that the writer task's copy is the
+    /// last and the peer sees EOF when it ends.
+    pipe: Option<Arc<dyn SharedWrite>>,
+    /// Lines handed to the writer task and not yet written: while any are, `send` queues too.
+    owed: usize,
+    /// [`Outbox::close`] was called: later lines are refused.
+    closed: bool,
+    /// The runtime turn of the last line written at once (see [`new_turn`]).
+    turn: u64,
+}
+
+static TURN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Marks a new turn of the runtime: the worker woke up to new events. The binary calls it on
+/// every unpark. An outbox writes at most one line at once per turn; the lines that follow in
+/// the same turn (a burst: thirty-two answers read in one go) are queued, and the writer task
+/// sends them in one write at the end of the turn instead of waking the peer thirty-two times.
+/// Without calls to this, only an outbox's first line is written at once.
+pub fn new_turn() {
+    TURN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+impl Direct {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DirectState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Outbox {
+    /// An outbox whose lines arrive on `rx` (the CLI's in-process client, the stdout thread).
+    pub fn channel() -> (Outbox, mpsc::UnboundedReceiver<Outgoing>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Outbox { tx, direct: None }, rx)
+    }
+
+    /// Queues `line` (without its newline), or writes it at once when nothing is queued.
+    /// False when the peer's input is closed.
+    pub fn send(&self, line: String) -> bool {
+        let Some(direct) = &self.direct else {
+            return self.tx.send(Outgoing::Line(line)).is_ok();
+        };
+        let mut st = direct.lock();
+        if st.closed {
+            return false;
+        }
+        let Some(pipe) = st.pipe.clone() else {
+            return false;
+        };
+        let mut done = 0;
+        let turn = TURN.load(std::sync::atomic::Ordering::Relaxed);
+        if st.owed == 0 && st.turn != turn {
+            st.turn = turn;
+            let bufs = [
+                std::io::IoSlice::new(line.as_bytes()),
+                std::io::IoSlice::new(b"\n"),
+            ];
+            match pipe.try_write_vectored(&bufs) {
+                Ok(n) if n > line.len() => return true,
+                Ok(n) => done = n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    // As with a line the writer task fails to write: this one is lost
+                    // quietly and later ones are refused. The reader side sees the peer's
+                    // end and reports it with its reason (say, the exit status), which a
+                    // refusal here would pre-empt with a vaguer one.
+                    tracing::debug!(error = %e, "write failed; closing");
+                    st.pipe = None;
+                    return true;
+                }
+            }
+        }
+        // Cut at a byte count, not a char boundary: the rest goes out as raw bytes.
+        let rest = if done == 0 {
+            Outgoing::Line(line)
+        } else {
+            let mut rest = line.into_bytes().split_off(done);
+            rest.push(b'\n');
+            Outgoing::Rest(rest)
+        };
+        if self.tx.send(rest).is_err() {
+            return false;
+        }
+        st.owed += 1;
+        true
+    }
+
+    /// Closes the peer's input once everything queued is written (the peer sees EOF).
+    pub fn close(&self) {
+        if let Some(direct) = &self.direct {
+            let mut st = direct.lock();
+            st.closed = true;
+            if st.owed == 0 {
+                st.pipe = None;
+            }
+            // Under the lock, so no line can be queued after it.
+            let _ = self.tx.send(Outgoing::Close);
+        } else {
+            let _ = self.tx.send(Outgoing::Close);
+        }
+    }
+}
+
+/// Spawns the task that writes what [`Outbox::send`] could not write at once. It drains
+/// everything queued into one write, so pipelined traffic costs few syscalls. It ends on
+/// [`Outbox::close`], when every outbox is gone, or on a write error (logged at debug: the
+/// reader side reports the peer's end). The handle finishes once the last line is written.
+pub fn spawn_writer<W: SharedWrite>(w: W, label: String) -> (Outbox, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
+    let pipe: Arc<dyn SharedWrite> = Arc::new(w);
+    let direct = Arc::new(Direct {
+        state: Mutex::new(DirectState {
+            pipe: Some(pipe.clone()),
+            owed: 0,
+            closed: false,
+            turn: 0,
+        }),
+    });
+    let theirs = direct.clone();
     let done = tokio::spawn(async move {
-        let mut w = BufWriter::with_capacity(1 << 13, w);
+        let mut batch = Vec::with_capacity(1 << 13);
         'outer: while let Some(first) = rx.recv().await {
             let mut next = Some(first);
+            let mut lines = 0;
+            let mut close = false;
+            batch.clear();
             while let Some(item) = next.take() {
                 match item {
                     Outgoing::Line(line) => {
-                        if let Err(e) = write_line(&mut w, &line).await {
-                            tracing::debug!(peer = %label, error = %e, "write failed; closing");
-                            break 'outer;
-                        }
+                        batch.extend_from_slice(line.as_bytes());
+                        batch.push(b'\n');
                     }
-                    Outgoing::Close => break 'outer,
+                    Outgoing::Rest(bytes) => batch.extend_from_slice(&bytes),
+                    Outgoing::Close => {
+                        close = true;
+                        break;
+                    }
                 }
+                lines += 1;
                 next = rx.try_recv().ok();
             }
-            if let Err(e) = w.flush().await {
-                tracing::debug!(peer = %label, error = %e, "flush failed; closing");
+            if let Err(e) = write_all(&*pipe, &batch).await {
+                tracing::debug!(peer = %label, error = %e, "write failed; closing");
+                break 'outer;
+            }
+            let mut st = theirs.lock();
+            st.owed -= lines.min(st.owed);
+            if close {
                 break;
             }
         }
-        let _ = w.flush().await;
-        let _ = w.shutdown().await;
+        theirs.lock().pipe = None;
     });
-    (tx, done)
+    (
+        Outbox {
+            tx,
+            direct: Some(direct),
+        },
+        done,
+    )
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(
-    w: &mut BufWriter<W>,
-    line: &str,
-) -> std::io::Result<()> {
-    w.write_all(line.as_bytes()).await?;
-    w.write_all(b"\n").await
+async fn write_all(pipe: &dyn SharedWrite, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        std::future::poll_fn(|cx| pipe.poll_write_ready(cx)).await?;
+        match pipe.try_write_vectored(&[std::io::IoSlice::new(buf)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::unix::pipe;
+
+    /// A line larger than the pipe's buffer goes out partly at once and partly through the
+    /// writer task; lines sent meanwhile must queue behind it, and `close` must let all of
+    /// them out before the reader sees EOF.
+    #[tokio::test]
+    async fn lines_keep_their_order_across_partial_writes_and_close() {
+        let (tx, mut rx) = pipe::pipe().unwrap();
+        let (out, done) = spawn_writer(tx, "test".into());
+        let big = "x".repeat(300_000);
+        assert!(out.send("first".into()));
+        // Once the runtime has seen the new pipe writable, `send` writes itself: the big line
+        // then goes out partly at once, and its rest through the writer task.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        new_turn();
+        assert!(out.send(big.clone()));
+        assert!(
+            direct_owed(&out) > 0,
+            "the big line should have been cut: its rest is owed to the writer task"
+        );
+        let other = out.clone();
+        for i in 0..100 {
+            assert!(other.send(format!("after {i}")));
+        }
+        out.close();
+        assert!(
+            !out.send("too late".into()),
+            "a closed outbox refuses lines"
+        );
+        let mut got = String::new();
+        rx.read_to_string(&mut got).await.unwrap();
+        done.await.unwrap();
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines.len(), 102);
+        assert_eq!(lines[0], "first");
+        assert_eq!(lines[1], big);
+        for (i, line) in lines[2..].iter().enumerate() {
+            assert_eq!(*line, format!("after {i}"));
+        }
+    }
+
+    fn direct_owed(out: &Outbox) -> usize {
+        out.direct.as_ref().map_or(0, |d| d.lock().owed)
+    }
+
+    /// Dropping every outbox closes the peer's input, as a dropped channel sender did.
+    #[tokio::test]
+    async fn the_peer_sees_eof_once_every_outbox_is_gone() {
+        let (tx, mut rx) = pipe::pipe().unwrap();
+        let (out, done) = spawn_writer(tx, "test".into());
+        let copy = out.clone();
+        assert!(out.send("one".into()));
+        drop(out);
+        assert!(copy.send("two".into()));
+        drop(copy);
+        let mut got = String::new();
+        rx.read_to_string(&mut got).await.unwrap();
+        done.await.unwrap();
+        assert_eq!(got, "one\ntwo\n");
+    }
 }

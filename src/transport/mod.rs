@@ -8,4 +8,4 @@ pub mod lines;
 pub mod stdio;
 
 pub use child::{ChildProc, ChildSpec, Scrub, SpawnError, Spawned, StderrLog};
-pub use lines::{Outgoing, read_frames, spawn_writer};
+pub use lines::{Outbox, Outgoing, read_frames, spawn_writer};

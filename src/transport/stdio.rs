@@ -9,7 +9,7 @@
 //! read it cannot cancel.
 
 use super::Outgoing;
-use super::lines::{read_frames, spawn_writer};
+use super::lines::{Outbox, SharedWrite, read_frames, spawn_writer};
 use crate::jsonrpc::{Frame, Framer};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use std::fs::File;
@@ -18,42 +18,21 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-/// The two halves handed to the serve face.
-pub struct StdioPipes {
-    /// Frames read from stdin; closes at EOF.
-    pub incoming: mpsc::UnboundedReceiver<Frame>,
-    /// Lines to write to stdout.
-    pub outgoing: mpsc::UnboundedSender<Outgoing>,
-    /// Fires once stdout has been flushed (after `Outgoing::Close` or all senders are
-    /// dropped).
+/// Our stdout, ready for lines.
+pub struct Stdout {
+    pub outgoing: Outbox,
+    /// Fires once stdout has been flushed (after [`Outbox::close`] or when every outbox is
+    /// gone).
     pub flushed: oneshot::Receiver<()>,
 }
 
-/// Starts reading stdin and writing stdout. Must be called on the runtime.
-pub fn start(max_message_size: usize) -> std::io::Result<StdioPipes> {
-    let (in_tx, incoming) = mpsc::unbounded_channel();
-    match Pollable::open(
-        std::io::stdin().as_fd().try_clone_to_owned()?,
-        Direction::In,
-    )? {
-        Some(stdin) => {
-            tokio::spawn(async move {
-                let read = read_frames(stdin, max_message_size, |f| {
-                    let _ = in_tx.send(f);
-                });
-                if let Err(e) = read.await {
-                    tracing::warn!(error = %e, "reading stdin failed; treating as end of input");
-                }
-            });
-        }
-        None => read_on_thread(in_tx, max_message_size)?,
-    }
-
+/// Starts writing stdout. Must be called on the runtime.
+pub fn stdout() -> std::io::Result<Stdout> {
     let (done_tx, flushed) = oneshot::channel();
     let outgoing = match Pollable::open(
         std::io::stdout().as_fd().try_clone_to_owned()?,
@@ -69,11 +48,32 @@ pub fn start(max_message_size: usize) -> std::io::Result<StdioPipes> {
         }
         None => write_on_thread(done_tx)?,
     };
-    Ok(StdioPipes {
-        incoming,
-        outgoing,
-        flushed,
-    })
+    Ok(Stdout { outgoing, flushed })
+}
+
+/// Starts reading stdin, handing each frame to `on_frame` in the reading task itself: no hop
+/// through a queue to another task. The returned receiver fires when stdin reaches its end
+/// (or cannot be read any more). Must be called on the runtime.
+pub fn read_stdin(
+    max_message_size: usize,
+    on_frame: impl FnMut(Frame) + Send + 'static,
+) -> std::io::Result<oneshot::Receiver<()>> {
+    let (eof_tx, closed) = oneshot::channel();
+    match Pollable::open(
+        std::io::stdin().as_fd().try_clone_to_owned()?,
+        Direction::In,
+    )? {
+        Some(stdin) => {
+            tokio::spawn(async move {
+                if let Err(e) = read_frames(stdin, max_message_size, on_frame).await {
+                    tracing::warn!(error = %e, "reading stdin failed; treating as end of input");
+                }
+                let _ = eof_tx.send(());
+            });
+        }
+        None => read_on_thread(on_frame, eof_tx, max_message_size)?,
+    }
+    Ok(closed)
 }
 
 /// A pipe or socket switched to non-blocking mode and registered with the runtime.
@@ -166,34 +166,33 @@ impl AsyncRead for Pollable {
     }
 }
 
-impl AsyncWrite for Pollable {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match &mut self.get_mut().io {
-            Io::PipeOut(w) => Pin::new(w).poll_write(cx, data),
-            Io::Socket(s) => Pin::new(s).poll_write(cx, data),
-            Io::PipeIn(_) => Poll::Ready(Err(wrong_way())),
+impl SharedWrite for Pollable {
+    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        match &self.io {
+            Io::PipeOut(w) => w.try_write_vectored(bufs),
+            Io::Socket(s) => s.try_write_vectored(bufs),
+            Io::PipeIn(_) => Err(wrong_way()),
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    /// Not a socket shutdown: stdout stays open until we exit, as with a blocking stdout.
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match &self.io {
+            Io::PipeOut(w) => w.poll_write_ready(cx),
+            Io::Socket(s) => s.poll_write_ready(cx),
+            Io::PipeIn(_) => Poll::Ready(Err(wrong_way())),
+        }
     }
 }
 
 fn read_on_thread(
-    in_tx: mpsc::UnboundedSender<Frame>,
+    mut on_frame: impl FnMut(Frame) + Send + 'static,
+    eof_tx: oneshot::Sender<()>,
     max_message_size: usize,
 ) -> std::io::Result<()> {
+    // The handler spawns tasks and sets timers, which needs the runtime's context.
+    let runtime = tokio::runtime::Handle::current();
     std::thread::Builder::new().name("stdin".into()).spawn(move || {
+        let _context = runtime.enter();
         let stdin = std::io::stdin();
         let mut reader = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
         let mut framer = Framer::new(max_message_size);
@@ -208,26 +207,23 @@ fn read_on_thread(
             };
             if buf.is_empty() {
                 if let Some(f) = framer.eof() {
-                    let _ = in_tx.send(f);
+                    on_frame(f);
                 }
                 break;
             }
             let (used, frame) = framer.feed(buf);
             reader.consume(used);
-            if let Some(f) = frame
-                && in_tx.send(f).is_err()
-            {
-                break;
+            if let Some(f) = frame {
+                on_frame(f);
             }
         }
+        let _ = eof_tx.send(());
     })?;
     Ok(())
 }
 
-fn write_on_thread(
-    done_tx: oneshot::Sender<()>,
-) -> std::io::Result<mpsc::UnboundedSender<Outgoing>> {
-    let (outgoing, mut out_rx) = mpsc::unbounded_channel::<Outgoing>();
+fn write_on_thread(done_tx: oneshot::Sender<()>) -> std::io::Result<Outbox> {
+    let (outgoing, mut out_rx) = Outbox::channel();
     std::thread::Builder::new()
         .name("stdout".into())
         .spawn(move || {
@@ -242,6 +238,11 @@ fn write_on_thread(
                                 .and_then(|()| w.write_all(b"\n"))
                                 .is_err()
                             {
+                                break 'outer;
+                            }
+                        }
+                        Outgoing::Rest(bytes) => {
+                            if w.write_all(&bytes).is_err() {
                                 break 'outer;
                             }
                         }

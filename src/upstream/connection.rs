@@ -2,12 +2,12 @@
 //! cancels requests, answers the server's `ping`, and hands everything else up as events.
 
 use crate::jsonrpc::{self, Frame, Kind, Message, parse_frame};
-use crate::transport::{Outgoing, StderrLog};
+use crate::transport::{Outbox, StderrLog};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// Why a request got no response from the server.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -57,7 +57,7 @@ type Reply = Result<Message, CallError>;
 
 pub struct Connection {
     label: String,
-    out: mpsc::UnboundedSender<Outgoing>,
+    out: Outbox,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_id: AtomicU64,
     /// Set once the connection is finished; later requests fail at once with this reason.
@@ -66,11 +66,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(
-        label: String,
-        out: mpsc::UnboundedSender<Outgoing>,
-        stderr: Arc<StderrLog>,
-    ) -> Arc<Self> {
+    pub fn new(label: String, out: Outbox, stderr: Arc<StderrLog>) -> Arc<Self> {
         Arc::new(Connection {
             label,
             out,
@@ -141,12 +137,12 @@ impl Connection {
     /// Queues an already-built line (responses to server requests go this way); false when
     /// the writer is gone.
     pub fn send(&self, line: String) -> bool {
-        self.out.send(Outgoing::Line(line)).is_ok()
+        self.out.send(line)
     }
 
     /// Closes the server's stdin (step one of shutdown).
     pub fn close_input(&self) {
-        let _ = self.out.send(Outgoing::Close);
+        self.out.close();
     }
 
     /// Marks the connection finished and fails every in-flight request with `reason`.

@@ -375,7 +375,7 @@ impl Upstream {
     /// reason (with the server's last stderr lines) returned.
     async fn start_once(self: &Arc<Self>, spec: &ChildSpec) -> Result<Running, String> {
         let t0 = Instant::now();
-        let spawned = spec.spawn().map_err(|e| e.to_string())?;
+        let spawned = spec.spawn().await.map_err(|e| e.to_string())?;
         let stderr = spawned.stderr.clone();
         let pid = spawned.proc.pid();
         self.update(|s| {
