@@ -1,5 +1,5 @@
-//! Async line I/O: a reader loop that frames bytes into messages, and a writer task that
-//! batches queued lines into as few writes as possible.
+//! Async line I/O: a reader loop that frames bytes into messages, and outboxes that write
+//! lines to a peer, at once when they can and through a batching writer task when they cannot.
 
 use crate::jsonrpc::{Frame, Framer};
 use std::sync::{Arc, Mutex, PoisonError};
