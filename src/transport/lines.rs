@@ -179,17 +179,15 @@ impl Outbox {
 
     /// Closes the peer's input once everything queued is written (the peer sees EOF).
     pub fn close(&self) {
-        if let Some(direct) = &self.direct {
-            let mut st = direct.lock();
+        // The lock is held until Close is queued, so no line can be queued after it.
+        let mut st = self.direct.as_ref().map(|d| d.lock());
+        if let Some(st) = st.as_mut() {
             st.closed = true;
             if st.owed == 0 {
                 st.pipe = None;
             }
-            // Under the lock, so no line can be queued after it.
-            let _ = self.tx.send(Outgoing::Close);
-        } else {
-            let _ = self.tx.send(Outgoing::Close);
         }
+        let _ = self.tx.send(Outgoing::Close);
     }
 }
 
