@@ -7,7 +7,7 @@
 use super::{Hub, HubEvent, NameKind, Route, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
 use crate::policy::audit::Record;
-use crate::policy::cache::{Key, NotStored};
+use crate::policy::cache::{Key, Lookup};
 use crate::policy::canonical::canonical;
 use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -40,8 +40,11 @@ impl Forwarded {
 pub struct Session {
     hub: Arc<Hub>,
     out: Outbox,
-    /// Downstream request id (JSON text) → the task serving it.
-    in_flight: Mutex<HashMap<String, AbortHandle>>,
+    /// Downstream request id (JSON text) → the task serving it, numbered so that a task
+    /// finishing after its answer went out never removes a newer request's entry that
+    /// reuses the id.
+    in_flight: Mutex<HashMap<String, (u64, AbortHandle)>>,
+    next_task: AtomicU64,
     initialized: AtomicBool,
     /// `capabilities` from the client's `initialize`, as JSON text.
     capabilities: Mutex<Option<String>>,
@@ -63,7 +66,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A response line for `id` from an upstream reply: the server's result or error verbatim,
 /// or the hub's own error when the server could not answer.
-fn relay(id: &str, reply: Result<Message, CallError>) -> String {
+fn relay(id: &str, reply: &CallReply) -> String {
     match reply {
         Ok(reply) => match (reply.result(), reply.error()) {
             (Some(result), _) => jsonrpc::result(id, result),
@@ -79,12 +82,29 @@ fn relay(id: &str, reply: Result<Message, CallError>) -> String {
     }
 }
 
+/// A server's answer to a request the hub forwarded.
+type CallReply = Result<Message, CallError>;
+
+/// What a request handler produced: the line to answer with, or word that it answered
+/// itself (to do its bookkeeping after the answer was on its way).
+enum Reply {
+    Line(String),
+    Sent,
+}
+
+impl From<String> for Reply {
+    fn from(line: String) -> Reply {
+        Reply::Line(line)
+    }
+}
+
 impl Session {
     pub fn new(hub: Arc<Hub>, out: Outbox) -> Arc<Session> {
         let session = Arc::new(Session {
             hub,
             out,
             in_flight: Mutex::new(HashMap::new()),
+            next_task: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             capabilities: Mutex::new(None),
             log_rank: Mutex::new(None),
@@ -288,7 +308,7 @@ impl Session {
                     .and_then(|p| RawObject::parse(p).ok())
                     .and_then(|o| o.get("requestId").map(str::to_string));
                 if let Some(id) = id
-                    && let Some(task) = lock(&self.in_flight).remove(&id)
+                    && let Some((_, task)) = lock(&self.in_flight).remove(&id)
                 {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();
@@ -342,7 +362,8 @@ impl Session {
     fn spawn<F, Fut>(self: &Arc<Self>, m: Message, f: F)
     where
         F: FnOnce(Arc<Session>, Message) -> Fut,
-        Fut: std::future::Future<Output = String> + Send + 'static,
+        Fut: std::future::Future + Send + 'static,
+        Fut::Output: Into<Reply>,
     {
         let id = m.id().to_string();
         // Boxed: the request futures are large, and a box is moved instead of all of them.
@@ -351,20 +372,30 @@ impl Session {
         // first poll: answering them here spares a task and an in-flight entry. Anything that
         // must wait is then moved to its own task, whose polls register the real waker.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if let std::task::Poll::Ready(line) = fut.as_mut().poll(&mut cx) {
-            self.send(line);
+        if let std::task::Poll::Ready(reply) = fut.as_mut().poll(&mut cx) {
+            if let Reply::Line(line) = reply.into() {
+                self.send(line);
+            }
             return;
         }
         let me = self.clone();
+        let number = self.next_task.fetch_add(1, Ordering::Relaxed);
         // Hold the lock across spawn + insert so a fast task cannot remove itself first.
         let mut in_flight = lock(&self.in_flight);
         let key = id.clone();
         let task = tokio::spawn(async move {
-            let line = fut.await;
-            lock(&me.in_flight).remove(&key);
-            me.send(line);
+            let reply = fut.await.into();
+            {
+                let mut in_flight = lock(&me.in_flight);
+                if in_flight.get(&key).is_some_and(|(n, _)| *n == number) {
+                    in_flight.remove(&key);
+                }
+            }
+            if let Reply::Line(line) = reply {
+                me.send(line);
+            }
         });
-        in_flight.insert(id, task.abort_handle());
+        in_flight.insert(id, (number, task.abort_handle()));
     }
 
     /// Cancels everything in flight, answering each with an error, and tells servers whose
@@ -372,7 +403,7 @@ impl Session {
     /// still reading deserves an answer rather than silence).
     pub fn abort_all(&self, reason: &str) {
         let drained: Vec<_> = lock(&self.in_flight).drain().collect();
-        for (id, task) in drained {
+        for (id, (_, task)) in drained {
             task.abort();
             self.send_error(&id, crate::upstream::code::UNAVAILABLE, reason);
         }
@@ -547,7 +578,7 @@ impl Session {
     /// `tools/call` and `prompts/get`: route by name, then the policy pipeline — permission →
     /// rate limit → cache lookup → call (only `name` rewritten) → cache store → audit.
     /// Redaction happens where every line leaves ([`Session::send`]).
-    async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> String {
+    async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> Reply {
         let t0 = Instant::now();
         let params = m.params().unwrap_or("{}");
         let obj = match RawObject::parse(params) {
@@ -558,7 +589,8 @@ impl Session {
                     code::INVALID_PARAMS,
                     &format!("{} params must be an object: {e}", m.method()),
                     None,
-                );
+                )
+                .into();
             }
         };
         let Some(name) = obj.get_str("name") else {
@@ -567,11 +599,12 @@ impl Session {
                 code::INVALID_PARAMS,
                 &format!("{} needs a string `name`", m.method()),
                 None,
-            );
+            )
+            .into();
         };
         let (route, named) = match self.hub.route_name(kind, &name).await {
             Ok(found) => found,
-            Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
+            Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None).into(),
         };
         let arguments = obj.get("arguments").unwrap_or("{}");
         let target = Target {
@@ -596,54 +629,56 @@ impl Session {
         let canon = (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments));
         let mut audit = self.audit_start(m.method(), &named.qualified, canon.as_deref());
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
-            return self.finish(audit, t0, denied);
+            return self.answer(audit, t0, denied);
         }
+        let claim = match ttl {
+            None => None,
+            Some(ttl) => {
+                let key = Key::from_canonical(
+                    named.upstream,
+                    &named.original,
+                    canon.unwrap_or_else(|| canonical(arguments)),
+                );
+                match policy.cache.lookup::<CallReply>(key).await {
+                    Lookup::Hit(result) => {
+                        audit.cache = "hit".into();
+                        // Only successful, non-error results are stored.
+                        audit.outcome = "ok".into();
+                        return self.answer(audit, t0, jsonrpc::result(m.id(), &result));
+                    }
+                    Lookup::Failed(reply) => {
+                        audit.cache = "miss".into();
+                        self.note_outcome(&mut audit, &reply);
+                        return self.answer(audit, t0, relay(m.id(), &reply));
+                    }
+                    Lookup::Claimed(claim) => Some((claim, ttl)),
+                }
+            }
+        };
+        audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
         let upstream_params = obj.with("name", &jsonrpc::quote(&named.original));
-        let call_upstream = || {
-            self.dispatch(
+        let reply = self
+            .dispatch(
                 &route,
                 m.method(),
                 &named.original,
                 arguments,
                 &upstream_params,
             )
-        };
-        let Some(ttl) = ttl else {
-            let reply = call_upstream().await;
-            audit.cache = "off".into();
-            self.note_outcome(&mut audit, &reply);
-            return self.finish(audit, t0, relay(m.id(), reply));
-        };
-        let key = Key::from_canonical(
-            named.upstream,
-            &named.original,
-            canon.unwrap_or_else(|| canonical(arguments)),
-        );
-        let call = async {
-            let reply = call_upstream().await;
-            match &reply {
+            .await;
+        self.note_outcome(&mut audit, &reply);
+        let sent = self.answer(audit, t0, relay(m.id(), &reply));
+        if let Some((claim, ttl)) = claim {
+            match reply.as_ref().ok().and_then(Message::result) {
                 // Only successful, non-error results are stored — already redacted, so the
                 // cache never holds a secret.
-                Ok(msg) if msg.result().is_some_and(|r| !is_error_result(r)) => Ok(Arc::from(
-                    policy.redact(msg.result().unwrap_or("{}")).as_ref(),
-                )),
-                _ => Err(NotStored::Uncacheable(reply)),
-            }
-        };
-        match policy.cache.get_or_call(key, ttl, call).await {
-            Ok((result, hit)) => {
-                audit.cache = if hit { "hit" } else { "miss" }.into();
-                // Only successful, non-error results are stored.
-                audit.outcome = "ok".into();
-                self.finish(audit, t0, jsonrpc::result(m.id(), &result))
-            }
-            Err(not_stored) => {
-                audit.cache = "miss".into();
-                let NotStored::Uncacheable(reply) = &*not_stored;
-                self.note_outcome(&mut audit, reply);
-                self.finish(audit, t0, relay(m.id(), reply.clone()))
+                Some(result) if !is_error_result(result) => {
+                    claim.store(Arc::from(policy.redact(result).as_ref()), ttl);
+                }
+                _ => claim.fail(Arc::new(reply)),
             }
         }
+        sent
     }
 
     /// Sends a routed `tools/call` / `prompts/get` to its server, or runs a built-in tool in
@@ -759,7 +794,7 @@ impl Session {
     /// Reads the audit outcome off a server's reply, sparing [`Session::finish`] a re-parse of
     /// the line it becomes. Failures to get a reply are left to `finish`, which records the
     /// error object the client was sent.
-    fn note_outcome(&self, audit: &mut Record, reply: &Result<Message, CallError>) {
+    fn note_outcome(&self, audit: &mut Record, reply: &CallReply) {
         let policy = &self.hub.policy;
         if !policy.audit_enabled() {
             return;
@@ -776,28 +811,32 @@ impl Session {
         };
     }
 
-    /// Completes the audit record from the response line and hands the line back.
-    fn finish(&self, mut audit: Record, t0: Instant, line: String) -> String {
+    /// Sends the answer, then completes and files the audit record: that bookkeeping need
+    /// not delay the client.
+    fn answer(&self, mut audit: Record, t0: Instant, line: String) -> Reply {
         let policy = &self.hub.policy;
-        if policy.audit_enabled() {
-            // A URI or a denial message can quote a secret.
-            audit.target = policy.redact(&audit.target).into_owned();
-            audit.error = audit.error.map(|e| policy.redact(&e).into_owned());
-            audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
-            audit.result_bytes = line.len();
-            if audit.outcome.is_empty() {
-                audit.outcome = match Message::parse(line.as_str().into()) {
-                    Ok(msg) if msg.error().is_some() => {
-                        audit.error = msg.error().map(|e| policy.redact(e).into_owned());
-                        "error".into()
-                    }
-                    Ok(msg) if msg.result().is_some_and(is_error_result) => "isError".into(),
-                    _ => "ok".into(),
-                };
-            }
-            policy.audit(audit);
+        if !policy.audit_enabled() {
+            self.send(line);
+            return Reply::Sent;
         }
-        line
+        audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+        audit.result_bytes = line.len();
+        if audit.outcome.is_empty() {
+            audit.outcome = match Message::parse(line.as_str().into()) {
+                Ok(msg) if msg.error().is_some() => {
+                    audit.error = msg.error().map(|e| policy.redact(e).into_owned());
+                    "error".into()
+                }
+                Ok(msg) if msg.result().is_some_and(is_error_result) => "isError".into(),
+                _ => "ok".into(),
+            };
+        }
+        self.send(line);
+        // A URI or a denial message can quote a secret.
+        audit.target = policy.redact(&audit.target).into_owned();
+        audit.error = audit.error.map(|e| policy.redact(&e).into_owned());
+        policy.audit(audit);
+        Reply::Sent
     }
 
     fn uri_of(m: &Message) -> Result<String, String> {
@@ -824,15 +863,15 @@ impl Session {
 
     /// `resources/read`: URIs are not namespaced; route by the URI → server map. Passes
     /// permission (as `server:<uri>`), rate limit and audit like a call.
-    async fn by_uri(self: &Arc<Self>, m: &Message) -> String {
+    async fn by_uri(self: &Arc<Self>, m: &Message) -> Reply {
         let t0 = Instant::now();
         let uri = match Self::uri_of(m) {
             Ok(u) => u,
-            Err(line) => return line,
+            Err(line) => return line.into(),
         };
         let up = match self.route_uri(m, &uri).await {
             Ok(up) => up,
-            Err(line) => return line,
+            Err(line) => return line.into(),
         };
         let qualified = format!("{}:{uri}", up.config.prefix());
         let target = Target {
@@ -846,14 +885,14 @@ impl Session {
         };
         let mut audit = self.audit_start(m.method(), &qualified, Some("{}"));
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
-            return self.finish(audit, t0, denied);
+            return self.answer(audit, t0, denied);
         }
         let reply = self
             .hub
             .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
             .await;
         self.note_outcome(&mut audit, &reply);
-        self.finish(audit, t0, relay(m.id(), reply))
+        self.answer(audit, t0, relay(m.id(), &reply))
     }
 
     async fn subscription(&self, m: &Message) -> String {
@@ -887,13 +926,13 @@ impl Session {
                 if subscribe && reply.error().is_some() {
                     lock(&self.subscriptions).remove(&uri);
                 }
-                relay(m.id(), Ok(reply))
+                relay(m.id(), &Ok(reply))
             }
             Err(e) => {
                 if subscribe {
                     lock(&self.subscriptions).remove(&uri);
                 }
-                relay(m.id(), Err(e))
+                relay(m.id(), &Err(e))
             }
         }
     }
@@ -968,7 +1007,7 @@ impl Session {
         match routed {
             Ok((up, params)) => relay(
                 m.id(),
-                self.hub.request_for(self, &up, m.method(), &params).await,
+                &self.hub.request_for(self, &up, m.method(), &params).await,
             ),
             Err(e) => jsonrpc::error(m.id(), e.code(), &e.to_string(), None),
         }
@@ -1001,10 +1040,15 @@ const INITIALIZE_GRACE: Duration = Duration::from_millis(750);
 
 /// A `tools/call` result with `isError: true`.
 fn is_error_result(result: &str) -> bool {
+    // Built once: building a searcher costs more than running it over a typical result.
+    static IS_ERROR: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\"isError\""));
+    static ESCAPE: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\\u"));
     // Most results have no `isError` member at all; only those that might (spelled out, or
     // with escapes in a key) need parsing.
-    let might = |needle: &[u8]| memchr::memmem::find(result.as_bytes(), needle).is_some();
-    (might(b"\"isError\"") || might(b"\\u"))
+    let bytes = result.as_bytes();
+    (IS_ERROR.find(bytes).is_some() || ESCAPE.find(bytes).is_some())
         && RawObject::parse(result)
             .ok()
             .and_then(|o| o.get("isError").map(|v| v == "true"))

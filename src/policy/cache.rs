@@ -53,14 +53,8 @@ impl Expiry<Key, Arc<Stored>> for PerEntry {
     }
 }
 
-/// What a call produced, when it must not be stored (errors, `isError`).
-#[derive(Debug)]
-pub enum NotStored<T> {
-    Uncacheable(T),
-}
-
-/// How a call that identical callers wait on ended: its stored result, or the outcome that
-/// was not stored (a `NotStored<T>`; the table of calls in flight is not generic over `T`).
+/// How a call that identical callers wait on ended: its stored result, or an outcome that
+/// was not stored (the table of calls in flight is not generic over its type).
 type Shared = Result<Arc<str>, Arc<dyn std::any::Any + Send + Sync>>;
 
 /// A call in flight: `None` until it ends; a dropped sender means it was cancelled.
@@ -91,12 +85,49 @@ pub struct CacheStats {
     pub bytes: u64,
 }
 
-/// The first caller's claim on a key. However the call ends, even cancelled, dropping the
-/// claim frees the key; the waiters then see the outcome, or try again themselves.
-struct Claim<'c> {
+/// What [`ResultCache::lookup`] found.
+pub enum Lookup<'c, T> {
+    /// A stored result, or the result an identical call in flight just stored.
+    Hit(Arc<str>),
+    /// An identical call in flight ended with an outcome that was not stored.
+    Failed(Arc<T>),
+    /// Nobody has it: make the call, then [`Claim::store`] or [`Claim::fail`].
+    Claimed(Claim<'c>),
+}
+
+/// The first caller's claim on a key. Settling it hands the outcome to the identical callers
+/// waiting; dropping it unsettled (the call was cancelled) frees the key, and they try again.
+/// Settling is separate from the lookup so that a caller can answer its client first.
+pub struct Claim<'c> {
     cache: &'c ResultCache,
     key: Key,
+    /// The invalidation epoch when the call began.
+    epoch: u64,
     tx: watch::Sender<Option<Shared>>,
+}
+
+impl Claim<'_> {
+    /// Stores `result` for `ttl`, unless an invalidation (restart, new tool list, `cache
+    /// clear`) since the call began made it stale, and hands it to the callers waiting.
+    pub fn store(self, result: Arc<str>, ttl: Duration) {
+        let cache = self.cache;
+        if cache.epoch.load(Ordering::SeqCst) == self.epoch {
+            let stored = Arc::new(Stored {
+                result: result.clone(),
+                ttl,
+            });
+            cache.cache.insert(self.key.clone(), stored);
+            if cache.epoch.load(Ordering::SeqCst) != self.epoch {
+                cache.cache.invalidate(&self.key);
+            }
+        }
+        self.tx.send_replace(Some(Ok(result)));
+    }
+
+    /// Hands an outcome that must not be stored (an error, `isError`) to the callers waiting.
+    pub fn fail<T: Send + Sync + 'static>(self, outcome: Arc<T>) {
+        self.tx.send_replace(Some(Err(outcome)));
+    }
 }
 
 impl Drop for Claim<'_> {
@@ -133,23 +164,12 @@ impl ResultCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Returns the cached result, or runs `call` (once, however many callers ask at the same
-    /// time) and stores what it returns when `call` says it may be stored.
-    /// `Ok((result, hit))`; `Err` carries an outcome that was not stored, shared by the
-    /// callers that waited on it.
-    pub async fn get_or_call<F, T>(
-        &self,
-        key: Key,
-        ttl: Duration,
-        call: F,
-    ) -> Result<(Arc<str>, bool), Arc<NotStored<T>>>
-    where
-        F: std::future::Future<Output = Result<Arc<str>, NotStored<T>>>,
-        T: Send + Sync + 'static,
-    {
-        let claim = loop {
+    /// Looks `key` up: a stored result, the outcome of an identical call in flight (waited
+    /// for), or the claim to make the call. `T` is the type of outcomes that are not stored.
+    pub async fn lookup<T: Send + Sync + 'static>(&self, key: Key) -> Lookup<'_, T> {
+        loop {
             if let Some(found) = self.cache.get(&key) {
-                return Ok(self.counted(found.result.clone(), true));
+                return Lookup::Hit(self.hit(found.result.clone()));
             }
             let mut waiting = {
                 let mut map = self.in_flight();
@@ -158,11 +178,14 @@ impl ResultCache {
                     None => {
                         let (tx, rx) = watch::channel(None);
                         map.insert(key.clone(), rx);
-                        break Claim {
+                        drop(map);
+                        self.misses.fetch_add(1, Ordering::Relaxed);
+                        return Lookup::Claimed(Claim {
                             cache: self,
                             key,
+                            epoch: self.epoch.load(Ordering::SeqCst),
                             tx,
-                        };
+                        });
                     }
                 }
             };
@@ -172,52 +195,23 @@ impl ResultCache {
                 .ok()
                 .and_then(|v| v.clone());
             match shared {
-                Some(Ok(result)) => return Ok(self.counted(result, true)),
+                Some(Ok(result)) => return Lookup::Hit(self.hit(result)),
                 Some(Err(other)) => {
-                    self.misses.fetch_add(1, Ordering::Relaxed);
-                    return match other.downcast::<NotStored<T>>() {
-                        Ok(not_stored) => Err(not_stored),
-                        // Another caller's kind of outcome: nothing to share; our own call.
-                        Err(_) => call.await.map(|result| (result, false)).map_err(Arc::new),
-                    };
+                    if let Ok(outcome) = other.downcast::<T>() {
+                        self.misses.fetch_add(1, Ordering::Relaxed);
+                        return Lookup::Failed(outcome);
+                    }
+                    // Another kind of outcome: nothing to share; try again, perhaps first.
                 }
                 // The first caller went away (cancelled): try again, perhaps as the first.
                 None => {}
             }
-        };
-        let epoch = self.epoch.load(Ordering::SeqCst);
-        let outcome = match call.await {
-            Ok(result) => {
-                // An invalidation (restart, new tool list, `cache clear`) since the call
-                // began makes this result stale: hand it over, but do not keep it.
-                if self.epoch.load(Ordering::SeqCst) == epoch {
-                    let stored = Arc::new(Stored {
-                        result: result.clone(),
-                        ttl,
-                    });
-                    self.cache.insert(claim.key.clone(), stored);
-                    if self.epoch.load(Ordering::SeqCst) != epoch {
-                        self.cache.invalidate(&claim.key);
-                    }
-                }
-                Ok(result)
-            }
-            Err(not_stored) => Err(Arc::new(not_stored)),
-        };
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        let shared: Shared = match &outcome {
-            Ok(result) => Ok(result.clone()),
-            Err(not_stored) => Err(not_stored.clone()),
-        };
-        claim.tx.send_replace(Some(shared));
-        drop(claim);
-        outcome.map(|result| (result, false))
+        }
     }
 
-    fn counted(&self, result: Arc<str>, hit: bool) -> (Arc<str>, bool) {
-        let counter = if hit { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        (result, hit)
+    fn hit(&self, result: Arc<str>) -> Arc<str> {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        result
     }
 
     /// Drops every entry of one server (it restarted or its tools changed).
@@ -258,26 +252,47 @@ mod tests {
         Key::new(0, "tool", "{}")
     }
 
-    type Answer = Result<(Arc<str>, bool), Arc<NotStored<&'static str>>>;
+    /// The result and whether it came from the cache (or another caller), or the failure.
+    type Answer = Result<(Arc<str>, bool), Arc<&'static str>>;
 
     /// A call that counts itself, waits for `go`, then answers `result` (or fails).
     async fn call(
         calls: &AtomicUsize,
         go: &Notify,
         result: Option<&str>,
-    ) -> Result<Arc<str>, NotStored<&'static str>> {
+    ) -> Result<Arc<str>, &'static str> {
         calls.fetch_add(1, Ordering::SeqCst);
         go.notified().await;
-        result
-            .map(Arc::from)
-            .ok_or(NotStored::Uncacheable("failed"))
+        result.map(Arc::from).ok_or("failed")
+    }
+
+    /// What a caller does: look up, and on a claim make the call and settle the claim.
+    async fn get_or_call(
+        cache: &ResultCache,
+        call: impl std::future::Future<Output = Result<Arc<str>, &'static str>>,
+    ) -> Answer {
+        match cache.lookup::<&'static str>(key()).await {
+            Lookup::Hit(result) => Ok((result, true)),
+            Lookup::Failed(failure) => Err(failure),
+            Lookup::Claimed(claim) => match call.await {
+                Ok(result) => {
+                    claim.store(result.clone(), TTL);
+                    Ok((result, false))
+                }
+                Err(failure) => {
+                    let failure = Arc::new(failure);
+                    claim.fail(failure.clone());
+                    Err(failure)
+                }
+            },
+        }
     }
 
     /// `n` identical callers at once; the call is let go once all of them are waiting.
     async fn together(cache: &ResultCache, n: usize, result: Option<&str>) -> (usize, Vec<Answer>) {
         let (calls, go) = (AtomicUsize::new(0), Notify::new());
         let mut all: Vec<_> = (0..n)
-            .map(|_| Box::pin(cache.get_or_call(key(), TTL, call(&calls, &go, result))))
+            .map(|_| Box::pin(get_or_call(cache, call(&calls, &go, result))))
             .collect();
         let mut out: Vec<Option<Answer>> = (0..n).map(|_| None).collect();
         std::future::poll_fn(|cx| {
@@ -330,10 +345,7 @@ mod tests {
         let cache = ResultCache::new(1 << 20);
         let (calls, all) = together(&cache, 3, None).await;
         assert_eq!(calls, 1);
-        assert!(
-            all.iter()
-                .all(|r| matches!(r, Err(e) if matches!(**e, NotStored::Uncacheable("failed"))))
-        );
+        assert!(all.iter().all(|r| matches!(r, Err(e) if **e == "failed")));
         assert!(cache.in_flight().is_empty());
         assert!(cache.cache.get(&key()).is_none());
     }
@@ -343,7 +355,7 @@ mod tests {
         let cache = ResultCache::new(1 << 20);
         let (calls, go) = (AtomicUsize::new(0), Notify::new());
         {
-            let first = std::pin::pin!(cache.get_or_call(key(), TTL, call(&calls, &go, Some("a"))));
+            let first = std::pin::pin!(get_or_call(&cache, call(&calls, &go, Some("a"))));
             assert!(!finished_at_first_poll(first).await);
             assert_eq!(cache.in_flight().len(), 1);
         }
@@ -357,8 +369,7 @@ mod tests {
     async fn a_result_that_raced_an_invalidation_is_returned_but_not_kept() {
         let cache = ResultCache::new(1 << 20);
         let (calls, go) = (AtomicUsize::new(0), Notify::new());
-        let mut pending =
-            std::pin::pin!(cache.get_or_call(key(), TTL, call(&calls, &go, Some("stale"))));
+        let mut pending = std::pin::pin!(get_or_call(&cache, call(&calls, &go, Some("stale"))));
         assert!(!finished_at_first_poll(pending.as_mut()).await);
         cache.invalidate_server(0);
         go.notify_one();
