@@ -31,16 +31,19 @@ fn bucket(limit: Limit) -> Option<Bucket> {
     })
 }
 
+/// foldhash: every call looks its server up.
+type Buckets = HashMap<String, Bucket, foldhash::fast::RandomState>;
+
 pub struct Limiter {
-    servers: HashMap<String, Bucket>,
-    tools: HashMap<String, Bucket>,
+    servers: Buckets,
+    tools: Buckets,
     clock: DefaultClock,
 }
 
 impl Limiter {
     /// One bucket per configured server (its own limit, or the default) and per limited tool.
     pub fn new(cfg: &RateLimits, servers: &[String]) -> Limiter {
-        let mut by_server = HashMap::new();
+        let mut by_server = Buckets::default();
         for s in servers {
             let own = cfg.servers.iter().find(|(n, _)| n == s).map(|(_, l)| *l);
             if let Some(b) = own.unwrap_or(cfg.default).and_then(bucket) {
@@ -61,19 +64,19 @@ impl Limiter {
 
     /// Takes one token from the server's and the tool's buckets, or says which refused.
     pub fn check(&self, server: &str, qualified: &str) -> Result<(), Limited> {
-        let now = self.clock.now();
-        for (which, b) in [
-            ("server", self.servers.get(server).map(|b| (server, b))),
-            ("tool", self.tools.get(qualified).map(|b| (qualified, b))),
-        ]
-        .into_iter()
-        .filter_map(|(w, b)| b.map(|(name, b)| (format!("{w} {name}"), b)))
-        {
+        let buckets = [
+            ("server", server, self.servers.get(server)),
+            ("tool", qualified, self.tools.get(qualified)),
+        ];
+        for (kind, name, bucket) in buckets {
+            let Some(b) = bucket else { continue };
+            // Everything past the check is for a refusal only: the common case stays a
+            // lookup and an atomic update per bucket.
             if let Err(not_until) = b.limiter.check() {
                 return Err(Limited {
-                    which,
+                    which: format!("{kind} {name}"),
                     limit: b.limit,
-                    retry_after: not_until.wait_time_from(now),
+                    retry_after: not_until.wait_time_from(self.clock.now()),
                 });
             }
         }
