@@ -17,11 +17,25 @@ pub fn qualified(prefix: &str, tool: &str) -> String {
 /// to be replaced or the name shortened, a hash of the original pair is appended so that
 /// distinct tools keep distinct names, the same on every run and every machine.
 pub fn portable(prefix: &str, tool: &str) -> String {
-    let (p, p_changed) = sanitize(prefix);
-    let (t, t_changed) = sanitize(tool);
-    let mut name = if p.is_empty() { t } else { format!("{p}__{t}") };
-    let empty = name.is_empty();
-    if p_changed || t_changed || empty || name.len() > PORTABLE_MAX {
+    // One pass and one allocation: every tool of every server gets this alias.
+    let mut name = String::with_capacity(prefix.len() + 2 + tool.len());
+    let mut changed = false;
+    let mut push = |name: &mut String, part: &str| {
+        for c in part.chars() {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                name.push(c);
+            } else {
+                changed = true;
+                name.push('_');
+            }
+        }
+    };
+    push(&mut name, prefix);
+    if !prefix.is_empty() {
+        name.push_str("__");
+    }
+    push(&mut name, tool);
+    if changed || name.is_empty() || name.len() > PORTABLE_MAX {
         let suffix = format!(
             "_{:08x}",
             fnv1a(format!("{prefix}\u{0}{tool}").as_bytes()) as u32
@@ -30,22 +44,6 @@ pub fn portable(prefix: &str, tool: &str) -> String {
         name.push_str(&suffix);
     }
     name
-}
-
-fn sanitize(s: &str) -> (String, bool) {
-    let mut changed = false;
-    let out = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                changed = true;
-                '_'
-            }
-        })
-        .collect();
-    (out, changed)
 }
 
 /// 64-bit FNV-1a: tiny, and unlike std's hasher its output never changes between releases.

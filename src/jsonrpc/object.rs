@@ -10,12 +10,17 @@ use std::fmt;
 #[derive(Debug, Default)]
 pub struct RawObject<'a> {
     members: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// The text it was parsed from (by [`RawObject::parse`]), where one value can be
+    /// replaced by splicing instead of re-encoding every member.
+    source: Option<&'a str>,
 }
 
 impl<'a> RawObject<'a> {
     /// Parses `text`, which must be a JSON object.
     pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(text)
+        let mut obj: RawObject<'a> = serde_json::from_str(text)?;
+        obj.source = Some(text);
+        Ok(obj)
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
@@ -35,9 +40,33 @@ impl<'a> RawObject<'a> {
         self.members.iter().map(|(k, _)| k.as_ref())
     }
 
-    /// Re-serialises with `key` set to the JSON text `value` (replaced in place, or appended).
+    /// The object with `key` set to the JSON text `value` (replaced in place, or appended).
+    /// A member present once in a parsed text is spliced, leaving every other byte as it was.
     pub fn with(&self, key: &str, value: &str) -> String {
-        self.rewrite(&[(key, Some(value))])
+        self.splice(key, value)
+            .unwrap_or_else(|| self.rewrite(&[(key, Some(value))]))
+    }
+
+    /// `source` with the value of `key` swapped for `value`, when `key` occurs exactly once.
+    fn splice(&self, key: &str, value: &str) -> Option<String> {
+        let source = self.source?;
+        let mut found = self.members.iter().filter(|(k, _)| k == key);
+        let (_, old) = found.next()?;
+        if found.next().is_some() {
+            return None;
+        }
+        // The raw value borrows from `source`: its offset is where it sits in the text.
+        let old = old.get();
+        let start = (old.as_ptr() as usize).checked_sub(source.as_ptr() as usize)?;
+        let end = start + old.len();
+        if source.get(start..end) != Some(old) {
+            return None;
+        }
+        let mut out = String::with_capacity(source.len() - old.len() + value.len());
+        out.push_str(&source[..start]);
+        out.push_str(value);
+        out.push_str(&source[end..]);
+        Some(out)
     }
 
     /// Re-serialises applying edits: `Some(json)` sets a member, `None` removes it.
@@ -94,7 +123,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
                     let v: &'de RawValue = map.next_value()?;
                     members.push((k, v));
                 }
-                Ok(RawObject { members })
+                Ok(RawObject {
+                    members,
+                    source: None,
+                })
             }
         }
         d.deserialize_map(V(std::marker::PhantomData))
@@ -121,5 +153,27 @@ mod tests {
             r#"{"name":"a","x-vendor":[1, 2],"new":1}"#
         );
         assert!(RawObject::parse("[1]").is_err());
+    }
+
+    #[test]
+    fn with_splices_one_value_and_keeps_every_other_byte() {
+        let text = r#"{ "arguments": {"a" : 1}, "name" : "x\"y", "z": [] }"#;
+        let o = RawObject::parse(text).unwrap();
+        assert_eq!(
+            o.with("name", "\"s:x\""),
+            r#"{ "arguments": {"a" : 1}, "name" : "s:x", "z": [] }"#
+        );
+        // Absent: appended by re-encoding.
+        assert_eq!(
+            o.with("new", "2"),
+            r#"{"arguments":{"a" : 1},"name":"x\"y","z":[],"new":2}"#
+        );
+        // Present twice: every occurrence set, as a re-encoding does.
+        let twice = RawObject::parse(r#"{"name":"a","name":"b"}"#).unwrap();
+        assert_eq!(twice.with("name", "\"c\""), r#"{"name":"c","name":"c"}"#);
+        // Not parsed from a text of its own (a nested object): re-encoded.
+        let outer: std::collections::HashMap<String, RawObject> =
+            serde_json::from_str(r#"{"o": {"name": "a", "b": 1}}"#).unwrap();
+        assert_eq!(outer["o"].with("name", "\"c\""), r#"{"name":"c","b":1}"#);
     }
 }
