@@ -576,7 +576,8 @@ impl Session {
     }
 
     /// `tools/call` and `prompts/get`: route by name, then the policy pipeline — permission →
-    /// rate limit → cache lookup → call (only `name` rewritten) → cache store → audit.
+    /// rate limit → cache lookup → call (only `name` rewritten) → answer → cache store →
+    /// audit.
     /// Redaction happens where every line leaves ([`Session::send`]).
     async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> Reply {
         let t0 = Instant::now();
@@ -791,8 +792,8 @@ impl Session {
         }
     }
 
-    /// Reads the audit outcome off a server's reply, sparing [`Session::finish`] a re-parse of
-    /// the line it becomes. Failures to get a reply are left to `finish`, which records the
+    /// Reads the audit outcome off a server's reply, sparing [`Session::answer`] a re-parse of
+    /// the line it becomes. Failures to get a reply are left to `answer`, which records the
     /// error object the client was sent.
     fn note_outcome(&self, audit: &mut Record, reply: &CallReply) {
         let policy = &self.hub.policy;
