@@ -53,12 +53,11 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
         tokio::select! {
             _ = &mut stdin_closed => break "stdin closed",
             _ = sigterm.recv() => break "SIGTERM",
-                        _ = sigint.recv() => break "SIGINT",
+            _ = sigint.recv() => break "SIGINT",
             _ = sigusr1.recv() => {
                 hub.policy.cache.clear();
                 tracing::info!("result cache cleared (SIGUSR1)");
             }
-
         }
     };
     tracing::info!("shutting down ({why})");

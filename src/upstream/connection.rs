@@ -134,8 +134,8 @@ impl Connection {
         self.send(jsonrpc::notification(method, params));
     }
 
-    /// Queues an already-built line (responses to server requests go this way); false when
-    /// the writer is gone.
+    /// Sends an already-built line (responses to server requests go this way); false when
+    /// the server's input is closed.
     pub fn send(&self, line: String) -> bool {
         self.out.send(line)
     }
