@@ -25,3 +25,9 @@ pub mod state;
 pub mod time;
 pub mod transport;
 pub mod upstream;
+
+/// Maps looked up on every call, or once per name in a rebuild: foldhash instead of std's
+/// SipHash, which costs a few hundred instructions a look-up. The keys are ids we number
+/// ourselves or names from the configured servers and the client; the per-process seed still
+/// varies the layout.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

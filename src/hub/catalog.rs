@@ -4,15 +4,15 @@
 
 use super::names;
 use super::uri_template::UriTemplate;
+use crate::FastMap;
 use crate::config::ToolNames;
 use crate::jsonrpc::{self, RawObject};
 use crate::upstream::{Entry, Snapshot, State, Upstream};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Name and URI tables. foldhash rather than std's SipHash: a rebuild hashes every name of
-/// every server, and every call looks its name up; its seed is still random per table.
-type Index = HashMap<Arc<str>, usize, foldhash::fast::RandomState>;
+/// Name and URI tables.
+type Index = FastMap<Arc<str>, usize>;
 
 /// The index standing for OpenPact's own tools, served in process (not a configured server).
 pub const BUILTIN: usize = usize::MAX;

@@ -20,7 +20,7 @@ pub use status::{HubStatus, ServerStatus};
 
 use crate::builtins::Builtins;
 use crate::config::{Config, HubSettings, ToolNames};
-use crate::jsonrpc::{self, Message, RawObject};
+use crate::jsonrpc::{self, MemberProbe, Message, RawObject};
 use crate::policy::Policy;
 use crate::upstream::Entry;
 use crate::upstream::{CallError, Connection, Event, Sink, State, Upstream};
@@ -28,9 +28,9 @@ use std::path::Path;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -485,9 +485,9 @@ impl Hub {
         session: &Arc<Session>,
         params: &'p str,
     ) -> (Cow<'p, str>, Option<ProgressGuard<'h>>) {
-        // Most calls carry no `_meta`: skip parsing them (a key spelled with `\u` escapes
-        // still goes the long way).
-        if !params.contains("\"_meta\"") && !params.contains("\\u") {
+        // Most calls carry no `_meta`: skip parsing them.
+        static META: LazyLock<MemberProbe> = LazyLock::new(|| MemberProbe::new("_meta"));
+        if !META.may_have(params) {
             return (Cow::Borrowed(params), None);
         }
         let Ok(obj) = RawObject::parse(params) else {

@@ -5,7 +5,8 @@
 //! `notifications/cancelled` reaches the right upstream request).
 
 use super::{Hub, HubEvent, NameKind, Route, log_rank};
-use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
+use crate::FastMap;
+use crate::jsonrpc::{self, Frame, Kind, MemberProbe, Message, RawObject, code, parse_frame};
 use crate::policy::audit::Record;
 use crate::policy::cache::{Key, Lookup};
 use crate::policy::canonical::canonical;
@@ -13,7 +14,7 @@ use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
 use crate::transport::Outbox;
 use crate::upstream::{CallError, Connection, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,7 +44,7 @@ pub struct Session {
     /// Downstream request id (JSON text) → the task serving it, numbered so that a task
     /// finishing after its answer went out never removes a newer request's entry that
     /// reuses the id.
-    in_flight: Mutex<HashMap<String, (u64, AbortHandle)>>,
+    in_flight: Mutex<FastMap<String, (u64, AbortHandle)>>,
     next_task: AtomicU64,
     initialized: AtomicBool,
     /// `capabilities` from the client's `initialize`, as JSON text.
@@ -52,10 +53,10 @@ pub struct Session {
     log_rank: Mutex<Option<usize>>,
     subscriptions: Mutex<HashSet<String>>,
     /// Our id for a request forwarded to the client → where it came from.
-    forwarded: Mutex<HashMap<u64, Forwarded>>,
+    forwarded: Mutex<FastMap<u64, Forwarded>>,
     next_forward_id: AtomicU64,
     /// Requests the hub itself sent the client (permission prompts), by our id.
-    own: Mutex<HashMap<u64, oneshot::Sender<Message>>>,
+    own: Mutex<FastMap<u64, oneshot::Sender<Message>>>,
     /// `clientInfo.name` from `initialize`, for the audit log.
     client_name: Mutex<String>,
 }
@@ -103,15 +104,15 @@ impl Session {
         let session = Arc::new(Session {
             hub,
             out,
-            in_flight: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(FastMap::default()),
             next_task: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             capabilities: Mutex::new(None),
             log_rank: Mutex::new(None),
             subscriptions: Mutex::new(HashSet::new()),
-            forwarded: Mutex::new(HashMap::new()),
+            forwarded: Mutex::new(FastMap::default()),
             next_forward_id: AtomicU64::new(1),
-            own: Mutex::new(HashMap::new()),
+            own: Mutex::new(FastMap::default()),
             client_name: Mutex::new(String::from("unknown")),
         });
         session.hub.register(&session);
@@ -1041,15 +1042,9 @@ const INITIALIZE_GRACE: Duration = Duration::from_millis(750);
 
 /// A `tools/call` result with `isError: true`.
 fn is_error_result(result: &str) -> bool {
-    // Built once: building a searcher costs more than running it over a typical result.
-    static IS_ERROR: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"\"isError\""));
-    static ESCAPE: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"\\u"));
-    // Most results have no `isError` member at all; only those that might (spelled out, or
-    // with escapes in a key) need parsing.
-    let bytes = result.as_bytes();
-    (IS_ERROR.find(bytes).is_some() || ESCAPE.find(bytes).is_some())
+    static IS_ERROR: LazyLock<MemberProbe> = LazyLock::new(|| MemberProbe::new("isError"));
+    // Most results have no `isError` member at all; only those that might need parsing.
+    IS_ERROR.may_have(result)
         && RawObject::parse(result)
             .ok()
             .and_then(|o| o.get("isError").map(|v| v == "true"))

@@ -1,10 +1,35 @@
 //! An ordered view of a JSON object's members as raw JSON text, for rewriting one or two keys
 //! (a tool's `name`, a request's `name` or `_meta`) without re-encoding the rest.
 
+use memchr::memmem::Finder;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
+
+/// A quick test for whether an object's text might have a given member, so that the common
+/// text without it is not parsed at all. Build it once (a `static`): building a searcher costs
+/// more than running it over a typical message.
+pub struct MemberProbe {
+    quoted: Finder<'static>,
+}
+
+impl MemberProbe {
+    pub fn new(name: &str) -> Self {
+        MemberProbe {
+            quoted: Finder::new(format!("\"{name}\"").as_bytes()).into_owned(),
+        }
+    }
+
+    /// False only if `text` cannot have the member: its name is not spelled out anywhere, and
+    /// there is no `\u` escape that could spell it another way.
+    pub fn may_have(&self, text: &str) -> bool {
+        static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+        let bytes = text.as_bytes();
+        self.quoted.find(bytes).is_some() || ESCAPE.find(bytes).is_some()
+    }
+}
 
 /// Members in document order; values are untouched JSON text.
 #[derive(Debug, Default)]
@@ -175,5 +200,15 @@ mod tests {
         let outer: std::collections::HashMap<String, RawObject> =
             serde_json::from_str(r#"{"o": {"name": "a", "b": 1}}"#).unwrap();
         assert_eq!(outer["o"].with("name", "\"c\""), r#"{"name":"c","b":1}"#);
+    }
+
+    #[test]
+    fn member_probe_rules_out_only_text_that_cannot_have_the_member() {
+        let probe = MemberProbe::new("isError");
+        assert!(probe.may_have(r#"{"content":[],"isError":true}"#));
+        // The key spelled with an escape: the probe cannot tell, so it must say maybe.
+        assert!(probe.may_have(r#"{"is\u0045rror":true}"#));
+        assert!(!probe.may_have(r#"{"content":[{"type":"text","text":"no isError here"}]}"#));
+        assert!(!probe.may_have(r#"{"content":[]}"#));
     }
 }

@@ -1,10 +1,10 @@
 //! Token buckets per server and per tool (governor). A call over either limit is refused at
 //! once with when to retry; nothing ever waits, so one busy server never slows another.
 
+use crate::FastMap;
 use crate::config::{Limit, RateLimits};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -31,8 +31,7 @@ fn bucket(limit: Limit) -> Option<Bucket> {
     })
 }
 
-/// foldhash: every call looks its server up.
-type Buckets = HashMap<String, Bucket, foldhash::fast::RandomState>;
+type Buckets = FastMap<String, Bucket>;
 
 pub struct Limiter {
     servers: Buckets,

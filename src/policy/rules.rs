@@ -1,9 +1,9 @@
 //! Permission rules compiled once: which of `deny`, `ask`, `allow` (in that precedence) a
 //! qualified name matches, or none.
 
+use crate::FastMap;
 use crate::config::{Permissions, Rule};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 /// Answers remembered per name: rules never change while the process runs, and the same few
@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 /// Bounded, since resource targets (`server:<uri>`) can be endless.
 #[derive(Debug, Default)]
 struct Memo<V> {
-    answers: Mutex<HashMap<String, V>>,
+    answers: Mutex<FastMap<String, V>>,
 }
 
 const MEMO_LIMIT: usize = 4096;

@@ -1,9 +1,9 @@
 //! A JSON-RPC client over one child's pipes: allocates ids, matches responses, times out and
 //! cancels requests, answers the server's `ping`, and hands everything else up as events.
 
+use crate::FastMap;
 use crate::jsonrpc::{self, Frame, Kind, Message, parse_frame};
 use crate::transport::{Outbox, StderrLog};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,7 +58,7 @@ type Reply = Result<Message, CallError>;
 pub struct Connection {
     label: String,
     out: Outbox,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    pending: Mutex<FastMap<u64, oneshot::Sender<Reply>>>,
     next_id: AtomicU64,
     /// Set once the connection is finished; later requests fail at once with this reason.
     closed: Mutex<Option<String>>,
@@ -70,7 +70,7 @@ impl Connection {
         Arc::new(Connection {
             label,
             out,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(FastMap::default()),
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
             stderr,
@@ -172,7 +172,7 @@ impl Connection {
         self.closed.lock().ok().and_then(|c| c.clone())
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, FastMap<u64, oneshot::Sender<Reply>>> {
         // A poisoned map only means another thread panicked mid-insert; the map itself is
         // still consistent enough to use.
         self.pending
