@@ -5,10 +5,10 @@ use super::canonical::canonical;
 use moka::Expiry;
 use moka::sync::Cache;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
@@ -57,8 +57,35 @@ impl Expiry<Key, Arc<Stored>> for PerEntry {
 /// was not stored (the table of calls in flight is not generic over its type).
 type Shared = Result<Arc<str>, Arc<dyn std::any::Any + Send + Sync>>;
 
-/// A call in flight: `None` until it ends; a dropped sender means it was cancelled.
-type Waiting = watch::Receiver<Option<Shared>>;
+/// A call in flight, which identical callers wait on. Nearly every call has no such waiter,
+/// so settling must cost little when nobody listens: a `watch` channel's eight-way notify on
+/// send and again on drop came to about 2,000 instructions a call.
+#[derive(Default)]
+struct Slot {
+    /// Set once: `Some` when the call ended, `None` when it was cancelled.
+    outcome: OnceLock<Option<Shared>>,
+    settled: Notify,
+}
+
+impl Slot {
+    /// The first settlement counts; later ones (the drop after a store) do nothing.
+    fn settle(&self, outcome: Option<Shared>) {
+        if self.outcome.set(outcome).is_ok() {
+            self.settled.notify_waiters();
+        }
+    }
+
+    async fn outcome(&self) -> Option<Shared> {
+        loop {
+            // Created before the check, so a settlement between the two still wakes it.
+            let settled = self.settled.notified();
+            if let Some(outcome) = self.outcome.get() {
+                return outcome.clone();
+            }
+            settled.await;
+        }
+    }
+}
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -69,7 +96,7 @@ pub struct ResultCache {
     cache: Cache<Key, Arc<Stored>, Hasher>,
     /// Identical calls in progress share one upstream call (moka's single-flight entry API
     /// needs a synchronous closure in the synchronous cache).
-    in_flight: std::sync::Mutex<HashMap<Key, Waiting, Hasher>>,
+    in_flight: std::sync::Mutex<HashMap<Key, Arc<Slot>, Hasher>>,
     /// Bumped by every invalidation, so a result whose call raced one is not stored.
     epoch: AtomicU64,
     hits: AtomicU64,
@@ -103,7 +130,7 @@ pub struct Claim<'c> {
     key: Key,
     /// The invalidation epoch when the call began.
     epoch: u64,
-    tx: watch::Sender<Option<Shared>>,
+    slot: Arc<Slot>,
 }
 
 impl Claim<'_> {
@@ -121,18 +148,20 @@ impl Claim<'_> {
                 cache.cache.invalidate(&self.key);
             }
         }
-        self.tx.send_replace(Some(Ok(result)));
+        self.slot.settle(Some(Ok(result)));
     }
 
     /// Hands an outcome that must not be stored (an error, `isError`) to the callers waiting.
     pub fn fail<T: Send + Sync + 'static>(self, outcome: Arc<T>) {
-        self.tx.send_replace(Some(Err(outcome)));
+        self.slot.settle(Some(Err(outcome)));
     }
 }
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
+        // Out of the table first: a waiter woken by a cancellation must not find it again.
         self.cache.in_flight().remove(&self.key);
+        self.slot.settle(None);
     }
 }
 
@@ -156,7 +185,7 @@ impl ResultCache {
         }
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Waiting, Hasher>> {
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Slot>, Hasher>> {
         // Only single map operations happen under this lock; a panic cannot leave it
         // half-done.
         self.in_flight
@@ -171,30 +200,25 @@ impl ResultCache {
             if let Some(found) = self.cache.get(&key) {
                 return Lookup::Hit(self.hit(found.result.clone()));
             }
-            let mut waiting = {
+            let waiting = {
                 let mut map = self.in_flight();
                 match map.get(&key) {
-                    Some(rx) => rx.clone(),
+                    Some(slot) => slot.clone(),
                     None => {
-                        let (tx, rx) = watch::channel(None);
-                        map.insert(key.clone(), rx);
+                        let slot = Arc::new(Slot::default());
+                        map.insert(key.clone(), slot.clone());
                         drop(map);
                         self.misses.fetch_add(1, Ordering::Relaxed);
                         return Lookup::Claimed(Claim {
                             cache: self,
                             key,
                             epoch: self.epoch.load(Ordering::SeqCst),
-                            tx,
+                            slot,
                         });
                     }
                 }
             };
-            let shared = waiting
-                .wait_for(Option::is_some)
-                .await
-                .ok()
-                .and_then(|v| v.clone());
-            match shared {
+            match waiting.outcome().await {
                 Some(Ok(result)) => return Lookup::Hit(self.hit(result)),
                 Some(Err(other)) => {
                     if let Ok(outcome) = other.downcast::<T>() {
@@ -363,6 +387,29 @@ mod tests {
         let (calls, second) = together(&cache, 1, Some("b")).await;
         assert_eq!(calls, 1);
         assert!(matches!(&second[0], Ok((r, false)) if &**r == "b"));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_takes_over_when_the_first_call_is_cancelled() {
+        let cache = ResultCache::new(1 << 20);
+        let (calls, go) = (AtomicUsize::new(0), Notify::new());
+        let mut second = Box::pin(get_or_call(&cache, call(&calls, &go, Some("b"))));
+        {
+            let first = std::pin::pin!(get_or_call(&cache, call(&calls, &go, Some("a"))));
+            assert!(!finished_at_first_poll(first).await);
+            assert!(!finished_at_first_poll(second.as_mut()).await);
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                1,
+                "the second waits on the first"
+            );
+        }
+        // The first is gone unsettled: the waiter wakes, claims the key, makes its own call.
+        assert!(!finished_at_first_poll(second.as_mut()).await);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        go.notify_one();
+        assert!(matches!(second.await, Ok((r, false)) if &*r == "b"));
+        assert!(cache.in_flight().is_empty());
     }
 
     #[tokio::test]
