@@ -14,6 +14,7 @@ use crate::policy::prompt::Asker;
 use crate::policy::{Target, Verdict};
 use crate::transport::Outbox;
 use crate::upstream::{CallError, Connection, LEGACY_VERSIONS, OFFERED_VERSION, Upstream};
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -58,7 +59,7 @@ pub struct Session {
     /// Requests the hub itself sent the client (permission prompts), by our id.
     own: Mutex<FastMap<u64, oneshot::Sender<Message>>>,
     /// `clientInfo.name` from `initialize`, for the audit log.
-    client_name: Mutex<String>,
+    client_name: Mutex<Arc<str>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -113,7 +114,7 @@ impl Session {
             forwarded: Mutex::new(FastMap::default()),
             next_forward_id: AtomicU64::new(1),
             own: Mutex::new(FastMap::default()),
-            client_name: Mutex::new(String::from("unknown")),
+            client_name: Mutex::new(Arc::from("unknown")),
         });
         session.hub.register(&session);
         tokio::spawn(forward_hub_events(
@@ -462,7 +463,7 @@ impl Session {
             .and_then(|c| RawObject::parse(c).ok())
             .and_then(|c| c.get_str("name"))
         {
-            *lock(&self.client_name) = name;
+            *lock(&self.client_name) = name.into();
         }
         let caps = params.get("capabilities");
         *lock(&self.capabilities) = caps.map(str::to_string);
@@ -628,8 +629,9 @@ impl Session {
             NameKind::Prompt => None,
         };
         // The cache key and the audit record share one canonical form of the arguments.
-        let canon = (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments));
-        let mut audit = self.audit_start(m.method(), &named.qualified, canon.as_deref());
+        let canon: Option<Arc<str>> =
+            (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments).into());
+        let mut audit = self.audit_start(m.method(), named.qualified.clone(), canon.clone());
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
             return self.answer(audit, t0, denied);
         }
@@ -639,7 +641,7 @@ impl Session {
                 let key = Key::from_canonical(
                     named.upstream,
                     &named.original,
-                    canon.unwrap_or_else(|| canonical(arguments)),
+                    canon.unwrap_or_else(|| canonical(arguments).into()),
                 );
                 match policy.cache.lookup::<CallReply>(key).await {
                     Lookup::Hit(result) => {
@@ -773,21 +775,25 @@ impl Session {
 
     /// The audit record as far as it is known before the call; an empty one (nothing
     /// allocated) when auditing is off.
-    fn audit_start(&self, method: &str, target: &str, canon: Option<&str>) -> Record {
+    fn audit_start(&self, method: &str, target: Arc<str>, canon: Option<Arc<str>>) -> Record {
         let policy = &self.hub.policy;
         let (true, Some(canon)) = (policy.audit_enabled(), canon) else {
             return Record::default();
         };
         let arguments = policy.settings.audit.arguments.then(|| {
-            serde_json::from_str(&policy.redact(canon)).unwrap_or(serde_json::Value::Null)
+            serde_json::from_str(&policy.redact(&canon)).unwrap_or(serde_json::Value::Null)
         });
+        const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
         Record {
             at: Some(std::time::SystemTime::now()),
             client: lock(&self.client_name).clone(),
-            method: method.to_string(),
-            target: target.to_string(),
+            method: METHODS
+                .into_iter()
+                .find(|known| *known == method)
+                .map_or_else(|| method.to_string().into(), Cow::Borrowed),
+            target,
             cache: "off".into(),
-            hash_later: Some(canon.to_string()),
+            hash_later: Some(canon),
             arguments,
             ..Record::default()
         }
@@ -835,7 +841,9 @@ impl Session {
         }
         self.send(line);
         // A URI or a denial message can quote a secret.
-        audit.target = policy.redact(&audit.target).into_owned();
+        if let Cow::Owned(redacted) = policy.redact(&audit.target) {
+            audit.target = redacted.into();
+        }
         audit.error = audit.error.map(|e| policy.redact(&e).into_owned());
         policy.audit(audit);
         Reply::Sent
@@ -885,7 +893,7 @@ impl Session {
             arguments: "{}",
             ask_every_time: false,
         };
-        let mut audit = self.audit_start(m.method(), &qualified, Some("{}"));
+        let mut audit = self.audit_start(m.method(), qualified.as_str().into(), Some("{}".into()));
         if let Some(denied) = self.admit(m, &target, &mut audit).await {
             return self.answer(audit, t0, denied);
         }

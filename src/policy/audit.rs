@@ -17,12 +17,14 @@ use std::time::{Duration, Instant};
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     pub time: String,
+    // What every call of a session or a tool repeats is shared, and the fixed vocabularies
+    // are `Cow`s, so that filling a record in costs no allocation: they are freed on the
+    // writer's thread, and glibc makes such frees expensive for both threads.
     /// The downstream client's `clientInfo.name`.
-    pub client: String,
-    pub method: String,
+    pub client: Arc<str>,
+    pub method: Cow<'static, str>,
     /// `server:tool`, `server:prompt` or `server:<uri>`.
-    pub target: String,
-    // The fixed vocabularies are `Cow`s so that filling them in costs no allocation.
+    pub target: Arc<str>,
     /// allow / deny.
     pub decision: Cow<'static, str>,
     /// rule / remembered / prompt / default / non-interactive.
@@ -42,7 +44,7 @@ pub struct Record {
     /// moment `time` stands for, when still to be written out: the writer thread does both,
     /// so a call waits for neither SHA-256 nor date formatting.
     #[serde(skip)]
-    pub hash_later: Option<String>,
+    pub hash_later: Option<Arc<str>>,
     #[serde(skip)]
     pub at: Option<std::time::SystemTime>,
 }
@@ -259,7 +261,7 @@ mod tests {
     fn record(n: usize) -> Record {
         Record {
             method: "tools/call".into(),
-            target: format!("s:t{n}"),
+            target: format!("s:t{n}").into(),
             outcome: "ok".into(),
             ..Record::default()
         }
@@ -275,7 +277,7 @@ mod tests {
         log.flush();
         let got = tail(dir.path(), 1000).unwrap();
         assert_eq!(got.len(), 500, "every record is on disk once flush returns");
-        assert_eq!(got[499].target, "s:t499");
+        assert_eq!(&*got[499].target, "s:t499");
         log.record(record(500));
         drop(log);
         assert_eq!(tail(dir.path(), 1000).unwrap().len(), 501);

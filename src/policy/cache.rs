@@ -14,17 +14,17 @@ use tokio::sync::Notify;
 pub struct Key {
     pub server: usize,
     pub tool: String,
-    /// Canonical JSON of the arguments.
-    pub arguments: String,
+    /// Canonical JSON of the arguments (shared with the call's audit record).
+    pub arguments: Arc<str>,
 }
 
 impl Key {
     pub fn new(server: usize, tool: &str, arguments: &str) -> Key {
-        Key::from_canonical(server, tool, canonical(arguments))
+        Key::from_canonical(server, tool, canonical(arguments).into())
     }
 
     /// For arguments already in canonical form (see [`canonical`]).
-    pub fn from_canonical(server: usize, tool: &str, arguments: String) -> Key {
+    pub fn from_canonical(server: usize, tool: &str, arguments: Arc<str>) -> Key {
         Key {
             server,
             tool: tool.to_string(),
