@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -47,18 +47,8 @@ pub enum DecisionError {
     },
 }
 
-/// The decisions as last read, with the file's mtime then and when that was last checked.
-struct Snapshot {
-    mtime: Option<SystemTime>,
-    checked: Instant,
-    decisions: BTreeMap<String, Remembered>,
-}
-
-/// How long the file is trusted unchanged before its mtime is looked at again. Every call
-/// without a matching rule consults the decisions, and a `stat` per call cost about a
-/// microsecond of its latency. So a change made by another process (`openpact permissions
-/// forget` in a terminal) takes effect within this time; our own changes at once.
-const RECHECK: Duration = Duration::from_millis(50);
+/// The decisions as last read, with the file's mtime then.
+type Snapshot = (Option<SystemTime>, BTreeMap<String, Remembered>);
 
 pub struct DecisionStore {
     path: PathBuf,
@@ -123,28 +113,19 @@ impl DecisionStore {
         &self,
         f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
+        let mtime = self.mtime();
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        if let Some(snap) = cached.as_mut() {
-            if now.duration_since(snap.checked) < RECHECK {
-                return Ok(f(&snap.decisions));
-            }
-            if snap.mtime == self.mtime() {
-                snap.checked = now;
-                return Ok(f(&snap.decisions));
-            }
+        if let Some((seen, map)) = cached.as_ref()
+            && *seen == mtime
+        {
+            return Ok(f(map));
         }
-        let mtime = self.mtime();
-        let decisions = self.read()?;
-        let out = f(&decisions);
-        *cached = Some(Snapshot {
-            mtime,
-            checked: now,
-            decisions,
-        });
+        let map = self.read()?;
+        let out = f(&map);
+        *cached = Some((mtime, map));
         Ok(out)
     }
 
@@ -204,23 +185,6 @@ impl DecisionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn another_process_s_change_is_seen_within_the_recheck_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let (hub, cli) = (
-            DecisionStore::new(dir.path()),
-            DecisionStore::new(dir.path()),
-        );
-        assert_eq!(hub.lookup("a:x").unwrap(), None);
-        cli.remember("a:x", Remember::Deny, "sha256:1").unwrap();
-        std::thread::sleep(RECHECK + Duration::from_millis(20));
-        let seen = hub.lookup("a:x").unwrap().map(|r| r.decision);
-        assert_eq!(seen, Some(Remember::Deny));
-        assert!(cli.forget("a:x").unwrap());
-        std::thread::sleep(RECHECK + Duration::from_millis(20));
-        assert_eq!(hub.lookup("a:x").unwrap(), None);
-    }
 
     #[test]
     fn remember_lookup_forget_and_concurrent_writers() {
