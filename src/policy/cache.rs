@@ -1,12 +1,17 @@
 //! The result cache: moka, a TTL per entry, bounded by bytes. Only successful results of
 //! tools configured cacheable are kept; concurrent identical calls share one upstream call.
+//!
+//! A result goes into moka on a thread of its own, a few milliseconds after the call
+//! answered: moka's insert cost the call's thread about 3,000 instructions, which delayed
+//! the client's next request when it was woken on the same CPU. Until then the result is
+//! served from the table of calls in flight, so a repeated call hits all the same.
 
 use super::canonical::canonical;
 use moka::Expiry;
 use moka::sync::Cache;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -89,18 +94,105 @@ impl Slot {
 
 type Hasher = foldhash::fast::RandomState;
 
+/// How long the storing thread gathers results after the first one arrives.
+const GATHER: Duration = Duration::from_millis(5);
+
 pub struct ResultCache {
+    tables: Arc<Tables>,
+    /// Results answered but not yet in moka, for the thread that puts them there (started
+    /// with the first one; false if it could not be).
+    pending: Arc<Pending>,
+    storer: OnceLock<bool>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// What the storing thread shares with the calls.
+struct Tables {
     /// The synchronous moka cache: the asynchronous one wraps the same work in futures
     /// and its own waiter tables, measured at ~3,000 more instructions per stored call.
     /// foldhash rather than std's SipHash: every call hashes its key (arguments included).
     cache: Cache<Key, Arc<Stored>, Hasher>,
     /// Identical calls in progress share one upstream call (moka's single-flight entry API
-    /// needs a synchronous closure in the synchronous cache).
-    in_flight: std::sync::Mutex<HashMap<Key, Arc<Slot>, Hasher>>,
+    /// needs a synchronous closure in the synchronous cache); a settled call stays here
+    /// until its result is in moka.
+    in_flight: Mutex<HashMap<Key, Arc<Slot>, Hasher>>,
     /// Bumped by every invalidation, so a result whose call raced one is not stored.
     epoch: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct Pending {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    stores: Vec<Store>,
+    closed: bool,
+}
+
+/// A result to put into moka; the call's slot leaves the table once it is there.
+struct Store {
+    key: Key,
+    slot: Arc<Slot>,
+    stored: Arc<Stored>,
+    /// The invalidation epoch when the call began.
+    epoch: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Only single map or queue operations happen under these locks; a panic cannot leave
+    // them half-done.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Tables {
+    /// Puts results into moka, unless an invalidation since their call began made them stale,
+    /// then takes their slots out of the table (unless a newer call has the key by then).
+    fn store(&self, stores: Vec<Store>) {
+        for s in stores {
+            if self.epoch.load(Ordering::SeqCst) == s.epoch {
+                self.cache.insert(s.key.clone(), s.stored);
+                if self.epoch.load(Ordering::SeqCst) != s.epoch {
+                    self.cache.invalidate(&s.key);
+                }
+            }
+            let mut map = lock(&self.in_flight);
+            if map.get(&s.key).is_some_and(|now| Arc::ptr_eq(now, &s.slot)) {
+                map.remove(&s.key);
+            }
+        }
+    }
+
+    /// Drops the settled slots an invalidation makes stale (calls still running keep theirs:
+    /// the epoch keeps their results out of moka).
+    fn forget_settled(&self, stale: impl Fn(&Key) -> bool) {
+        lock(&self.in_flight).retain(|k, slot| slot.outcome.get().is_none() || !stale(k));
+    }
+}
+
+/// The storing thread: waits for a result, gathers for [`GATHER`], stores the batch; stores
+/// what is left and ends once the cache is dropped.
+fn storer(tables: &Tables, pending: &Pending) {
+    loop {
+        let mut q = lock(&pending.queue);
+        while q.stores.is_empty() && !q.closed {
+            q = pending.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+        if q.stores.is_empty() {
+            return;
+        }
+        if !q.closed {
+            drop(q);
+            std::thread::sleep(GATHER);
+            q = lock(&pending.queue);
+        }
+        let batch = std::mem::take(&mut q.stores);
+        drop(q);
+        tables.store(batch);
+    }
 }
 
 /// Counters for `openpact cache stats` and the status file.
@@ -127,7 +219,8 @@ pub enum Lookup<'c, T> {
 /// Settling is separate from the lookup so that a caller can answer its client first.
 pub struct Claim<'c> {
     cache: &'c ResultCache,
-    key: Key,
+    /// Taken by [`Claim::store`], which leaves the slot in the table for the storing thread.
+    key: Option<Key>,
     /// The invalidation epoch when the call began.
     epoch: u64,
     slot: Arc<Slot>,
@@ -136,19 +229,20 @@ pub struct Claim<'c> {
 impl Claim<'_> {
     /// Stores `result` for `ttl`, unless an invalidation (restart, new tool list, `cache
     /// clear`) since the call began made it stale, and hands it to the callers waiting.
-    pub fn store(self, result: Arc<str>, ttl: Duration) {
-        let cache = self.cache;
-        if cache.epoch.load(Ordering::SeqCst) == self.epoch {
-            let stored = Arc::new(Stored {
-                result: result.clone(),
-                ttl,
-            });
-            cache.cache.insert(self.key.clone(), stored);
-            if cache.epoch.load(Ordering::SeqCst) != self.epoch {
-                cache.cache.invalidate(&self.key);
-            }
+    pub fn store(mut self, result: Arc<str>, ttl: Duration) {
+        self.slot.settle(Some(Ok(result.clone())));
+        // Settled first: an invalidation from here on finds the slot settled and drops it.
+        if self.cache.tables.epoch.load(Ordering::SeqCst) != self.epoch {
+            return; // stale already: dropping the claim takes it out of the table
         }
-        self.slot.settle(Some(Ok(result)));
+        let Some(key) = self.key.take() else { return };
+        let store = Store {
+            key,
+            slot: self.slot.clone(),
+            stored: Arc::new(Stored { result, ttl }),
+            epoch: self.epoch,
+        };
+        self.cache.defer(store);
     }
 
     /// Hands an outcome that must not be stored (an error, `isError`) to the callers waiting.
@@ -159,8 +253,9 @@ impl Claim<'_> {
 
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
         // Out of the table first: a waiter woken by a cancellation must not find it again.
-        self.cache.in_flight().remove(&self.key);
+        self.cache.in_flight().remove(&key);
         self.slot.settle(None);
     }
 }
@@ -177,27 +272,57 @@ impl ResultCache {
             .support_invalidation_closures()
             .build_with_hasher(Hasher::default());
         ResultCache {
-            cache,
-            in_flight: std::sync::Mutex::default(),
-            epoch: AtomicU64::new(0),
+            tables: Arc::new(Tables {
+                cache,
+                in_flight: Mutex::default(),
+                epoch: AtomicU64::new(0),
+            }),
+            pending: Arc::default(),
+            storer: OnceLock::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
     }
 
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Slot>, Hasher>> {
-        // Only single map operations happen under this lock; a panic cannot leave it
-        // half-done.
-        self.in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn in_flight(&self) -> MutexGuard<'_, HashMap<Key, Arc<Slot>, Hasher>> {
+        lock(&self.tables.in_flight)
+    }
+
+    /// Hands a result to the storing thread (started on first use), or stores it here if
+    /// that thread could not be started.
+    fn defer(&self, store: Store) {
+        let running = *self.storer.get_or_init(|| {
+            let (tables, pending) = (self.tables.clone(), self.pending.clone());
+            let spawned = std::thread::Builder::new()
+                .name("cache-store".into())
+                .spawn(move || storer(&tables, &pending));
+            if let Err(e) = &spawned {
+                tracing::warn!("cache results are stored on the calls' thread: {e}");
+            }
+            spawned.is_ok()
+        });
+        if !running {
+            return self.tables.store(vec![store]);
+        }
+        let mut q = lock(&self.pending.queue);
+        q.stores.push(store);
+        // The first of a batch wakes the thread; it gathers the rest while it waits.
+        if q.stores.len() == 1 {
+            self.pending.wake.notify_one();
+        }
+    }
+
+    /// Stores every result handed over so far, here and now.
+    fn store_pending(&self) {
+        let batch = std::mem::take(&mut lock(&self.pending.queue).stores);
+        self.tables.store(batch);
     }
 
     /// Looks `key` up: a stored result, the outcome of an identical call in flight (waited
     /// for), or the claim to make the call. `T` is the type of outcomes that are not stored.
     pub async fn lookup<T: Send + Sync + 'static>(&self, key: Key) -> Lookup<'_, T> {
         loop {
-            if let Some(found) = self.cache.get(&key) {
+            if let Some(found) = self.tables.cache.get(&key) {
                 return Lookup::Hit(self.hit(found.result.clone()));
             }
             let waiting = {
@@ -211,8 +336,8 @@ impl ResultCache {
                         self.misses.fetch_add(1, Ordering::Relaxed);
                         return Lookup::Claimed(Claim {
                             cache: self,
-                            key,
-                            epoch: self.epoch.load(Ordering::SeqCst),
+                            key: Some(key),
+                            epoch: self.tables.epoch.load(Ordering::SeqCst),
                             slot,
                         });
                     }
@@ -240,26 +365,40 @@ impl ResultCache {
 
     /// Drops every entry of one server (it restarted or its tools changed).
     pub fn invalidate_server(&self, server: usize) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        let _ = self
+        let tables = &self.tables;
+        tables.epoch.fetch_add(1, Ordering::SeqCst);
+        tables.forget_settled(|k| k.server == server);
+        let _ = tables
             .cache
             .invalidate_entries_if(move |k, _| k.server == server);
     }
 
     pub fn clear(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-        self.cache.invalidate_all();
+        let tables = &self.tables;
+        tables.epoch.fetch_add(1, Ordering::SeqCst);
+        tables.forget_settled(|_| true);
+        tables.cache.invalidate_all();
     }
 
-    /// Counters, after applying moka's pending bookkeeping so entries and bytes are current.
+    /// Counters, after storing what waits to be stored and applying moka's pending
+    /// bookkeeping, so entries and bytes are current.
     pub async fn stats(&self) -> CacheStats {
-        self.cache.run_pending_tasks();
+        self.store_pending();
+        let cache = &self.tables.cache;
+        cache.run_pending_tasks();
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            entries: self.cache.entry_count(),
-            bytes: self.cache.weighted_size(),
+            entries: cache.entry_count(),
+            bytes: cache.weighted_size(),
         }
+    }
+}
+
+impl Drop for ResultCache {
+    fn drop(&mut self) {
+        lock(&self.pending.queue).closed = true;
+        self.pending.wake.notify_one();
     }
 }
 
@@ -358,7 +497,17 @@ mod tests {
             hits, 4,
             "the first caller misses, the others share its call"
         );
-        assert!(cache.in_flight().is_empty());
+        // Answered but not yet in moka: served from the table of calls in flight.
+        let (calls, again) = together(&cache, 1, None).await;
+        assert_eq!(calls, 0, "served from the settled call");
+        assert!(matches!(&again[0], Ok((r, true)) if &**r == "r"));
+        // The storing thread moves it into moka and out of the table.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !cache.in_flight().is_empty() {
+            assert!(Instant::now() < deadline, "never stored");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(cache.tables.cache.get(&key()).is_some());
         let (calls, again) = together(&cache, 1, None).await;
         assert_eq!(calls, 0, "served from the cache");
         assert!(matches!(&again[0], Ok((r, true)) if &**r == "r"));
@@ -371,7 +520,7 @@ mod tests {
         assert_eq!(calls, 1);
         assert!(all.iter().all(|r| matches!(r, Err(e) if **e == "failed")));
         assert!(cache.in_flight().is_empty());
-        assert!(cache.cache.get(&key()).is_none());
+        assert!(cache.tables.cache.get(&key()).is_none());
     }
 
     #[tokio::test]
@@ -409,6 +558,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         go.notify_one();
         assert!(matches!(second.await, Ok((r, false)) if &*r == "b"));
+        cache.store_pending();
         assert!(cache.in_flight().is_empty());
     }
 
@@ -421,6 +571,33 @@ mod tests {
         cache.invalidate_server(0);
         go.notify_one();
         assert!(matches!(pending.await, Ok((r, false)) if &*r == "stale"));
-        assert!(cache.cache.get(&key()).is_none(), "stale result stored");
+        let (calls, _) = together(&cache, 1, Some("fresh")).await;
+        assert_eq!(calls, 1, "the stale result was served");
+        cache.store_pending();
+        let kept = cache.tables.cache.get(&key());
+        assert!(
+            kept.is_some_and(|s| &*s.result == "fresh"),
+            "stale result stored"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invalidation_drops_results_not_yet_in_moka() {
+        let cache = ResultCache::new(1 << 20);
+        let (calls, _) = together(&cache, 1, Some("old")).await;
+        assert_eq!(calls, 1);
+        cache.clear();
+        assert!(cache.in_flight().is_empty());
+        let (calls, again) = together(&cache, 1, Some("new")).await;
+        assert_eq!(calls, 1, "the cleared result was served");
+        assert!(matches!(&again[0], Ok((r, false)) if &**r == "new"));
+        cache.store_pending();
+        assert!(
+            cache
+                .tables
+                .cache
+                .get(&key())
+                .is_some_and(|s| &*s.result == "new")
+        );
     }
 }
