@@ -7,9 +7,9 @@
 //! served from the table of calls in flight, so a repeated call hits all the same.
 
 use super::canonical::canonical;
+use crate::FastMap;
 use moka::Expiry;
 use moka::sync::Cache;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -99,9 +99,9 @@ const GATHER: Duration = Duration::from_millis(5);
 
 pub struct ResultCache {
     tables: Arc<Tables>,
-    /// Results answered but not yet in moka, for the thread that puts them there (started
-    /// with the first one; false if it could not be).
+    /// Results answered but not yet in moka.
     pending: Arc<Pending>,
+    /// Whether the thread that stores them runs (started with the first result).
     storer: OnceLock<bool>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -116,7 +116,7 @@ struct Tables {
     /// Identical calls in progress share one upstream call (moka's single-flight entry API
     /// needs a synchronous closure in the synchronous cache); a settled call stays here
     /// until its result is in moka.
-    in_flight: Mutex<HashMap<Key, Arc<Slot>, Hasher>>,
+    in_flight: Mutex<FastMap<Key, Arc<Slot>>>,
     /// Bumped by every invalidation, so a result whose call raced one is not stored.
     epoch: AtomicU64,
 }
@@ -284,7 +284,7 @@ impl ResultCache {
         }
     }
 
-    fn in_flight(&self) -> MutexGuard<'_, HashMap<Key, Arc<Slot>, Hasher>> {
+    fn in_flight(&self) -> MutexGuard<'_, FastMap<Key, Arc<Slot>>> {
         lock(&self.tables.in_flight)
     }
 
