@@ -30,4 +30,6 @@ pub mod upstream;
 /// SipHash, which costs a few hundred instructions a look-up. The keys are ids we number
 /// ourselves or names from the configured servers and the client; the per-process seed still
 /// varies the layout.
-pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, FastHasher>;
+/// The hasher of [`FastMap`], for the tables (moka's) that take one of their own.
+pub(crate) type FastHasher = foldhash::fast::RandomState;

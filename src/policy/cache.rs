@@ -7,7 +7,7 @@
 //! served from the table of calls in flight, so a repeated call hits all the same.
 
 use super::canonical::canonical;
-use crate::FastMap;
+use crate::{FastHasher as Hasher, FastMap};
 use moka::Expiry;
 use moka::sync::Cache;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,8 +91,6 @@ impl Slot {
         }
     }
 }
-
-type Hasher = foldhash::fast::RandomState;
 
 /// How long the storing thread gathers results after the first one arrives.
 const GATHER: Duration = Duration::from_millis(5);
