@@ -10,17 +10,26 @@ use super::canonical::canonical;
 use crate::{FastHasher as Hasher, FastMap};
 use moka::Expiry;
 use moka::sync::Cache;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Key {
     pub server: usize,
     pub tool: String,
     /// Canonical JSON of the arguments (shared with the call's audit record).
     pub arguments: Arc<str>,
+    /// Of the three fields above, hashed once: a call looks its key up in moka, in the
+    /// table of calls in flight and in the presence counts, and the arguments can be long.
+    hash: u64,
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 impl Key {
@@ -30,11 +39,54 @@ impl Key {
 
     /// For arguments already in canonical form (see [`canonical`]).
     pub fn from_canonical(server: usize, tool: &str, arguments: Arc<str>) -> Key {
+        // Seeded once per process, like the maps' own hashers.
+        static SEED: std::sync::LazyLock<Hasher> = std::sync::LazyLock::new(Hasher::default);
         Key {
+            hash: std::hash::BuildHasher::hash_one(&*SEED, (server, tool, &*arguments)),
             server,
             tool: tool.to_string(),
             arguments,
         }
+    }
+}
+
+/// Which keys may be in moka: a count of stored keys per bucket of their hashes, raised
+/// before each insert and lowered by moka's eviction listener (which every removal, a
+/// replacement included, reaches). A call whose bucket reads zero skips moka's lookup, which
+/// cost a miss about 1,200 instructions with its share of moka's bookkeeping. A bucket that
+/// reaches the top stays there; a count that is off can only send a call to moka for nothing,
+/// or, in a race with a removal, make it miss a result another call just stored.
+struct Presence(Box<[AtomicU8]>);
+
+impl Presence {
+    /// 16 KiB, touched only where keys land.
+    const BUCKETS: usize = 1 << 14;
+
+    fn new() -> Presence {
+        Presence((0..Self::BUCKETS).map(|_| AtomicU8::new(0)).collect())
+    }
+
+    fn bucket(&self, key: &Key) -> &AtomicU8 {
+        // The low bits of foldhash's output are as mixed as the high ones.
+        &self.0[(key.hash as usize) % Self::BUCKETS]
+    }
+
+    fn add(&self, key: &Key) {
+        let _ = self
+            .bucket(key)
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
+    }
+
+    fn remove(&self, key: &Key) {
+        let _ = self
+            .bucket(key)
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n > 0 && n < u8::MAX).then(|| n - 1)
+            });
+    }
+
+    fn may_hold(&self, key: &Key) -> bool {
+        self.bucket(key).load(Ordering::Relaxed) != 0
     }
 }
 
@@ -111,6 +163,7 @@ struct Tables {
     /// and its own waiter tables, measured at ~3,000 more instructions per stored call.
     /// foldhash rather than std's SipHash: every call hashes its key (arguments included).
     cache: Cache<Key, Arc<Stored>, Hasher>,
+    present: Arc<Presence>,
     /// Identical calls in progress share one upstream call (moka's single-flight entry API
     /// needs a synchronous closure in the synchronous cache); a settled call stays here
     /// until its result is in moka.
@@ -152,6 +205,7 @@ impl Tables {
     fn store(&self, stores: Vec<Store>) {
         for s in stores {
             if self.epoch.load(Ordering::SeqCst) == s.epoch {
+                self.present.add(&s.key);
                 self.cache.insert(s.key.clone(), s.stored);
                 if self.epoch.load(Ordering::SeqCst) != s.epoch {
                     self.cache.invalidate(&s.key);
@@ -260,6 +314,8 @@ impl Drop for Claim<'_> {
 
 impl ResultCache {
     pub fn new(max_bytes: u64) -> ResultCache {
+        let present = Arc::new(Presence::new());
+        let evicted = present.clone();
         let cache = Cache::builder()
             .max_capacity(max_bytes)
             .weigher(|k: &Key, v: &Arc<Stored>| {
@@ -268,10 +324,12 @@ impl ResultCache {
             })
             .expire_after(PerEntry)
             .support_invalidation_closures()
+            .eviction_listener(move |key: Arc<Key>, _, _| evicted.remove(&key))
             .build_with_hasher(Hasher::default());
         ResultCache {
             tables: Arc::new(Tables {
                 cache,
+                present,
                 in_flight: Mutex::default(),
                 epoch: AtomicU64::new(0),
             }),
@@ -320,7 +378,9 @@ impl ResultCache {
     /// for), or the claim to make the call. `T` is the type of outcomes that are not stored.
     pub async fn lookup<T: Send + Sync + 'static>(&self, key: Key) -> Lookup<'_, T> {
         loop {
-            if let Some(found) = self.tables.cache.get(&key) {
+            if self.tables.present.may_hold(&key)
+                && let Some(found) = self.tables.cache.get(&key)
+            {
                 return Lookup::Hit(self.hit(found.result.clone()));
             }
             let waiting = {
@@ -577,6 +637,52 @@ mod tests {
             kept.is_some_and(|s| &*s.result == "fresh"),
             "stale result stored"
         );
+    }
+
+    #[tokio::test]
+    async fn presence_counts_follow_moka_through_replacement_and_invalidation() {
+        let cache = ResultCache::new(1 << 20);
+        let present = || cache.tables.present.may_hold(&key());
+        assert!(!present(), "an empty cache sends no call to moka");
+        let (calls, _) = together(&cache, 1, Some("a")).await;
+        assert_eq!(calls, 1);
+        cache.store_pending();
+        assert!(present());
+        // Stored again under the same key: moka reports the replaced value, the count stays.
+        cache.tables.store(vec![Store {
+            key: key(),
+            slot: Arc::default(),
+            stored: Arc::new(Stored {
+                result: "b".into(),
+                ttl: TTL,
+            }),
+            epoch: cache.tables.epoch.load(Ordering::SeqCst),
+        }]);
+        cache.tables.cache.run_pending_tasks();
+        assert!(present(), "a replacement lost the key");
+        let (calls, again) = together(&cache, 1, None).await;
+        assert_eq!(calls, 0);
+        assert!(matches!(&again[0], Ok((r, true)) if &**r == "b"));
+        // Invalidated: the count falls back to zero once moka has let the entry go.
+        cache.invalidate_server(0);
+        cache.tables.cache.run_pending_tasks();
+        assert!(!present(), "the count outlived the entry");
+        let (calls, _) = together(&cache, 1, Some("c")).await;
+        assert_eq!(calls, 1);
+        cache.store_pending();
+        let (calls, again) = together(&cache, 1, None).await;
+        assert_eq!(calls, 0, "stored again after an invalidation, and found");
+        assert!(matches!(&again[0], Ok((r, true)) if &**r == "c"));
+    }
+
+    #[test]
+    fn equal_keys_hash_alike_and_others_apart() {
+        assert_eq!(
+            Key::new(0, "t", r#"{"b":1,"a":2}"#),
+            Key::new(0, "t", r#"{"a":2,"b":1}"#)
+        );
+        assert_ne!(key(), Key::new(1, "tool", "{}"));
+        assert_ne!(key().hash, Key::new(0, "tool", r#"{"a":1}"#).hash);
     }
 
     #[tokio::test]
