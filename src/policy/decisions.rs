@@ -2,13 +2,19 @@
 //! name and bound to a hash of the tool's definition. Writes take an exclusive `flock` on a
 //! lock file, re-read, change and replace the file atomically, so two openpact processes
 //! deciding at once never lose each other's decisions or leave a torn file.
+//!
+//! Every call without a matching rule looks here, so a look must be cheap and exact: an
+//! inotify watch on the state dir says when nothing there changed, and only then is the last
+//! reading used without a `stat` of the file.
 
 use crate::state;
 use nix::fcntl::{Flock, FlockArg};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +61,108 @@ pub struct DecisionStore {
     lock_path: PathBuf,
     /// Last read: file mtime and content, re-read when the file changes.
     cached: Mutex<Option<Snapshot>>,
+    /// Set up by the first look (`None`: this dir cannot be watched; every look is a `stat`).
+    watch: OnceLock<Option<Watch>>,
+}
+
+/// Says, without a `stat`, that nothing in the state dir changed since the last look: an
+/// inotify watch, read without blocking. The kernel queues an event before the writer's
+/// `rename` or `close` returns, so a decision made from another terminal still counts on the
+/// very next call, as it did with the `stat` per call this replaces (0.5–1.5 µs on the CI-like
+/// VM, against about 0.2 µs for a read that finds nothing). Events for the dir's other files
+/// only cost that look a `stat`.
+struct Watch {
+    inotify: Inotify,
+    /// Cleared once the kernel drops the watch (the dir was removed or moved away).
+    live: AtomicBool,
+}
+
+/// Filesystems whose changes all pass through this kernel, so inotify sees them (not NFS,
+/// SMB or FUSE, where another machine may write): ext2/3/4, btrfs, xfs, tmpfs, overlayfs,
+/// f2fs, zfs, bcachefs.
+const LOCAL_FILESYSTEMS: [u64; 8] = [
+    0xef53,
+    0x9123_683e,
+    0x5846_5342,
+    0x0102_1994,
+    0x794c_7630,
+    0xf2f5_2010,
+    0x2fc1_2fc1,
+    0xca45_1a4e,
+];
+
+impl Watch {
+    fn start(dir: &Path, file: &Path) -> Option<Watch> {
+        let fs = nix::sys::statfs::statfs(dir).ok()?.filesystem_type().0;
+        if !u64::try_from(fs).is_ok_and(|fs| LOCAL_FILESYSTEMS.contains(&fs))
+            // Changes to a link's target would go unseen.
+            || std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            return None;
+        }
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        // Not IN_MODIFY: the audit log appends here all the time, and a file rewritten in
+        // place is read once closed rather than half-written.
+        let events = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_DELETE_SELF
+            | AddWatchFlags::IN_MOVE_SELF
+            | AddWatchFlags::IN_ONLYDIR;
+        inotify.add_watch(dir, events).ok()?;
+        Some(Watch {
+            inotify,
+            live: AtomicBool::new(true),
+        })
+    }
+
+    /// Takes the queued events; true if there were none.
+    fn quiet(&self) -> bool {
+        if !self.live.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut buf = [0u8; 1024];
+        let mut quiet = true;
+        loop {
+            match nix::unistd::read(&self.inotify, &mut buf) {
+                Ok(n) if n > 0 => {
+                    quiet = false;
+                    if watch_ended(buf.get(..n).unwrap_or_default()) {
+                        self.live.store(false, Ordering::Relaxed);
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) => return quiet,
+                _ => {
+                    self.live.store(false, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a read of `struct inotify_event`s holds the end of the watch: the dir removed or
+/// moved (its path may now name another dir), or the watch dropped for another reason.
+fn watch_ended(mut events: &[u8]) -> bool {
+    const HEADER: usize = 16; // wd, mask, cookie, len: four 32-bit words
+    let ended =
+        (AddWatchFlags::IN_IGNORED | AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)
+            .bits();
+    while let Some(header) = events.get(..HEADER) {
+        let word = |i: usize| {
+            header
+                .get(4 * i..4 * i + 4)
+                .and_then(|w| <[u8; 4]>::try_from(w).ok())
+                .map_or(0, u32::from_ne_bytes)
+        };
+        if word(1) & ended != 0 {
+            return true;
+        }
+        events = events.get(HEADER + word(3) as usize..).unwrap_or_default();
+    }
+    false
 }
 
 impl DecisionStore {
@@ -63,6 +171,7 @@ impl DecisionStore {
             path: state_dir.join("permissions.json"),
             lock_path: state_dir.join("permissions.lock"),
             cached: Mutex::new(None),
+            watch: OnceLock::new(),
         }
     }
 
@@ -113,11 +222,23 @@ impl DecisionStore {
         &self,
         f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
-        let mtime = self.mtime();
+        // Watching before the first reading, so no change can fall between the two.
+        let watch = self.watch.get_or_init(|| {
+            let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+            Watch::start(dir, &self.path)
+        });
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Events are taken under the lock: a look that finds none must not use a reading
+        // that another look, which took the events, is still renewing.
+        if let Some((_, map)) = cached.as_ref()
+            && watch.as_ref().is_some_and(Watch::quiet)
+        {
+            return Ok(f(map));
+        }
+        let mtime = self.mtime();
         if let Some((seen, map)) = cached.as_ref()
             && *seen == mtime
         {
@@ -221,5 +342,74 @@ mod tests {
             store.lookup("x"),
             Err(DecisionError::Corrupt { .. })
         ));
+    }
+
+    fn decided(store: &DecisionStore, name: &str) -> Option<Remember> {
+        store.lookup(name).unwrap().map(|r| r.decision)
+    }
+
+    /// A file of decisions as another process or an editor would write it.
+    fn file_with(name: &str, decision: &str) -> String {
+        format!(
+            r#"{{"version":1,"decisions":{{"{name}":{{"decision":"{decision}","definition":"sha256:1","at":"2026-01-01T00:00:00Z"}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn every_kind_of_write_counts_on_the_next_look() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DecisionStore::new(dir.path());
+        assert_eq!(decided(&store, "a:x"), None);
+        assert!(
+            store.watch.get().is_some_and(Option::is_some),
+            "the temp dir should be on a local filesystem, watched"
+        );
+        // Another process deciding (atomic replace).
+        DecisionStore::new(dir.path())
+            .remember("a:x", Remember::Deny, "sha256:1")
+            .unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Deny));
+        // Other files of the dir changing leave the reading as it is.
+        std::fs::write(dir.path().join("audit.jsonl"), "{}\n").unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Deny));
+        // An editor rewriting the file in place, within the same mtime tick perhaps.
+        std::fs::write(store.path(), file_with("a:x", "allow")).unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Allow));
+        std::fs::remove_file(store.path()).unwrap();
+        assert_eq!(decided(&store, "a:x"), None);
+    }
+
+    #[test]
+    fn a_state_dir_removed_and_made_again_still_counts() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        let store = DecisionStore::new(&dir);
+        store.remember("a:x", Remember::Allow, "sha256:1").unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Allow));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(decided(&store, "a:x"), None);
+        // A new dir under the old path: the watch went with the old one.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("permissions.json"), file_with("a:x", "deny")).unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Deny));
+    }
+
+    #[test]
+    fn the_end_of_a_watch_is_found_among_other_events() {
+        let event = |mask: AddWatchFlags, name: &[u8]| {
+            let mut e = Vec::new();
+            for word in [1, mask.bits(), 0, u32::try_from(name.len()).unwrap()] {
+                e.extend_from_slice(&word.to_ne_bytes());
+            }
+            e.extend_from_slice(name);
+            e
+        };
+        let created = event(AddWatchFlags::IN_CREATE, b"permissions.json\0\0\0\0");
+        let ignored = event(AddWatchFlags::IN_IGNORED, b"");
+        assert!(!watch_ended(&created));
+        assert!(watch_ended(&[created.clone(), ignored].concat()));
+        assert!(watch_ended(&event(AddWatchFlags::IN_MOVE_SELF, b"")));
+        assert!(!watch_ended(&created[..10]), "a cut event is not read past");
     }
 }
