@@ -65,16 +65,29 @@ pub struct DecisionStore {
     watch: OnceLock<Option<Watch>>,
 }
 
-/// Says, without a `stat`, that nothing in the state dir changed since the last look: an
-/// inotify watch, read without blocking. The kernel queues an event before the writer's
-/// `rename` or `close` returns, so a decision made from another terminal still counts on the
-/// very next call, as it did with the `stat` per call this replaces (0.5–1.5 µs on the CI-like
-/// VM, against about 0.2 µs for a read that finds nothing). Events for the dir's other files
-/// only cost that look a `stat`.
+/// Says, without a `stat`, whether the decisions file changed since the last look: an
+/// inotify watch on the state dir, read without blocking. The kernel queues an event before
+/// the writer's `rename` or `close` returns, so a decision made from another terminal still
+/// counts on the very next call, as it did with the `stat` per call this replaces (0.5–1.5 µs
+/// on the CI-like VM, against about 0.2 µs for a read that finds nothing). An event naming
+/// the file forces a reading, where an mtime may not have moved on within one clock tick.
 struct Watch {
     inotify: Inotify,
+    /// The file's name in the dir, as events give it.
+    name: Vec<u8>,
     /// Cleared once the kernel drops the watch (the dir was removed or moved away).
     live: AtomicBool,
+}
+
+/// What the events since the last look say about the file.
+#[derive(Debug, PartialEq, Eq)]
+enum Look {
+    /// Nothing happened to it: the last reading stands.
+    Unchanged,
+    /// It was written, replaced or removed, or events were lost: read it again.
+    Changed,
+    /// No watch (any longer): only its mtime can tell.
+    Unwatched,
 }
 
 /// Filesystems whose changes all pass through this kernel, so inotify sees them (not NFS,
@@ -92,7 +105,9 @@ const LOCAL_FILESYSTEMS: [u64; 8] = [
 ];
 
 impl Watch {
-    fn start(dir: &Path, file: &Path) -> Option<Watch> {
+    fn start(file: &Path) -> Option<Watch> {
+        let dir = file.parent()?;
+        let name = file.file_name()?.as_encoded_bytes().to_vec();
         let fs = nix::sys::statfs::statfs(dir).ok()?.filesystem_type().0;
         if !u64::try_from(fs).is_ok_and(|fs| LOCAL_FILESYSTEMS.contains(&fs))
             // Changes to a link's target would go unseen.
@@ -114,42 +129,41 @@ impl Watch {
         inotify.add_watch(dir, events).ok()?;
         Some(Watch {
             inotify,
+            name,
             live: AtomicBool::new(true),
         })
     }
 
-    /// Takes the queued events; true if there were none.
-    fn quiet(&self) -> bool {
-        if !self.live.load(Ordering::Relaxed) {
-            return false;
-        }
+    /// Takes the queued events and says what they mean for the file.
+    fn look(&self) -> Look {
         let mut buf = [0u8; 1024];
-        let mut quiet = true;
-        loop {
+        let mut look = Look::Unchanged;
+        while self.live.load(Ordering::Relaxed) {
             match nix::unistd::read(&self.inotify, &mut buf) {
                 Ok(n) if n > 0 => {
-                    quiet = false;
-                    if watch_ended(buf.get(..n).unwrap_or_default()) {
-                        self.live.store(false, Ordering::Relaxed);
+                    match what_changed(buf.get(..n).unwrap_or_default(), &self.name) {
+                        Look::Unchanged => {}
+                        Look::Changed => look = Look::Changed,
+                        Look::Unwatched => self.live.store(false, Ordering::Relaxed),
                     }
                 }
-                Err(nix::errno::Errno::EAGAIN) => return quiet,
-                _ => {
-                    self.live.store(false, Ordering::Relaxed);
-                    return false;
-                }
+                Err(nix::errno::Errno::EAGAIN) => return look,
+                _ => self.live.store(false, Ordering::Relaxed),
             }
         }
+        Look::Unwatched
     }
 }
 
-/// Whether a read of `struct inotify_event`s holds the end of the watch: the dir removed or
-/// moved (its path may now name another dir), or the watch dropped for another reason.
-fn watch_ended(mut events: &[u8]) -> bool {
-    const HEADER: usize = 16; // wd, mask, cookie, len: four 32-bit words
+/// Reads a buffer of `struct inotify_event`s: `Unwatched` if the watch ended (the dir removed
+/// or moved, so its path may now name another dir), `Changed` if an event names `file` or
+/// events were lost.
+fn what_changed(mut events: &[u8], file: &[u8]) -> Look {
+    const HEADER: usize = 16; // wd, mask, cookie, len: four 32-bit words, then the name
     let ended =
         (AddWatchFlags::IN_IGNORED | AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)
             .bits();
+    let mut look = Look::Unchanged;
     while let Some(header) = events.get(..HEADER) {
         let word = |i: usize| {
             header
@@ -157,12 +171,19 @@ fn watch_ended(mut events: &[u8]) -> bool {
                 .and_then(|w| <[u8; 4]>::try_from(w).ok())
                 .map_or(0, u32::from_ne_bytes)
         };
-        if word(1) & ended != 0 {
-            return true;
+        let (mask, len) = (word(1), word(3) as usize);
+        if mask & ended != 0 {
+            return Look::Unwatched;
         }
-        events = events.get(HEADER + word(3) as usize..).unwrap_or_default();
+        // The name is padded with NULs to `len`.
+        let name = events.get(HEADER..HEADER + len).unwrap_or_default();
+        let name = name.split(|&b| b == 0).next().unwrap_or_default();
+        if name == file || mask & AddWatchFlags::IN_Q_OVERFLOW.bits() != 0 {
+            look = Look::Changed;
+        }
+        events = events.get(HEADER + len..).unwrap_or_default();
     }
-    false
+    look
 }
 
 impl DecisionStore {
@@ -223,27 +244,24 @@ impl DecisionStore {
         f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
         // Watching before the first reading, so no change can fall between the two.
-        let watch = self.watch.get_or_init(|| {
-            let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-            Watch::start(dir, &self.path)
-        });
+        let watch = self.watch.get_or_init(|| Watch::start(&self.path));
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Events are taken under the lock: a look that finds none must not use a reading
         // that another look, which took the events, is still renewing.
-        if let Some((_, map)) = cached.as_ref()
-            && watch.as_ref().is_some_and(Watch::quiet)
-        {
-            return Ok(f(map));
-        }
-        let mtime = self.mtime();
+        let look = watch.as_ref().map_or(Look::Unwatched, Watch::look);
+        let mtime = match look {
+            Look::Unchanged => None,
+            Look::Changed | Look::Unwatched => Some(self.mtime()),
+        };
         if let Some((seen, map)) = cached.as_ref()
-            && *seen == mtime
+            && (look == Look::Unchanged || (look == Look::Unwatched && mtime == Some(*seen)))
         {
             return Ok(f(map));
         }
+        let mtime = mtime.unwrap_or_else(|| self.mtime());
         let map = self.read()?;
         let out = f(&map);
         *cached = Some((mtime, map));
@@ -396,7 +414,7 @@ mod tests {
     }
 
     #[test]
-    fn the_end_of_a_watch_is_found_among_other_events() {
+    fn events_are_read_for_the_file_and_for_the_end_of_the_watch() {
         let event = |mask: AddWatchFlags, name: &[u8]| {
             let mut e = Vec::new();
             for word in [1, mask.bits(), 0, u32::try_from(name.len()).unwrap()] {
@@ -405,11 +423,27 @@ mod tests {
             e.extend_from_slice(name);
             e
         };
-        let created = event(AddWatchFlags::IN_CREATE, b"permissions.json\0\0\0\0");
+        let file = b"permissions.json";
+        let ours = event(AddWatchFlags::IN_MOVED_TO, b"permissions.json\0\0\0\0");
+        let other = event(AddWatchFlags::IN_CLOSE_WRITE, b"permissions.json.1\0\0");
         let ignored = event(AddWatchFlags::IN_IGNORED, b"");
-        assert!(!watch_ended(&created));
-        assert!(watch_ended(&[created.clone(), ignored].concat()));
-        assert!(watch_ended(&event(AddWatchFlags::IN_MOVE_SELF, b"")));
-        assert!(!watch_ended(&created[..10]), "a cut event is not read past");
+        assert_eq!(what_changed(&other, file), Look::Unchanged);
+        assert_eq!(
+            what_changed(&[other.clone(), ours.clone()].concat(), file),
+            Look::Changed
+        );
+        assert_eq!(
+            what_changed(&[ours.clone(), ignored].concat(), file),
+            Look::Unwatched
+        );
+        assert_eq!(
+            what_changed(&event(AddWatchFlags::IN_Q_OVERFLOW, b""), file),
+            Look::Changed
+        );
+        assert_eq!(
+            what_changed(&ours[..10], file),
+            Look::Unchanged,
+            "a cut event is not read past"
+        );
     }
 }
