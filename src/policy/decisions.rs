@@ -262,7 +262,14 @@ impl DecisionStore {
             return Ok(f(map));
         }
         let mtime = mtime.unwrap_or_else(|| self.mtime());
-        let map = self.read()?;
+        let map = match self.read() {
+            Ok(map) => map,
+            Err(e) => {
+                // No event may come before the file is mended: every look reads it until then.
+                *cached = None;
+                return Err(e);
+            }
+        };
         let out = f(&map);
         *cached = Some((mtime, map));
         Ok(out)
@@ -356,10 +363,14 @@ mod tests {
         assert!(store.forget("a:x").unwrap());
         assert!(!store.forget("a:x").unwrap());
         std::fs::write(store.path(), "{not json").unwrap();
-        assert!(matches!(
-            store.lookup("x"),
-            Err(DecisionError::Corrupt { .. })
-        ));
+        for _ in 0..2 {
+            assert!(
+                matches!(store.lookup("x"), Err(DecisionError::Corrupt { .. })),
+                "a broken file is reported on every look, not only the first"
+            );
+        }
+        std::fs::write(store.path(), file_with("a:x", "allow")).unwrap();
+        assert_eq!(decided(&store, "a:x"), Some(Remember::Allow));
     }
 
     fn decided(store: &DecisionStore, name: &str) -> Option<Remember> {
