@@ -362,6 +362,7 @@ mod tests {
         assert_eq!(store.all().unwrap().len(), 1 + 8 * 20);
         assert!(store.forget("a:x").unwrap());
         assert!(!store.forget("a:x").unwrap());
+        assert_eq!(decided(&store, "a:x"), None, "a reading to keep");
         std::fs::write(store.path(), "{not json").unwrap();
         for _ in 0..2 {
             assert!(
