@@ -59,7 +59,7 @@ impl Key {
 struct Presence(Box<[AtomicU8]>);
 
 impl Presence {
-    /// 16 KiB, touched only where keys land.
+    /// 16 KiB per hub, written once when the cache is made.
     const BUCKETS: usize = 1 << 14;
 
     fn new() -> Presence {

@@ -4,8 +4,8 @@
 //! deciding at once never lose each other's decisions or leave a torn file.
 //!
 //! Every call without a matching rule looks here, so a look must be cheap and exact: an
-//! inotify watch on the state dir says when nothing there changed, and only then is the last
-//! reading used without a `stat` of the file.
+//! inotify watch on the state dir says whether the file changed, so the last reading is used
+//! without a `stat` of the file; where no watch can be trusted, its mtime decides.
 
 use crate::state;
 use nix::fcntl::{Flock, FlockArg};
@@ -252,14 +252,17 @@ impl DecisionStore {
         // Events are taken under the lock: a look that finds none must not use a reading
         // that another look, which took the events, is still renewing.
         let look = watch.as_ref().map_or(Look::Unwatched, Watch::look);
-        let mtime = match look {
-            Look::Unchanged => None,
-            Look::Changed | Look::Unwatched => Some(self.mtime()),
-        };
-        if let Some((seen, map)) = cached.as_ref()
-            && (look == Look::Unchanged || (look == Look::Unwatched && mtime == Some(*seen)))
-        {
-            return Ok(f(map));
+        // Only a look the watch cannot vouch for needs the mtime now.
+        let mtime = (look != Look::Unchanged).then(|| self.mtime());
+        if let Some((seen, map)) = cached.as_ref() {
+            let current = match look {
+                Look::Unchanged => true,
+                Look::Changed => false,
+                Look::Unwatched => mtime == Some(*seen),
+            };
+            if current {
+                return Ok(f(map));
+            }
         }
         let mtime = mtime.unwrap_or_else(|| self.mtime());
         let map = match self.read() {
