@@ -257,12 +257,11 @@ async fn resources_are_merged_paginated_and_a_shared_uri_is_warned_about_once() 
     until_tools(c, &["b:late_tool"]).await;
 
     let log = hub.stderr();
-    for (what, key) in [
-        ("resource", "fixture://static/1"),
-        ("resource", "fixture://static/3"),
-        ("resource template", "fixture://item/{id}"),
+    // One line per kind for the pair of servers, naming every shared key.
+    for warning in [
+        "servers 'a' and 'b' both expose 3 resources ('fixture://static/1', 'fixture://static/2', 'fixture://static/3'); 'a' serves them",
+        "servers 'a' and 'b' both expose resource template 'fixture://item/{id}'; 'a' serves it",
     ] {
-        let warning = format!("servers 'a' and 'b' both expose {what} '{key}'; 'a' serves it");
         assert_eq!(
             log.matches(&warning).count(),
             1,
@@ -282,7 +281,7 @@ async fn a_conflict_is_reported_once_servers_have_started_with_its_final_winner(
     servers.insert("c".into(), fixture(&[]));
     let cfg = s.servers(Value::Object(servers), None);
     let hub = ready_hub(&cfg, json!({}), &["slow:echo", "b:echo", "c:echo"]).await;
-    let key = "resource 'fixture://static/1'";
+    let key = "resources ('fixture://static/1'";
     let deadline = Instant::now() + WAIT;
     while hub.stderr().matches(key).count() < 2 {
         assert!(Instant::now() < deadline, "{}", hub.stderr());
@@ -290,7 +289,9 @@ async fn a_conflict_is_reported_once_servers_have_started_with_its_final_winner(
     }
     let log = hub.stderr();
     for other in ["b", "c"] {
-        let warning = format!("servers 'slow' and '{other}' both expose {key}; 'slow' serves it");
+        let warning = format!(
+            "servers 'slow' and '{other}' both expose 3 {key}, 'fixture://static/2', 'fixture://static/3'); 'slow' serves them"
+        );
         assert_eq!(
             log.matches(&warning).count(),
             1,

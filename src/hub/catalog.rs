@@ -186,6 +186,9 @@ pub struct Catalog {
     pub conflicts: Vec<Conflict>,
 }
 
+/// Conflicts of one kind between one pair of servers: (kind, kept, other) and the keys.
+type ConflictGroup<'c> = ((&'static str, usize, usize), Vec<&'c Arc<str>>);
+
 /// A name or URI that two servers offer; the first in config order serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Conflict {
@@ -196,21 +199,61 @@ pub struct Conflict {
 }
 
 impl Conflict {
-    /// What to tell the user (kept structured until then: a rebuild may find hundreds of
-    /// these, and only new ones are worth a message).
-    pub fn message(&self, upstreams: &[Arc<Upstream>]) -> String {
-        let kept = server_name(upstreams, self.kept);
-        let other = server_name(upstreams, self.other);
-        let (kind, key) = (self.kind, &self.key);
-        if matches!(kind, "tool" | "prompt") {
-            format!(
-                "servers '{kept}' and '{other}' both offer {kind} '{key}'; '{kept}' serves it (set a `namespace` to tell them apart)"
-            )
-        } else {
-            format!(
-                "servers '{kept}' and '{other}' both expose {kind} '{key}'; '{kept}' serves it (the first in config order)"
-            )
+    /// What to tell the user about `conflicts`: one line per pair of servers and kind of
+    /// entry, in the order the pairs first appear. Fifty servers exposing the same four
+    /// resources are 49 lines, not 196, and the keys each line names are capped.
+    pub fn messages<'c>(
+        conflicts: impl IntoIterator<Item = &'c Conflict>,
+        upstreams: &[Arc<Upstream>],
+    ) -> Vec<String> {
+        Self::grouped(conflicts)
+            .into_iter()
+            .map(|((kind, kept, other), keys)| {
+                let kept = server_name(upstreams, kept);
+                let other = server_name(upstreams, other);
+                Self::message(kind, kept, other, &keys)
+            })
+            .collect()
+    }
+
+    /// The keys of `conflicts` by kind and pair of servers, in order of first appearance.
+    fn grouped<'c>(conflicts: impl IntoIterator<Item = &'c Conflict>) -> Vec<ConflictGroup<'c>> {
+        let mut groups: Vec<ConflictGroup<'c>> = Vec::new();
+        for c in conflicts {
+            let pair = (c.kind, c.kept, c.other);
+            match groups.iter_mut().find(|(p, _)| *p == pair) {
+                Some((_, keys)) => keys.push(&c.key),
+                None => groups.push((pair, vec![&c.key])),
+            }
         }
+        groups
+    }
+
+    fn message(kind: &str, kept: &str, other: &str, keys: &[&Arc<str>]) -> String {
+        const NAMED: usize = 5;
+        let verb = if matches!(kind, "tool" | "prompt") {
+            "offer"
+        } else {
+            "expose"
+        };
+        let what = match keys {
+            [key] => format!("{kind} '{key}'"),
+            _ => {
+                let mut named: Vec<String> =
+                    keys.iter().take(NAMED).map(|k| format!("'{k}'")).collect();
+                if keys.len() > NAMED {
+                    named.push(format!("and {} more", keys.len() - NAMED));
+                }
+                format!("{} {kind}s ({})", keys.len(), named.join(", "))
+            }
+        };
+        let it = if keys.len() == 1 { "it" } else { "them" };
+        let fix = if verb == "offer" {
+            "set a `namespace` to tell them apart"
+        } else {
+            "the first in config order"
+        };
+        format!("servers '{kept}' and '{other}' both {verb} {what}; '{kept}' serves {it} ({fix})")
     }
 }
 
@@ -457,4 +500,54 @@ fn merge<'a, T: Mergeable + 'a>(
         out.push(item.clone());
     }
     (out, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict(kind: &'static str, key: &str, kept: usize, other: usize) -> Conflict {
+        Conflict {
+            kind,
+            key: Arc::from(key),
+            kept,
+            other,
+        }
+    }
+
+    #[test]
+    fn conflicts_are_told_once_per_pair_of_servers_and_kind() {
+        let all = [
+            conflict("resource", "x://1", 0, 1),
+            conflict("resource", "x://1", 0, 2),
+            conflict("resource", "x://2", 0, 1),
+            conflict("resource template", "x://{id}", 0, 1),
+            conflict("resource", "x://3", 0, 1),
+        ];
+        let groups = Conflict::grouped(&all);
+        let keys = |g: &ConflictGroup| g.1.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert_eq!(groups[0].0, ("resource", 0, 1));
+        assert_eq!(keys(&groups[0]), ["x://1", "x://2", "x://3"]);
+        assert_eq!(groups[1].0, ("resource", 0, 2));
+        assert_eq!(groups[2].0, ("resource template", 0, 1));
+    }
+
+    #[test]
+    fn a_conflict_message_names_the_keys_and_who_serves_them() {
+        let keys: Vec<Arc<str>> = (1..=7).map(|i| Arc::from(format!("x://{i}"))).collect();
+        let refs: Vec<&Arc<str>> = keys.iter().collect();
+        assert_eq!(
+            Conflict::message("resource", "a", "b", &refs[..1]),
+            "servers 'a' and 'b' both expose resource 'x://1'; 'a' serves it (the first in config order)"
+        );
+        assert_eq!(
+            Conflict::message("resource", "a", "b", &refs[..2]),
+            "servers 'a' and 'b' both expose 2 resources ('x://1', 'x://2'); 'a' serves them (the first in config order)"
+        );
+        assert_eq!(
+            Conflict::message("tool", "a", "b", &refs),
+            "servers 'a' and 'b' both offer 7 tools ('x://1', 'x://2', 'x://3', 'x://4', 'x://5', and 2 more); 'a' serves them (set a `namespace` to tell them apart)"
+        );
+    }
 }

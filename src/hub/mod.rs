@@ -1032,13 +1032,16 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
         return;
     }
     let fresh = builder.build(&hub.upstreams);
-    if warn {
-        for c in &fresh.conflicts {
-            if seen.warned.insert(c.clone()) {
-                tracing::warn!("{}", c.message(&hub.upstreams));
-            }
-        }
-    }
+    let new_conflicts: Vec<catalog::Conflict> = if warn {
+        fresh
+            .conflicts
+            .iter()
+            .filter(|c| seen.warned.insert((*c).clone()))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     let changes = {
         let mut cur = hub
             .catalog
@@ -1063,5 +1066,9 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
     hub.changed.send_modify(|g| *g += 1);
     for c in changes {
         let _ = hub.events.send(c);
+    }
+    // After publishing: a client waiting for the servers to settle need not wait for these.
+    for message in catalog::Conflict::messages(&new_conflicts, &hub.upstreams) {
+        tracing::warn!("{message}");
     }
 }
