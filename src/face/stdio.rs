@@ -25,6 +25,9 @@ pub async fn serve(config: &Config, state_dir: &std::path::Path) -> Result<(), S
     let mut sigusr1 = signal(SignalKind::user_defined1())?;
     let stdout = stdio::stdout()?;
     let hub = Hub::start(config, state_dir);
+    // Let the servers' supervisors queue their spawns before the rest of the setup: with one
+    // worker they would otherwise wait for this task's next await.
+    tokio::task::yield_now().await;
     let session = Session::new(hub.clone(), stdout.outgoing.clone());
     let mut stdin_closed = {
         let session = session.clone();
