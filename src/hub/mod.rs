@@ -937,8 +937,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// While servers are still starting for the first time, the catalogue is rebuilt at most
 /// this often: each rebuild merges every server's share, so rebuilding once per server as
 /// 50 of them come up costs a quadratic amount of work on the CPUs those servers need.
-/// The rebuild after the last one settles is immediate.
-const STARTUP_REBUILD_EVERY: Duration = Duration::from_millis(10);
+/// The rebuild after the last one settles is immediate. Until then nobody lists (a listing
+/// waits for the servers to settle, within `listWait`); only a call to a server that is
+/// already up may wait this long for its name to be known.
+const STARTUP_REBUILD_EVERY: Duration = Duration::from_millis(25);
 
 /// What the event loop remembers between events.
 #[derive(Default)]
