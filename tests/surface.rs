@@ -281,7 +281,7 @@ async fn a_conflict_is_reported_once_servers_have_started_with_its_final_winner(
     servers.insert("c".into(), fixture(&[]));
     let cfg = s.servers(Value::Object(servers), None);
     let hub = ready_hub(&cfg, json!({}), &["slow:echo", "b:echo", "c:echo"]).await;
-    let key = "resources ('fixture://static/1'";
+    let key = "both expose 3 resources ('fixture://static/1'";
     let deadline = Instant::now() + WAIT;
     while hub.stderr().matches(key).count() < 2 {
         assert!(Instant::now() < deadline, "{}", hub.stderr());
@@ -290,7 +290,7 @@ async fn a_conflict_is_reported_once_servers_have_started_with_its_final_winner(
     let log = hub.stderr();
     for other in ["b", "c"] {
         let warning = format!(
-            "servers 'slow' and '{other}' both expose 3 {key}, 'fixture://static/2', 'fixture://static/3'); 'slow' serves them"
+            "servers 'slow' and '{other}' both expose 3 resources ('fixture://static/1', 'fixture://static/2', 'fixture://static/3'); 'slow' serves them"
         );
         assert_eq!(
             log.matches(&warning).count(),

@@ -171,9 +171,6 @@ impl Hub {
         state_dir: &Path,
         pick: impl Fn(&str) -> bool,
     ) -> Arc<Hub> {
-        if config.servers.iter().any(|s| !s.disabled && pick(&s.name)) {
-            crate::transport::child::warm_up();
-        }
         let secrets = Self::secrets_of(config);
         let policy = Arc::new(Self::policy_for(config, state_dir, &secrets));
         let builtins = if config.hub.builtins.enabled {

@@ -173,7 +173,7 @@ struct Tables {
     /// Servers with results put into moka since their last invalidation. Every server is
     /// invalidated as it starts, and moka's invalidation by predicate scans the whole cache
     /// in its bookkeeping: fifty servers starting cost ~1.3M instructions for nothing.
-    stored_for: Mutex<std::collections::HashSet<usize, crate::FastHasher>>,
+    stored_for: Mutex<std::collections::HashSet<usize, Hasher>>,
 }
 
 #[derive(Default)]

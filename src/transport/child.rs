@@ -122,13 +122,6 @@ pub struct ChildProc {
     label: String,
 }
 
-/// Starts a thread of the blocking pool ahead of the first spawn. Creating one costs a few
-/// hundred microseconds on a VM; done here, that overlaps the caller's own setup instead of
-/// delaying the first child. Must run inside the runtime.
-pub fn warm_up() {
-    drop(tokio::task::spawn_blocking(|| {}));
-}
-
 impl ChildSpec {
     /// Starts the child. The fork and exec run on the blocking pool: the runtime has a single
     /// worker (see `main.rs`), and a hub starting fifty servers would otherwise make them one
