@@ -1,8 +1,7 @@
 //! The envelope: one parse of a line finds `id`, `method`, `params`, `result` and `error`
 //! as spans of the original text, so forwarding copies nothing it does not rewrite.
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use super::scan::{self, ScanError};
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -20,9 +19,13 @@ pub enum ParseError {
     #[error("not UTF-8 text")]
     NotUtf8,
     #[error("not JSON: {0}")]
-    NotJson(#[from] serde_json::Error),
+    NotJson(#[from] ScanError),
     #[error("not a JSON-RPC message (needs `method`, or `id` with `result` or `error`)")]
     NotJsonRpc,
+    #[error("`{0}` appears twice")]
+    Duplicate(&'static str),
+    #[error("`method` is not a string")]
+    MethodNotString,
     #[error("empty batch")]
     EmptyBatch,
 }
@@ -46,37 +49,42 @@ enum Text {
     Owned(Box<str>),
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-}
-
 /// Parses one frame: a single message, or a batch array (accepted from peers for
 /// 2025-03-26 compatibility) whose elements become separate messages. An element that is not
 /// a message is reported in place so the caller can answer it.
-pub fn parse_frame(line: Vec<u8>) -> Result<Vec<Result<Message, ParseError>>, ParseError> {
+pub fn parse_frame(line: Vec<u8>) -> Result<Messages, ParseError> {
     let text = String::from_utf8(line).map_err(|_| ParseError::NotUtf8)?;
     let first = text.bytes().find(|b| !b.is_ascii_whitespace());
     if first == Some(b'[') {
-        let items: Vec<&RawValue> = serde_json::from_str(&text)?;
+        let items = scan::array(&text)?;
         if items.is_empty() {
             return Err(ParseError::EmptyBatch);
         }
-        return Ok(items
+        let batch: Vec<_> = items
             .into_iter()
-            .map(|raw| Message::parse(raw.get().into()))
-            .collect());
+            .map(|raw| Message::parse(raw.into()))
+            .collect();
+        return Ok(Messages::Batch(batch.into_iter()));
     }
-    Message::parse(text.into_boxed_str()).map(|m| vec![Ok(m)])
+    Message::parse(text.into_boxed_str()).map(|m| Messages::One(Some(Ok(m))))
+}
+
+/// The messages of one frame in order: nearly always one, which needs no list.
+#[derive(Debug)]
+pub enum Messages {
+    One(Option<Result<Message, ParseError>>),
+    Batch(std::vec::IntoIter<Result<Message, ParseError>>),
+}
+
+impl Iterator for Messages {
+    type Item = Result<Message, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Messages::One(one) => one.take(),
+            Messages::Batch(batch) => batch.next(),
+        }
+    }
 }
 
 fn span(base: &str, part: &str) -> Range<usize> {
@@ -91,32 +99,52 @@ impl ParseError {
     pub fn code(&self) -> i64 {
         match self {
             ParseError::NotUtf8 | ParseError::NotJson(_) => crate::jsonrpc::code::PARSE_ERROR,
-            ParseError::NotJsonRpc | ParseError::EmptyBatch => {
-                crate::jsonrpc::code::INVALID_REQUEST
-            }
+            ParseError::NotJsonRpc
+            | ParseError::EmptyBatch
+            | ParseError::Duplicate(_)
+            | ParseError::MethodNotString => crate::jsonrpc::code::INVALID_REQUEST,
         }
     }
 }
 
 impl Message {
-    /// Parses a single JSON-RPC object.
+    /// Parses a single JSON-RPC object. Members other than the five it needs are checked
+    /// for well-formedness and otherwise left alone; `null` counts as absent (responses to
+    /// unparseable requests carry `"id": null`).
     pub fn parse(text: Box<str>) -> Result<Message, ParseError> {
-        let env: Envelope<'_> = serde_json::from_str(&text)?;
-        // `"id": null` deserialises to None; responses to unparseable requests carry it.
-        let id = env.id.map(|r| span(&text, r.get()));
-        let method = env.method.map(|m| match m {
-            Cow::Borrowed(s) => Text::Span(span(&text, s)),
-            Cow::Owned(s) => Text::Owned(s.into_boxed_str()),
-        });
-        let kind = match (&method, &id, env.result.is_some() || env.error.is_some()) {
+        const NAMES: [&str; 5] = ["id", "method", "params", "result", "error"];
+        let mut found: [Option<Range<usize>>; 5] = Default::default();
+        scan::object(&text, |key, value| {
+            let slot = match key.text()?.as_ref() {
+                "id" => 0,
+                "method" => 1,
+                "params" => 2,
+                "result" => 3,
+                "error" => 4,
+                _ => return Ok(()),
+            };
+            if found[slot].is_some() {
+                return Err(ParseError::Duplicate(NAMES[slot]));
+            }
+            found[slot] = Some(span(&text, value));
+            Ok(())
+        })?;
+        let [id, method, params, result, error] =
+            found.map(|r| r.filter(|r| &text[r.clone()] != "null"));
+        let method = match method {
+            None => None,
+            Some(r) => match scan::string(&text[r.clone()]) {
+                Some(Cow::Borrowed(_)) => Some(Text::Span(r.start + 1..r.end - 1)),
+                Some(Cow::Owned(s)) => Some(Text::Owned(s.into_boxed_str())),
+                None => return Err(ParseError::MethodNotString),
+            },
+        };
+        let kind = match (&method, &id, result.is_some() || error.is_some()) {
             (Some(_), Some(_), _) => Kind::Request,
             (Some(_), None, _) => Kind::Notification,
             (None, _, true) => Kind::Response,
             (None, _, false) => return Err(ParseError::NotJsonRpc),
         };
-        let params = env.params.map(|r| span(&text, r.get()));
-        let result = env.result.map(|r| span(&text, r.get()));
-        let error = env.error.map(|r| span(&text, r.get()));
         Ok(Message {
             text,
             kind,
@@ -221,9 +249,31 @@ mod tests {
     }
 
     #[test]
+    fn valid_json_that_is_not_a_message_is_an_invalid_request() {
+        for (text, want) in [
+            (r#"{"id":1,"method":"a","id":2}"#, "`id` appears twice"),
+            (r#"{"id":1,"method":7}"#, "`method` is not a string"),
+            // An array is not an object, whatever its elements would line up with.
+            (r#"[1,"ping"]"#, "not JSON: expected an object at byte 0"),
+        ] {
+            let e = Message::parse(text.into()).unwrap_err();
+            assert_eq!(e.to_string(), want, "{text}");
+        }
+        let e = Message::parse(r#"{"id":1,"method":"a","id":2}"#.into()).unwrap_err();
+        assert_eq!(e.code(), crate::jsonrpc::code::INVALID_REQUEST);
+        let e = Message::parse(r#"{"id":1,"method":"a""#.into()).unwrap_err();
+        assert_eq!(e.code(), crate::jsonrpc::code::PARSE_ERROR);
+        // `null` members count as absent, as before: a reply to an unreadable request.
+        let m = one(r#"{"jsonrpc":"2.0","id":null,"method":"n","params":null}"#);
+        assert_eq!((m.kind(), m.params()), (Kind::Notification, None));
+    }
+
+    #[test]
     fn batches_split_into_messages() {
-        let out = parse_frame(br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":1}]"#.to_vec())
-            .unwrap();
+        let out: Vec<_> =
+            parse_frame(br#" [{"jsonrpc":"2.0","id":1,"method":"ping"},{"bad":1}]"#.to_vec())
+                .unwrap()
+                .collect();
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].as_ref().unwrap().method(), "ping");
         assert!(out[1].is_err());

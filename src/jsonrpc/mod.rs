@@ -7,6 +7,7 @@
 mod framing;
 mod message;
 mod object;
+pub mod scan;
 
 pub use framing::{Frame, Framer, id_in_edges};
 pub use message::{Kind, Message, ParseError, parse_frame};

@@ -1,11 +1,9 @@
 //! An ordered view of a JSON object's members as raw JSON text, for rewriting one or two keys
 //! (a tool's `name`, a request's `name` or `_meta`) without re-encoding the rest.
 
+use super::scan::{self, ScanError};
 use memchr::memmem::Finder;
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::LazyLock;
 
 /// A quick test for whether an object's text might have a given member, so that the common
@@ -34,31 +32,33 @@ impl MemberProbe {
 /// Members in document order; values are untouched JSON text.
 #[derive(Debug, Default)]
 pub struct RawObject<'a> {
-    members: Vec<(Cow<'a, str>, &'a RawValue)>,
-    /// The text it was parsed from (by [`RawObject::parse`]), where one value can be
-    /// replaced by splicing instead of re-encoding every member.
-    source: Option<&'a str>,
+    members: Vec<(Cow<'a, str>, &'a str)>,
+    /// The text it was parsed from, where one value can be replaced by splicing instead of
+    /// re-encoding every member.
+    source: &'a str,
 }
 
 impl<'a> RawObject<'a> {
     /// Parses `text`, which must be a JSON object.
-    pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
-        let mut obj: RawObject<'a> = serde_json::from_str(text)?;
-        obj.source = Some(text);
-        Ok(obj)
+    pub fn parse(text: &'a str) -> Result<Self, ScanError> {
+        let mut members = Vec::new();
+        scan::object(text, |k, v| {
+            members.push((k.text()?, v));
+            Ok::<(), ScanError>(())
+        })?;
+        Ok(RawObject {
+            members,
+            source: text,
+        })
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.members
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.get())
+        self.members.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
     /// A string member's decoded value.
     pub fn get_str(&self, key: &str) -> Option<String> {
-        self.get(key)
-            .and_then(|v| serde_json::from_str::<String>(v).ok())
+        self.get(key).and_then(scan::string).map(Cow::into_owned)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -74,14 +74,13 @@ impl<'a> RawObject<'a> {
 
     /// `source` with the value of `key` swapped for `value`, when `key` occurs exactly once.
     fn splice(&self, key: &str, value: &str) -> Option<String> {
-        let source = self.source?;
+        let source = self.source;
         let mut found = self.members.iter().filter(|(k, _)| k == key);
         let (_, old) = found.next()?;
         if found.next().is_some() {
             return None;
         }
         // The raw value borrows from `source`: its offset is where it sits in the text.
-        let old = old.get();
         let start = (old.as_ptr() as usize).checked_sub(source.as_ptr() as usize)?;
         let end = start + old.len();
         if source.get(start..end) != Some(old) {
@@ -112,7 +111,7 @@ impl<'a> RawObject<'a> {
             match edits.iter().find(|(ek, _)| ek == k) {
                 Some((_, Some(nv))) => push(&mut out, k, nv),
                 Some((_, None)) => {}
-                None => push(&mut out, k, v.get()),
+                None => push(&mut out, k, v),
             }
         }
         for (ek, ev) in edits {
@@ -129,32 +128,8 @@ impl<'a> RawObject<'a> {
     fn len_hint(&self) -> usize {
         self.members
             .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .map(|(k, v)| k.len() + v.len() + 4)
             .sum()
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = RawObject<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-                    let v: &'de RawValue = map.next_value()?;
-                    members.push((k, v));
-                }
-                Ok(RawObject {
-                    members,
-                    source: None,
-                })
-            }
-        }
-        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -196,10 +171,6 @@ mod tests {
         // Present twice: every occurrence set, as a re-encoding does.
         let twice = RawObject::parse(r#"{"name":"a","name":"b"}"#).unwrap();
         assert_eq!(twice.with("name", "\"c\""), r#"{"name":"c","name":"c"}"#);
-        // Not parsed from a text of its own (a nested object): re-encoded.
-        let outer: std::collections::HashMap<String, RawObject> =
-            serde_json::from_str(r#"{"o": {"name": "a", "b": 1}}"#).unwrap();
-        assert_eq!(outer["o"].with("name", "\"c\""), r#"{"name":"c","b":1}"#);
     }
 
     #[test]

@@ -140,15 +140,15 @@ pub async fn list_all(
             method: method.into(),
             detail: e.to_string(),
         })?;
-        let items: Vec<&RawValue> = match page.get(field) {
-            Some(text) => serde_json::from_str(text).map_err(|e| HandshakeError::Malformed {
+        let items = match page.get(field) {
+            Some(text) => jsonrpc::scan::array(text).map_err(|e| HandshakeError::Malformed {
                 method: method.into(),
                 detail: format!("`{field}` is not an array: {e}"),
             })?,
             None => Vec::new(),
         };
         for item in items {
-            let key = RawObject::parse(item.get())
+            let key = RawObject::parse(item)
                 .ok()
                 .and_then(|o| o.get_str(key_field));
             match key {
@@ -156,14 +156,14 @@ pub async fn list_all(
                     if seen_keys.insert(k.clone()) {
                         out.push(Entry {
                             key: k,
-                            json: item.get().into(),
+                            json: item.into(),
                         });
                     } else {
                         tracing::warn!(server, method, key = %k, "server listed the same entry twice; keeping the first");
                     }
                 }
                 _ => {
-                    tracing::warn!(server, method, entry = %truncate(item.get(), 200), "skipped an entry without a valid `{key_field}`")
+                    tracing::warn!(server, method, entry = %truncate(item, 200), "skipped an entry without a valid `{key_field}`")
                 }
             }
         }
