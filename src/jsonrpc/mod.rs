@@ -10,7 +10,7 @@ mod object;
 pub mod scan;
 
 pub use framing::{Frame, Framer, id_in_edges};
-pub use message::{Kind, Message, ParseError, parse_frame};
+pub use message::{Kind, Message, Messages, ParseError, parse_frame};
 pub use object::{MemberProbe, RawObject};
 
 /// Standard JSON-RPC error codes.
