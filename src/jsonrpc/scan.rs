@@ -395,22 +395,16 @@ mod tests {
 
     #[test]
     fn errors_say_what_and_where() {
-        assert_eq!(
-            validate("[1,]").unwrap_err().to_string(),
-            "expected a value at byte 3"
-        );
-        assert_eq!(
-            validate("01").unwrap_err().to_string(),
-            "invalid number at byte 1"
-        );
-        assert_eq!(
-            validate("{\"a\":1} x").unwrap_err().to_string(),
-            "trailing characters at byte 8"
-        );
-        assert_eq!(
-            validate("\"a\u{1}\"").unwrap_err().to_string(),
-            "control character in a string at byte 2"
-        );
+        for (text, want) in [
+            ("[1,]", "expected a value at byte 3"),
+            ("01", "invalid number at byte 1"),
+            ("{\"a\":1} x", "trailing characters at byte 8"),
+            ("\"a\u{1}\"", "control character in a string at byte 2"),
+            ("{\"a\" 1}", "expected `:` at byte 5"),
+            ("[\"\\x\"]", "invalid escape at byte 3"),
+        ] {
+            assert_eq!(validate(text).unwrap_err().to_string(), want, "{text}");
+        }
         assert!(validate(&"[".repeat(MAX_DEPTH + 1)).is_err());
         let deep = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(validate(&deep).is_ok());
