@@ -115,13 +115,9 @@ impl Message {
         const NAMES: [&str; 5] = ["id", "method", "params", "result", "error"];
         let mut found: [Option<Range<usize>>; 5] = Default::default();
         scan::object(&text, |key, value| {
-            let slot = match key.text()?.as_ref() {
-                "id" => 0,
-                "method" => 1,
-                "params" => 2,
-                "result" => 3,
-                "error" => 4,
-                _ => return Ok(()),
+            let name = key.text()?;
+            let Some(slot) = NAMES.iter().position(|n| *n == name) else {
+                return Ok(());
             };
             if found[slot].is_some() {
                 return Err(ParseError::Duplicate(NAMES[slot]));

@@ -13,7 +13,7 @@ pub struct ScanError {
     at: usize,
 }
 
-/// Nesting deeper than this is refused, as serde_json refuses it, so that a hostile line the
+/// Nesting deeper than this is refused, as serde_json refuses it when it builds values, so that a hostile line the
 /// scanner accepted cannot overflow the stack of a later, recursive parse of the same text.
 const MAX_DEPTH: usize = 128;
 
@@ -22,6 +22,8 @@ const MAX_DEPTH: usize = 128;
 pub struct Key<'a> {
     quoted: &'a str,
     escaped: bool,
+    /// Where the key starts in the scanned text, for errors.
+    at: usize,
 }
 
 impl<'a> Key<'a> {
@@ -33,10 +35,7 @@ impl<'a> Key<'a> {
         }
         serde_json::from_str::<String>(self.quoted)
             .map(Cow::Owned)
-            .map_err(|_| ScanError {
-                what: "invalid escape in a key",
-                at: 0,
-            })
+            .map_err(|_| error("invalid escape in a key", self.at))
     }
 
     fn plain(&self) -> &'a str {
@@ -162,7 +161,14 @@ fn key(text: &str, i: usize) -> Result<(Key<'_>, usize), ScanError> {
         return Err(error("expected `:`", colon));
     }
     let quoted = slice(text, i, after);
-    Ok((Key { quoted, escaped }, ws(b, colon + 1)))
+    Ok((
+        Key {
+            quoted,
+            escaped,
+            at: i,
+        },
+        ws(b, colon + 1),
+    ))
 }
 
 /// Skips the value at `i` (after optional whitespace), checking it as it goes; returns the
@@ -383,6 +389,12 @@ mod tests {
         assert_eq!(array(" [1, [2] ,{}]").unwrap(), ["1", "[2]", "{}"]);
         assert_eq!(array("[]").unwrap(), Vec::<&str>::new());
         assert!(object::<ScanError>("[1]", |_, _| Ok(())).is_err());
+        // Well-formed, but the key does not decode (a lone surrogate): said where it is.
+        let lone = object::<ScanError>(r#"{"a":1, "\ud800":2}"#, |k, _| k.text().map(drop));
+        assert_eq!(
+            lone.unwrap_err().to_string(),
+            "invalid escape in a key at byte 8"
+        );
         assert!(array("{}").is_err());
     }
 
