@@ -34,6 +34,8 @@ pub struct Named {
     pub upstream: usize,
     /// The name the server knows it by.
     pub original: String,
+    /// `original` as a JSON string, made once: every call splices it into its params.
+    pub original_json: String,
     /// `server:name` — what the CLI, logs and permission rules use.
     pub qualified: Arc<str>,
     /// `server__name`, accepted in either naming mode.
@@ -65,12 +67,13 @@ impl Named {
         Named {
             upstream: BUILTIN,
             original: entry.key.clone(),
+            original_json: jsonrpc::quote(&entry.key),
             qualified: name.clone(),
             portable: name.clone(),
             wire: name,
             json: entry.json.to_string(),
             read_only: read_only(&obj),
-            description: obj.get_str("description").unwrap_or_default(),
+            description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
             hash: item_hash(BUILTIN, &entry.json),
         }
@@ -90,11 +93,12 @@ impl Named {
         Some(Named {
             upstream,
             original: entry.key.clone(),
+            original_json: jsonrpc::quote(&entry.key),
             qualified,
             portable,
             wire,
             read_only: read_only(&obj),
-            description: obj.get_str("description").unwrap_or_default(),
+            description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
             hash: item_hash(upstream, &json),
             json,

@@ -45,7 +45,7 @@ pub struct Session {
     /// Downstream request id (JSON text) → the task serving it, numbered so that a task
     /// finishing after its answer went out never removes a newer request's entry that
     /// reuses the id.
-    in_flight: Mutex<FastMap<String, (u64, AbortHandle)>>,
+    in_flight: Mutex<FastMap<Arc<str>, (u64, AbortHandle)>>,
     next_task: AtomicU64,
     initialized: AtomicBool,
     /// `capabilities` from the client's `initialize`, as JSON text.
@@ -310,7 +310,7 @@ impl Session {
                     .and_then(|p| RawObject::parse(p).ok())
                     .and_then(|o| o.get("requestId").map(str::to_string));
                 if let Some(id) = id
-                    && let Some((_, task)) = lock(&self.in_flight).remove(&id)
+                    && let Some((_, task)) = lock(&self.in_flight).remove(id.as_str())
                 {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();
@@ -367,7 +367,7 @@ impl Session {
         Fut: std::future::Future + Send + 'static,
         Fut::Output: Into<Reply>,
     {
-        let id = m.id().to_string();
+        let id: Arc<str> = m.id().into();
         // Boxed: the request futures are large, and a box is moved instead of all of them.
         let mut fut = Box::pin(f(self.clone(), m));
         // Requests that never leave the hub (a cache hit, a refusal, a list) finish at their
@@ -480,7 +480,7 @@ impl Session {
             .and_then(|p| RawObject::parse(p).ok())
             .unwrap_or_default();
         let version = match params.get_str("protocolVersion") {
-            Some(v) if LEGACY_VERSIONS.contains(&v.as_str()) => v,
+            Some(v) if LEGACY_VERSIONS.contains(&v.as_ref()) => v.into_owned(),
             _ => OFFERED_VERSION.to_string(),
         };
         let mut result = format!(
@@ -660,7 +660,7 @@ impl Session {
             }
         };
         audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
-        let upstream_params = obj.with("name", &jsonrpc::quote(&named.original));
+        let upstream_params = obj.with("name", &named.original_json);
         let reply = self
             .dispatch(
                 &route,
@@ -853,7 +853,7 @@ impl Session {
         let params = m.params().unwrap_or("{}");
         RawObject::parse(params)
             .ok()
-            .and_then(|o| o.get_str("uri"))
+            .and_then(|o| o.get_str("uri").map(Cow::into_owned))
             .ok_or_else(|| {
                 jsonrpc::error(
                     m.id(),
@@ -977,7 +977,7 @@ impl Session {
                                     name: named.wire.to_string(),
                                 });
                             };
-                            let new_ref = reference.with("name", &jsonrpc::quote(&named.original));
+                            let new_ref = reference.with("name", &named.original_json);
                             Ok((up, obj.with("ref", &new_ref)))
                         })
                 }

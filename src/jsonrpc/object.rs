@@ -56,9 +56,9 @@ impl<'a> RawObject<'a> {
         self.members.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
-    /// A string member's decoded value.
-    pub fn get_str(&self, key: &str) -> Option<String> {
-        self.get(key).and_then(scan::string).map(Cow::into_owned)
+    /// A string member's decoded value, borrowed from the text unless it has escapes.
+    pub fn get_str(&self, key: &str) -> Option<Cow<'a, str>> {
+        self.get(key).and_then(scan::string)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {

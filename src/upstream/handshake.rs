@@ -5,6 +5,7 @@ use super::connection::{CallError, Connection};
 use crate::jsonrpc::{self, RawObject};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -150,7 +151,7 @@ pub async fn list_all(
         for item in items {
             let key = RawObject::parse(item)
                 .ok()
-                .and_then(|o| o.get_str(key_field));
+                .and_then(|o| o.get_str(key_field).map(Cow::into_owned));
             match key {
                 Some(k) if !k.is_empty() => {
                     if seen_keys.insert(k.clone()) {
@@ -167,7 +168,7 @@ pub async fn list_all(
                 }
             }
         }
-        match page.get_str("nextCursor") {
+        match page.get_str("nextCursor").map(Cow::into_owned) {
             Some(next) => {
                 if !seen_cursors.insert(next.clone()) {
                     tracing::warn!(
