@@ -2554,6 +2554,11 @@ fn figures(values: impl Iterator<Item = f64>, decimals: usize) -> String {
         .join(", ")
 }
 
+/// Whether one of the single-fixture starts was held up far past the others.
+fn singles_disturbed(s: &Startup) -> bool {
+    s.single_max > 3.0 * s.single_median
+}
+
 fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
     println!(
         "3. startup until the tool list is complete ({} tools per fixture; median of {} runs)",
@@ -2567,6 +2572,15 @@ fn print_startup(p: &Params, s: &Startup, v: &Verdicts) {
         s.single_min,
         p.direct_startups
     );
+    if singles_disturbed(s) {
+        // The rule takes the slowest single start as it is; one start the VM held up makes
+        // the limit loose, and a PASS then says little. Say so next to it.
+        println!(
+            "   note: the slowest single start is over 3× their median (a disturbed run), so the\n   \
+             50-server limit below is looser than this machine's usual; compare the hub with the\n   \
+             50 fixtures the bench starts itself"
+        );
+    }
     println!(
         "   {:<42} {:>11} {:>11}",
         "N servers: direct = slowest single fixture", "direct", "hub"
@@ -2720,6 +2734,7 @@ fn startup_json(s: &Startup) -> Value {
         "direct_single_ms": {
             "median": round(s.single_median, 3),
             "slowest": round(s.single_max, 3),
+            "slowest_disturbed": singles_disturbed(s),
             "fastest": round(s.single_min, 3),
             "all": s.singles.iter().map(|x| round(*x, 3)).collect::<Vec<_>>(),
         },
