@@ -308,9 +308,9 @@ impl Session {
                 let id = m
                     .params()
                     .and_then(|p| RawObject::parse(p).ok())
-                    .and_then(|o| o.get("requestId").map(str::to_string));
+                    .and_then(|o| o.get("requestId"));
                 if let Some(id) = id
-                    && let Some((_, task)) = lock(&self.in_flight).remove(id.as_str())
+                    && let Some((_, task)) = lock(&self.in_flight).remove(id)
                 {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();

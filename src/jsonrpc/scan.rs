@@ -94,13 +94,6 @@ pub fn array(text: &str) -> Result<Vec<&str>, ScanError> {
     }
 }
 
-/// Checks that `text` is one well-formed JSON value (surrounding whitespace allowed).
-pub fn validate(text: &str) -> Result<(), ScanError> {
-    let b = text.as_bytes();
-    let i = value(b, 0, 0)?;
-    end(b, i)
-}
-
 /// Decodes `raw`, the text of a JSON value the scanner accepted, if it is a string.
 pub fn string(raw: &str) -> Option<Cow<'_, str>> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
@@ -364,6 +357,13 @@ fn skip_plain(b: &[u8], mut i: usize) -> usize {
 mod tests {
     use super::*;
     use serde::de::IgnoredAny;
+
+    /// Whether `text` is one well-formed JSON value, by the scanner.
+    fn validate(text: &str) -> Result<(), ScanError> {
+        let b = text.as_bytes();
+        let i = value(b, 0, 0)?;
+        end(b, i)
+    }
 
     fn serde_ok(s: &str) -> bool {
         serde_json::from_str::<IgnoredAny>(s).is_ok()
