@@ -1454,12 +1454,12 @@ impl Throughput {
     }
 }
 
-/// The repetition with the median rate.
 /// The highest rate among `reps`: as with latency, interference only ever takes away.
 fn best_rep(reps: &[Throughput]) -> f64 {
     reps.iter().map(|t| t.per_sec).fold(0.0, f64::max)
 }
 
+/// The repetition with the median rate.
 fn median_rep(reps: &[Throughput]) -> Option<Throughput> {
     let mut sorted: Vec<&Throughput> = reps.iter().collect();
     sorted.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
