@@ -2000,9 +2000,7 @@ fn run_calls(ctx: &Ctx, p: &Params) -> Result<Calls> {
     let lat_hub = median_latency(&lat_hub_runs).ok_or_else(|| anyhow!("no latency runs"))?;
 
     // 2. Throughput: the first run on these peers (whose memory is read after it), later ones
-    // on fresh processes, interleaved so that drift hits both alike. Fresh processes because
-    // where the scheduler puts them decides throughput as it decides latency: runs on one
-    // pair of processes agree with each other and differ from the next pair's by up to 5×.
+    // on fresh processes, as for latency, interleaved so that drift hits both alike.
     wd.arm("throughput", Duration::from_secs(600));
     let (tw, tc) = (p.throughput_warmup, p.throughput_calls);
     let mut tp_direct = Vec::new();
