@@ -2798,7 +2798,7 @@ fn startup_json(s: &Startup) -> Value {
             "servers": n,
             "median": median_startup(reps).map(HubStartup::json),
             "ratio_to_slowest_single": median_startup(reps).map(|m| round(ratio(m.full_ms, s.single_max), 3)),
-            "ratio_to_direct_parallel": median_startup(reps).and_then(|m| s.parallel.iter().find(|(k, _)| k == n).map(|(_, v)| round(ratio(m.full_ms, median_f64(v)), 3))),
+            "ratio_to_direct_parallel": median_startup(reps).zip(s.together(*n)).map(|(m, t)| round(ratio(m.full_ms, t), 3)),
             "runs": reps.iter().map(HubStartup::json).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
