@@ -5,6 +5,7 @@
 //! - [`transport`]: child processes and our own stdio.
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
 //! - [`state`], [`time`]: private atomic files in the state dir; timestamps (leaves).
+//! - [`auth`]: OAuth 2.1 login, token refresh and token store for remote servers (a leaf).
 //! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`upstream`]: one server — handshake, requests, lifecycle.
@@ -14,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod builtins;
 pub mod cli;
 pub mod config;

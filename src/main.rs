@@ -6,9 +6,6 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
-#[path = "build/unwinder.rs"]
-mod unwinder;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr only — stdout is the protocol in serve mode. The writer is

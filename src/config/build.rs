@@ -3,8 +3,8 @@
 use super::expand::{self, Unset};
 use super::suggest::{child, closest, closest_key, index, unknown_key};
 use super::{
-    Config, ConfigError, DEFAULT_TIMEOUT, HubSettings, Problem, Protocol, ServerConfig, ToolNames,
-    Transport, jsonc, resolve, units,
+    Config, ConfigError, DEFAULT_TIMEOUT, HubSettings, OAuthSettings, Problem, Protocol,
+    ServerConfig, ToolNames, Transport, jsonc, resolve, units,
 };
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -810,6 +810,7 @@ impl Builder<'_> {
             url: url?,
             headers,
             kind,
+            oauth: OAuthSettings::default(),
         })
     }
 

@@ -112,7 +112,25 @@ pub enum Transport {
         headers: Vec<(String, String)>,
         /// "http" | "sse" | "streamable-http".
         kind: String,
+        /// The server's `oauth` object; all defaults when absent.
+        oauth: OAuthSettings,
     },
+}
+
+/// A remote server's `oauth` object: what to use when the server asks for a login.
+/// Everything is optional; discovery and dynamic registration fill in the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OAuthSettings {
+    /// A client id registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret (normally `${VAR}`); registered as a secret for redaction.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for instead of the server's challenge or `scopes_supported`.
+    pub scopes: Vec<String>,
+    /// A fixed port for the loopback callback (default: any free port).
+    pub redirect_port: Option<u16>,
+    /// The callback's path (default `/callback`).
+    pub callback_path: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -180,7 +180,8 @@ fn remote_url_and_headers_are_expanded() {
         Transport::Http {
             url: "http://localhost:1".into(),
             headers: vec![],
-            kind: "http".into()
+            kind: "http".into(),
+            oauth: Default::default(),
         }
     );
     assert_eq!(
@@ -188,7 +189,8 @@ fn remote_url_and_headers_are_expanded() {
         Transport::Http {
             url: "https://example.com/mcp".into(),
             headers: vec![("Authorization".into(), "Bearer t0k".into())],
-            kind: "sse".into()
+            kind: "sse".into(),
+            oauth: Default::default(),
         }
     );
 }
