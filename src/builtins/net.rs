@@ -70,6 +70,18 @@ impl HttpResponse {
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
+
+    /// For an error message when the body has no better one: its first `max_chars`
+    /// characters (trimmed), or the reason phrase when it is empty.
+    pub(crate) fn excerpt(&self, max_chars: usize) -> String {
+        let body = String::from_utf8_lossy(&self.body);
+        let body = body.trim();
+        if body.is_empty() {
+            self.status_text.clone()
+        } else {
+            body.chars().take(max_chars).collect()
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -111,6 +111,11 @@ pub(crate) fn reply(status: u16, ctype: &str, body: impl Into<Vec<u8>>) -> Reply
     )
 }
 
+/// A JSON reply (what the API-backed tools' stand-ins answer).
+pub(crate) fn json_reply(status: u16, v: serde_json::Value) -> Reply {
+    reply(status, "application/json", v.to_string())
+}
+
 #[test]
 fn address_rules() {
     for a in [
