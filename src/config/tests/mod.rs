@@ -12,7 +12,9 @@ mod servers;
 use super::*;
 use std::collections::HashMap;
 
-fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+/// An environment of just these variables (the unit tests of `expand` and `paths` use it
+/// too).
+pub(super) fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
     let map: HashMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
