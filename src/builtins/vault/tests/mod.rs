@@ -14,6 +14,16 @@ use serde_json::json;
 /// The default git time limit (the config's `vault.git.timeout`), as the tests use it.
 const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The vault tools over `path`.
+fn tools(path: PathBuf, git_sync: bool) -> Builtins {
+    Builtins::new(vec![group(&VaultSettings {
+        path,
+        git_sync,
+        max_bytes: MAX_READ_BYTES,
+        git_timeout: GIT_TIMEOUT,
+    })])
+}
+
 struct Fx {
     tmp: tempfile::TempDir,
     b: Builtins,
@@ -46,12 +56,7 @@ impl Fx {
         std::fs::create_dir_all(tmp.path().join("vault-evil")).unwrap();
         std::fs::write(tmp.path().join("vault-evil/x.md"), "evil plan").unwrap();
         std::fs::write(tmp.path().join("secret.md"), "secret plan").unwrap();
-        let b = Builtins::new(vec![group(&VaultSettings {
-            path: root,
-            git_sync,
-            max_bytes: MAX_READ_BYTES,
-            git_timeout: GIT_TIMEOUT,
-        })]);
+        let b = tools(root, git_sync);
         Fx { tmp, b }
     }
 

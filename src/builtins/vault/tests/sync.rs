@@ -32,20 +32,11 @@ fn sh_git(dir: &Path, args: &[&str]) -> String {
 fn synced_vault() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let bare = tmp.path().join("origin.git");
-    let vault = tmp.path().join("vault");
     sh_git(
         tmp.path(),
         &["init", "-q", "--bare", bare.to_str().unwrap()],
     );
-    sh_git(
-        tmp.path(),
-        &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            vault.to_str().unwrap(),
-        ],
-    );
+    let vault = clone_of(&bare, tmp.path(), "vault");
     for (k, v) in [
         ("user.name", "Vault Bot"),
         ("user.email", "vault@example.invalid"),
@@ -60,6 +51,21 @@ fn synced_vault() -> (tempfile::TempDir, PathBuf, PathBuf) {
     (tmp, bare, vault)
 }
 
+/// Clones `bare` into `dir/name`; returns the clone's path.
+fn clone_of(bare: &Path, dir: &Path, name: &str) -> PathBuf {
+    let into = dir.join(name);
+    sh_git(
+        dir,
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            into.to_str().unwrap(),
+        ],
+    );
+    into
+}
+
 fn bare_git(bare: &Path, args: &[&str]) -> String {
     let mut all = vec!["--git-dir", bare.to_str().unwrap()];
     all.extend_from_slice(args);
@@ -69,12 +75,7 @@ fn bare_git(bare: &Path, args: &[&str]) -> String {
 #[tokio::test]
 async fn git_sync_commits_pushes_and_pulls() {
     let (tmp, bare, vault) = synced_vault();
-    let b = Builtins::new(vec![group(&VaultSettings {
-        path: vault.clone(),
-        git_sync: true,
-        max_bytes: MAX_READ_BYTES,
-        git_timeout: GIT_TIMEOUT,
-    })]);
+    let b = tools(vault.clone(), true);
     let call = |tool: &'static str, args: Value| {
         let b = b.clone();
         async move { b.call(tool, &args).await.unwrap() }
@@ -123,16 +124,7 @@ async fn git_sync_commits_pushes_and_pulls() {
     );
 
     // Someone else pushes; a read pulls it first.
-    let other = tmp.path().join("other");
-    sh_git(
-        tmp.path(),
-        &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
+    let other = clone_of(&bare, tmp.path(), "other");
     std::fs::write(other.join("Remote.md"), "from elsewhere: plan\n").unwrap();
     sh_git(&other, &["add", "Remote.md"]);
     sh_git(&other, &["commit", "-q", "-m", "remote"]);
@@ -193,22 +185,8 @@ async fn git_sync_commits_pushes_and_pulls() {
 #[tokio::test]
 async fn a_conflicting_pull_leaves_no_rebase_behind() {
     let (tmp, bare, vault) = synced_vault();
-    let b = Builtins::new(vec![group(&VaultSettings {
-        path: vault.clone(),
-        git_sync: true,
-        max_bytes: MAX_READ_BYTES,
-        git_timeout: GIT_TIMEOUT,
-    })]);
-    let other = tmp.path().join("other");
-    sh_git(
-        tmp.path(),
-        &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
+    let b = tools(vault.clone(), true);
+    let other = clone_of(&bare, tmp.path(), "other");
     std::fs::write(other.join("Home.md"), "theirs\n").unwrap();
     sh_git(&other, &["commit", "-q", "-am", "theirs"]);
     sh_git(&other, &["push", "-q"]);
