@@ -3,14 +3,15 @@
 //! Layers, each importing only the ones above it in this list:
 //! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
 //! - [`transport`]: child processes and our own stdio.
-//! - [`config`]: raw JSON config → validated, resolved servers (a leaf used from above).
-//! - [`state`], [`time`]: private atomic files in the state dir; timestamps (leaves).
+//! - [`config`]: raw JSON config → validated, resolved servers (a leaf: imports no layer).
+//! - [`state`]: private files in the state dir, written atomically (a leaf).
+//! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
 //! - [`auth`]: OAuth 2.1 login, token refresh and token store for remote servers (a leaf).
-//! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
+//! - [`upstream`]: one server — process, handshake, requests, lifecycle.
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
-//! - [`upstream`]: one server — handshake, requests, lifecycle.
+//! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
 //! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
-//! - [`face`]: the outside world — the stdio MCP server.
+//! - [`face`]: the outside world's way in — `openpact serve` on stdio, and its status file.
 //! - [`cli`]: command-line commands and their output.
 
 #![forbid(unsafe_code)]

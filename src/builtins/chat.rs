@@ -303,15 +303,7 @@ fn status_and_message(resp: &HttpResponse, v: Option<&Value>) -> String {
     let msg = v
         .map(describe)
         .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| {
-            let body = String::from_utf8_lossy(&resp.body);
-            let body = body.trim();
-            if body.is_empty() {
-                resp.status_text.clone()
-            } else {
-                body.chars().take(300).collect()
-            }
-        });
+        .unwrap_or_else(|| resp.excerpt(300));
     format!("{} - {msg}", resp.status)
 }
 
@@ -350,7 +342,7 @@ fn split_message(text: &str, limit: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtins::net::tests::{Stand, reply, web};
+    use crate::builtins::net::tests::{Stand, json_reply, reply, web};
 
     fn provider(base: &str, env: &str) -> Option<ChatProvider> {
         Some(ChatProvider {
@@ -366,10 +358,6 @@ mod tests {
             "SLACK_BOT_TOKEN" => Some("xoxb-secret".into()),
             _ => None,
         }
-    }
-
-    fn json_reply(status: u16, v: Value) -> crate::builtins::net::tests::Reply {
-        reply(status, "application/json", v.to_string())
     }
 
     fn body(s: &crate::builtins::net::tests::Seen) -> Value {

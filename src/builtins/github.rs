@@ -298,15 +298,7 @@ fn api_error(resp: &HttpResponse) -> String {
     let message = serde_json::from_slice::<Value>(&resp.body)
         .ok()
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| {
-            let body = String::from_utf8_lossy(&resp.body);
-            let body = body.trim();
-            if body.is_empty() {
-                resp.status_text.clone()
-            } else {
-                body.chars().take(500).collect()
-            }
-        });
+        .unwrap_or_else(|| resp.excerpt(500));
     format!("GitHub API error: {} - {message}", resp.status)
 }
 
@@ -360,7 +352,7 @@ fn issue_lines(i: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtins::net::tests::{Stand, reply, web};
+    use crate::builtins::net::tests::{Stand, json_reply, web};
 
     fn settings(base: &str) -> GithubSettings {
         GithubSettings {
@@ -382,10 +374,6 @@ mod tests {
             v["pull_request"] = json!({"url": "x"});
         }
         v
-    }
-
-    fn json_reply(status: u16, v: Value) -> crate::builtins::net::tests::Reply {
-        reply(status, "application/json", v.to_string())
     }
 
     #[test]

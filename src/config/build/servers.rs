@@ -1,31 +1,16 @@
-//! Walking the parsed JSON into a [`Config`]: key and type checks, expansion, resolution, and collecting every problem.
+//! One server entry: its keys, `disabled`, `namespace`, `timeout`, `protocol`, and the
+//! transport — a stdio command (expanded, `~` and PATH resolved, `env`, `cwd`) or a remote
+//! URL with headers; and prefix collisions between servers.
 
-use super::expand::{self, Unset};
-use super::suggest::{child, closest, closest_key, index, unknown_key};
-use super::{
-    Config, ConfigError, DEFAULT_TIMEOUT, HubSettings, OAuthSettings, Problem, Protocol,
-    ServerConfig, ToolNames, Transport, jsonc, resolve, units,
+use super::{Builder, get, kind_of};
+use crate::config::expand::Unset;
+use crate::config::suggest::{child, closest_key, index, unknown_key};
+use crate::config::{
+    DEFAULT_TIMEOUT, OAuthSettings, Protocol, ServerConfig, Transport, resolve, units,
 };
 use serde_json::{Map, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-const TOP_KEYS: &[&str] = &["mcpServers", "servers", "inputs", "$schema", "openpact"];
-const HUB_KEYS: &[&str] = &[
-    "toolNames",
-    "maxMessageSize",
-    "pageSize",
-    "listWait",
-    "restart",
-    "permissions",
-    "cache",
-    "rateLimits",
-    "secrets",
-    "audit",
-    "builtins",
-];
-const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
-/// Accepted silently: they belong to features that read them later.
-const RESERVED_HUB_KEYS: &[&str] = &["builtins", "http", "oauth"];
 const SERVER_KEYS: &[&str] = &[
     "command",
     "args",
@@ -45,344 +30,15 @@ const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
 /// A numeric timeout above this many seconds was probably meant as milliseconds.
 const SUSPICIOUS_TIMEOUT_SECS: f64 = 3600.0;
 
-pub(super) fn parse(
-    text: &str,
-    file: &Path,
-    label: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Config, ConfigError> {
-    let root: Value = serde_json::from_str(&jsonc::strip(text)).map_err(|e| syntax(label, &e))?;
-    let mut b = Builder {
-        label,
-        env,
-        base_dir: base_dir(file),
-        problems: Vec::new(),
-        local: Vec::new(),
-        warnings: Vec::new(),
-    };
-    let Value::Object(root) = root else {
-        b.error(
-            "",
-            format!(
-                "the top level is {}; it must be an object like {{\"mcpServers\": {{…}}}}",
-                kind_of(&root)
-            ),
-        );
-        return Err(b.into_error());
-    };
-
-    let mut hub = HubSettings {
-        builtins: super::BuiltinsSettings::defaults(&b.base_dir),
-        ..HubSettings::default()
-    };
-    for (key, value) in &root {
-        match key.as_str() {
-            "mcpServers" | "servers" | "inputs" | "$schema" => {}
-            "openpact" => hub = b.hub(value),
-            "mcp" => b.warn(
-                "mcp",
-                "ignored: this looks like VS Code settings.json; move the `servers` inside it to the top level",
-            ),
-            _ => {
-                let candidates: Vec<(&str, String)> = TOP_KEYS
-                    .iter()
-                    .map(|k| (*k, (*k).to_string()))
-                    .chain(HUB_KEYS.iter().map(|k| (*k, format!("openpact.{k}"))))
-                    .collect();
-                let pairs: Vec<(&str, &str)> =
-                    candidates.iter().map(|(c, s)| (*c, s.as_str())).collect();
-                b.warn(&child("", key), unknown_key(closest(key, &pairs)));
-            }
-        }
-    }
-
-    let mut servers = Vec::new();
-    let mut claims = Vec::new();
-    let mut seen: Vec<(String, String)> = Vec::new();
-    for section in ["mcpServers", "servers"] {
-        let Some(value) = root.get(section) else {
-            continue;
-        };
-        let Value::Object(entries) = value else {
-            b.error(
-                section,
-                format!(
-                    "is {}; it must be an object mapping server names to entries",
-                    kind_of(value)
-                ),
-            );
-            continue;
-        };
-        for (name, entry) in entries {
-            let path = child(section, name);
-            if let Some((_, first)) = seen.iter().find(|(n, _)| n == name) {
-                b.error(
-                    &path,
-                    format!("server \"{name}\" is already defined at {first}; rename or remove one of them"),
-                );
-                continue;
-            }
-            seen.push((name.clone(), path.clone()));
-            if let Some(server) = b.server(name, entry, &path, &mut claims) {
-                servers.push(server);
-            }
-        }
-    }
-    b.collisions(&claims);
-    b.rule_targets(&hub, &servers);
-
-    // Only file-level problems stop the load; when there are any, report everything at once.
-    if b.problems.iter().any(|p| !b.local.contains(p)) {
-        return Err(b.into_error());
-    }
-    Ok(Config {
-        source: (!file.as_os_str().is_empty()).then(|| file.to_path_buf()),
-        servers,
-        hub,
-        warnings: b.warnings,
-    })
-}
-
-fn syntax(label: &str, e: &serde_json::Error) -> ConfigError {
-    let full = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
-    ConfigError::from(Problem {
-        file: label.to_string(),
-        path: format!("{}:{}", e.line(), e.column()),
-        message,
-    })
-}
-
-/// The config file's directory, absolute, so children get absolute paths.
-fn base_dir(file: &Path) -> PathBuf {
-    let dir = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
-}
-
-pub(super) fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Optional fields treat `null` like an absent key.
-fn get<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
-    map.get(key).filter(|v| !v.is_null())
-}
-
 /// A claim on a tool-name prefix by an enabled server.
-struct Claim {
+pub(super) struct Claim {
     name: String,
     path: String,
     prefix: String,
 }
 
-pub(super) struct Builder<'a> {
-    label: &'a str,
-    env: &'a dyn Fn(&str) -> Option<String>,
-    pub(super) base_dir: PathBuf,
-    problems: Vec<Problem>,
-    /// The subset of `problems` confined to one server's entry (see `server`).
-    local: Vec<Problem>,
-    warnings: Vec<String>,
-}
-
 impl Builder<'_> {
-    /// Warns about policy rules that name a server no entry defines (a typo would otherwise
-    /// silently never match). Tool names are checked once the servers have listed them.
-    fn rule_targets(&mut self, hub: &HubSettings, servers: &[ServerConfig]) {
-        let known = |prefix: &str| {
-            servers
-                .iter()
-                .any(|s| s.prefix() == prefix || s.name == prefix)
-        };
-        let literal = |s: &str| !s.contains(['*', '?', '[', '{']);
-        let p = &hub.policy;
-        let mut globs: Vec<(String, &str)> = Vec::new();
-        for (list, key) in [
-            (&p.permissions.allow, "allow"),
-            (&p.permissions.ask, "ask"),
-            (&p.permissions.deny, "deny"),
-        ] {
-            globs.extend(
-                list.iter()
-                    .map(|g| (format!("openpact.permissions.{key}"), g.as_str())),
-            );
-        }
-        globs.extend(
-            p.cache
-                .rules
-                .iter()
-                .map(|(g, _)| ("openpact.cache.rules".to_string(), g.as_str())),
-        );
-        globs.extend(
-            p.rate_limits
-                .tools
-                .iter()
-                .map(|(g, _)| ("openpact.rateLimits.tools".to_string(), g.as_str())),
-        );
-        for (path, glob) in globs {
-            // A name without `:` is a built-in tool (`workspace_read`), not a server.
-            let Some((server, _)) = glob.split_once(':') else {
-                continue;
-            };
-            if literal(server) && !known(server) {
-                self.warn(&path, format!("\"{glob}\" names server \"{server}\", which is not configured; the rule will never match"));
-            }
-        }
-        for (name, _) in &p.rate_limits.servers {
-            if !known(name) {
-                self.warn(
-                    "openpact.rateLimits.servers",
-                    format!("\"{name}\" is not a configured server; the limit will never apply"),
-                );
-            }
-        }
-    }
-
-    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Problem {
-            file: self.label.to_string(),
-            path: path.to_string(),
-            message: message.into(),
-        });
-    }
-
-    pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
-        let problem = Problem {
-            file: self.label.to_string(),
-            path: path.to_string(),
-            message: message.into(),
-        };
-        self.warnings.push(problem.to_string());
-    }
-
-    fn into_error(self) -> ConfigError {
-        ConfigError {
-            problems: self.problems,
-        }
-    }
-
-    fn restart(&mut self, value: &Value, path: &str) -> crate::config::RestartPolicy {
-        let mut policy = crate::config::RestartPolicy::default();
-        let Value::Object(map) = value else {
-            self.error(
-                path,
-                format!(
-                    "is {}; it must be an object like {{\"maxCrashes\": 5, \"window\": \"60s\"}}",
-                    kind_of(value)
-                ),
-            );
-            return policy;
-        };
-        for (key, v) in map {
-            let p = child(path, key);
-            match key.as_str() {
-                "initialBackoff" | "maxBackoff" | "window" => match units::duration(v) {
-                    Ok(d) if key == "initialBackoff" => policy.initial_backoff = d,
-                    Ok(d) if key == "maxBackoff" => policy.max_backoff = d,
-                    Ok(d) => policy.window = d,
-                    Err(message) => self.error(&p, message),
-                },
-                "maxCrashes" => match v
-                    .as_u64()
-                    .filter(|n| *n >= 1)
-                    .and_then(|n| u32::try_from(n).ok())
-                {
-                    Some(n) => policy.max_crashes = n,
-                    None => self.error(
-                        &p,
-                        format!("{v} is not a valid count; use a whole number of at least 1"),
-                    ),
-                },
-                _ => self.warn(&p, unknown_key(closest_key(key, RESTART_KEYS))),
-            }
-        }
-        if policy.max_backoff < policy.initial_backoff {
-            policy.max_backoff = policy.initial_backoff;
-        }
-        policy
-    }
-
-    fn hub(&mut self, value: &Value) -> HubSettings {
-        let mut hub = HubSettings {
-            builtins: super::BuiltinsSettings::defaults(&self.base_dir),
-            ..HubSettings::default()
-        };
-        let Value::Object(map) = value else {
-            self.error(
-                "openpact",
-                format!(
-                    "is {}; it must be an object of hub settings",
-                    kind_of(value)
-                ),
-            );
-            return hub;
-        };
-        for (key, v) in map {
-            let path = child("openpact", key);
-            if v.is_null() && HUB_KEYS.contains(&key.as_str()) {
-                continue;
-            }
-            match key.as_str() {
-                "toolNames" => match v.as_str() {
-                    Some("qualified") => hub.tool_names = ToolNames::Qualified,
-                    Some("portable") => hub.tool_names = ToolNames::Portable,
-                    _ => self.error(
-                        &path,
-                        format!("{v} is not a tool naming; use \"qualified\" or \"portable\""),
-                    ),
-                },
-                "maxMessageSize" => match units::size(v) {
-                    Ok(bytes) if bytes < HubSettings::MIN_MAX_MESSAGE_SIZE as u64 => self.error(
-                        &path,
-                        format!("{v} is below the minimum; use at least \"1KiB\" (1024 bytes)"),
-                    ),
-                    Ok(bytes) => match usize::try_from(bytes) {
-                        Ok(bytes) => hub.max_message_size = bytes,
-                        Err(_) => self.error(&path, format!("{v} is too large for this platform")),
-                    },
-                    Err(message) => self.error(&path, message),
-                },
-                "pageSize" => match v.as_u64().filter(|n| *n >= 1).map(usize::try_from) {
-                    Some(Ok(n)) => hub.page_size = n,
-                    _ => self.error(
-                        &path,
-                        format!("{v} is not a valid page size; use a whole number of at least 1"),
-                    ),
-                },
-                "listWait" => match units::duration(v) {
-                    Ok(wait) => hub.list_wait = wait,
-                    Err(message) => self.error(&path, message),
-                },
-                "restart" => hub.restart = self.restart(v, &path),
-                "permissions" => hub.policy.permissions = self.permissions(v, &path),
-                "cache" => hub.policy.cache = self.cache(v, &path),
-                "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),
-                "secrets" => hub.policy.secrets = self.secrets(v, &path),
-                "audit" => hub.policy.audit = self.audit(v, &path),
-                "builtins" => hub.builtins = self.builtins(v, &path),
-                k if RESERVED_HUB_KEYS.contains(&k) => {}
-                _ => {
-                    let known: Vec<&str> =
-                        HUB_KEYS.iter().chain(RESERVED_HUB_KEYS).copied().collect();
-                    self.warn(&path, unknown_key(closest_key(key, &known)));
-                }
-            }
-        }
-        hub
-    }
-
-    fn server(
+    pub(super) fn server(
         &mut self,
         name: &str,
         entry: &Value,
@@ -596,41 +252,6 @@ impl Builder<'_> {
         }
     }
 
-    /// A string field with variables expanded; `None` (after recording why) on failure.
-    pub(super) fn expanded(
-        &mut self,
-        value: &Value,
-        path: &str,
-        unset: Unset,
-        injected: &mut Vec<(String, String)>,
-    ) -> Option<String> {
-        let Value::String(text) = value else {
-            let hint = match value {
-                Value::Number(_) | Value::Bool(_) => format!("; quote it: \"{value}\""),
-                _ => String::new(),
-            };
-            self.error(path, format!("{value} is not a string{hint}"));
-            return None;
-        };
-        match expand::expand(text, self.env, unset, injected) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                self.error(path, e.message());
-                None
-            }
-        }
-    }
-
-    pub(super) fn tilde(&mut self, text: String, path: &str) -> Option<String> {
-        match resolve::tilde(text, (self.env)("HOME")) {
-            Ok(s) => Some(s),
-            Err(message) => {
-                self.error(path, message);
-                None
-            }
-        }
-    }
-
     /// An object of string values, expanded, in file order.
     fn string_map(
         &mut self,
@@ -814,7 +435,7 @@ impl Builder<'_> {
         })
     }
 
-    fn collisions(&mut self, claims: &[Claim]) {
+    pub(super) fn collisions(&mut self, claims: &[Claim]) {
         for (i, later) in claims.iter().enumerate() {
             let Some(first) = claims[..i].iter().find(|c| c.prefix == later.prefix) else {
                 continue;

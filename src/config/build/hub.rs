@@ -1,0 +1,176 @@
+//! The hub settings (`openpact`): naming, message and page sizes, list wait, restarts,
+//! handing the policy and built-in sections to their readers; and the warning for policy
+//! rules that name no configured server.
+
+use super::{Builder, HUB_KEYS, kind_of};
+use crate::config::suggest::{child, closest_key, unknown_key};
+use crate::config::{HubSettings, ServerConfig, ToolNames, units};
+use serde_json::Value;
+
+const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
+/// Accepted silently: they belong to features that read them later.
+const RESERVED_HUB_KEYS: &[&str] = &["builtins", "http", "oauth"];
+
+impl Builder<'_> {
+    /// Warns about policy rules that name a server no entry defines (a typo would otherwise
+    /// silently never match). Tool names are checked once the servers have listed them.
+    pub(super) fn rule_targets(&mut self, hub: &HubSettings, servers: &[ServerConfig]) {
+        let known = |prefix: &str| {
+            servers
+                .iter()
+                .any(|s| s.prefix() == prefix || s.name == prefix)
+        };
+        let literal = |s: &str| !s.contains(['*', '?', '[', '{']);
+        let p = &hub.policy;
+        let mut globs: Vec<(String, &str)> = Vec::new();
+        for (list, key) in [
+            (&p.permissions.allow, "allow"),
+            (&p.permissions.ask, "ask"),
+            (&p.permissions.deny, "deny"),
+        ] {
+            globs.extend(
+                list.iter()
+                    .map(|g| (format!("openpact.permissions.{key}"), g.as_str())),
+            );
+        }
+        globs.extend(
+            p.cache
+                .rules
+                .iter()
+                .map(|(g, _)| ("openpact.cache.rules".to_string(), g.as_str())),
+        );
+        globs.extend(
+            p.rate_limits
+                .tools
+                .iter()
+                .map(|(g, _)| ("openpact.rateLimits.tools".to_string(), g.as_str())),
+        );
+        for (path, glob) in globs {
+            // A name without `:` is a built-in tool (`workspace_read`), not a server.
+            let Some((server, _)) = glob.split_once(':') else {
+                continue;
+            };
+            if literal(server) && !known(server) {
+                self.warn(&path, format!("\"{glob}\" names server \"{server}\", which is not configured; the rule will never match"));
+            }
+        }
+        for (name, _) in &p.rate_limits.servers {
+            if !known(name) {
+                self.warn(
+                    "openpact.rateLimits.servers",
+                    format!("\"{name}\" is not a configured server; the limit will never apply"),
+                );
+            }
+        }
+    }
+
+    fn restart(&mut self, value: &Value, path: &str) -> crate::config::RestartPolicy {
+        let mut policy = crate::config::RestartPolicy::default();
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"maxCrashes\": 5, \"window\": \"60s\"}}",
+                    kind_of(value)
+                ),
+            );
+            return policy;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            match key.as_str() {
+                "initialBackoff" | "maxBackoff" | "window" => match units::duration(v) {
+                    Ok(d) if key == "initialBackoff" => policy.initial_backoff = d,
+                    Ok(d) if key == "maxBackoff" => policy.max_backoff = d,
+                    Ok(d) => policy.window = d,
+                    Err(message) => self.error(&p, message),
+                },
+                "maxCrashes" => match v
+                    .as_u64()
+                    .filter(|n| *n >= 1)
+                    .and_then(|n| u32::try_from(n).ok())
+                {
+                    Some(n) => policy.max_crashes = n,
+                    None => self.error(
+                        &p,
+                        format!("{v} is not a valid count; use a whole number of at least 1"),
+                    ),
+                },
+                _ => self.warn(&p, unknown_key(closest_key(key, RESTART_KEYS))),
+            }
+        }
+        if policy.max_backoff < policy.initial_backoff {
+            policy.max_backoff = policy.initial_backoff;
+        }
+        policy
+    }
+
+    pub(super) fn hub(&mut self, value: &Value) -> HubSettings {
+        let mut hub = HubSettings {
+            builtins: crate::config::BuiltinsSettings::defaults(&self.base_dir),
+            ..HubSettings::default()
+        };
+        let Value::Object(map) = value else {
+            self.error(
+                "openpact",
+                format!(
+                    "is {}; it must be an object of hub settings",
+                    kind_of(value)
+                ),
+            );
+            return hub;
+        };
+        for (key, v) in map {
+            let path = child("openpact", key);
+            if v.is_null() && HUB_KEYS.contains(&key.as_str()) {
+                continue;
+            }
+            match key.as_str() {
+                "toolNames" => match v.as_str() {
+                    Some("qualified") => hub.tool_names = ToolNames::Qualified,
+                    Some("portable") => hub.tool_names = ToolNames::Portable,
+                    _ => self.error(
+                        &path,
+                        format!("{v} is not a tool naming; use \"qualified\" or \"portable\""),
+                    ),
+                },
+                "maxMessageSize" => match units::size(v) {
+                    Ok(bytes) if bytes < HubSettings::MIN_MAX_MESSAGE_SIZE as u64 => self.error(
+                        &path,
+                        format!("{v} is below the minimum; use at least \"1KiB\" (1024 bytes)"),
+                    ),
+                    Ok(bytes) => match usize::try_from(bytes) {
+                        Ok(bytes) => hub.max_message_size = bytes,
+                        Err(_) => self.error(&path, format!("{v} is too large for this platform")),
+                    },
+                    Err(message) => self.error(&path, message),
+                },
+                "pageSize" => match v.as_u64().filter(|n| *n >= 1).map(usize::try_from) {
+                    Some(Ok(n)) => hub.page_size = n,
+                    _ => self.error(
+                        &path,
+                        format!("{v} is not a valid page size; use a whole number of at least 1"),
+                    ),
+                },
+                "listWait" => match units::duration(v) {
+                    Ok(wait) => hub.list_wait = wait,
+                    Err(message) => self.error(&path, message),
+                },
+                "restart" => hub.restart = self.restart(v, &path),
+                "permissions" => hub.policy.permissions = self.permissions(v, &path),
+                "cache" => hub.policy.cache = self.cache(v, &path),
+                "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),
+                "secrets" => hub.policy.secrets = self.secrets(v, &path),
+                "audit" => hub.policy.audit = self.audit(v, &path),
+                "builtins" => hub.builtins = self.builtins(v, &path),
+                k if RESERVED_HUB_KEYS.contains(&k) => {}
+                _ => {
+                    let known: Vec<&str> =
+                        HUB_KEYS.iter().chain(RESERVED_HUB_KEYS).copied().collect();
+                    self.warn(&path, unknown_key(closest_key(key, &known)));
+                }
+            }
+        }
+        hub
+    }
+}

@@ -1,0 +1,137 @@
+//! Hub settings: protocol, time limits, paging, restarts.
+
+use super::*;
+
+#[test]
+fn protocol_and_timeouts() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {
+            "a": {"command": "/bin/sh", "protocol": "auto", "timeout": 10},
+            "b": {"command": "/bin/sh", "protocol": "2026-07-28", "timeout": "500ms"},
+            "c": {"command": "/bin/sh", "protocol": "legacy", "timeout": "2m"},
+            "d": {"command": "/bin/sh", "timeout": 60000}
+        }}"#,
+        &[],
+    );
+    let got: Vec<(Protocol, std::time::Duration)> =
+        c.servers.iter().map(|s| (s.protocol, s.timeout)).collect();
+    assert_eq!(
+        got,
+        [
+            (Protocol::Auto, Duration::from_secs(10)),
+            (Protocol::Modern, Duration::from_millis(500)),
+            (Protocol::Legacy, Duration::from_secs(120)),
+            (Protocol::Legacy, Duration::from_secs(60000)),
+        ]
+    );
+    assert_eq!(c.warnings.len(), 1);
+    assert!(
+        c.warnings[0].ends_with("mcpServers.d.timeout: 60000 is read as seconds (about 16.7 hours); if you meant milliseconds, write \"60000ms\""),
+        "{}",
+        c.warnings[0]
+    );
+
+    let errs = f.err_short(
+        r#"{"mcpServers": {
+            "a": {"command": "/bin/sh", "protocol": "2025-06-18"},
+            "b": {"command": "/bin/sh", "timeout": 0},
+            "c": {"command": "/bin/sh", "timeout": "soon"},
+            "d": {"command": "/bin/sh", "disabled": "yes"}
+        }}"#,
+        &[],
+    );
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert!(
+        errs[0].contains("mcpServers.a.protocol: \"2025-06-18\" is not a protocol"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("mcpServers.b.timeout: 0 is zero"),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[2].contains("mcpServers.c.timeout: \"soon\" is not a valid duration"),
+        "{}",
+        errs[2]
+    );
+    assert!(
+        errs[3].contains("mcpServers.d.disabled: \"yes\" is not a boolean"),
+        "{}",
+        errs[3]
+    );
+}
+
+#[test]
+fn hub_settings() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"openpact": {"toolNames": "portable", "maxMessageSize": "512KiB", "pageSize": 7, "listWait": "250ms"}}"#,
+        &[],
+    );
+    assert_eq!(
+        c.hub,
+        HubSettings {
+            tool_names: ToolNames::Portable,
+            max_message_size: 512 * 1024,
+            page_size: 7,
+            list_wait: Duration::from_millis(250),
+            restart: RestartPolicy::default(),
+            policy: PolicySettings::default(),
+            builtins: BuiltinsSettings::defaults(f.dir.path()),
+        }
+    );
+    let c = f.ok(
+        r#"{"openpact": {"maxMessageSize": 1024, "listWait": 0}}"#,
+        &[],
+    );
+    assert_eq!(c.hub.max_message_size, 1024);
+    assert_eq!(c.hub.list_wait, Duration::ZERO);
+    let c = f.ok(r#"{"openpact": {"maxMessageSize": "1MB"}}"#, &[]);
+    assert_eq!(c.hub.max_message_size, 1_000_000);
+
+    let errs = f.err_short(
+        r#"{"openpact": {"toolNames": "short", "maxMessageSize": "1000B", "pageSize": 0, "listWait": "forever"}}"#,
+        &[],
+    );
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert!(
+        errs[0].starts_with("mcp.json: openpact.toolNames: \"short\" is not a tool naming"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].starts_with("mcp.json: openpact.maxMessageSize: \"1000B\" is below the minimum"),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[2].starts_with("mcp.json: openpact.pageSize: 0 is not a valid page size"),
+        "{}",
+        errs[2]
+    );
+    assert!(
+        errs[3].starts_with("mcp.json: openpact.listWait:"),
+        "{}",
+        errs[3]
+    );
+}
+
+#[test]
+fn restart_policy_is_configurable_and_checked() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"openpact": {"restart": {"initialBackoff": "100ms", "maxBackoff": "2s", "maxCrashes": 3, "window": "10s"}}}"#,
+        &[],
+    );
+    assert_eq!(c.hub.restart.initial_backoff, Duration::from_millis(100));
+    assert_eq!(c.hub.restart.max_backoff, Duration::from_secs(2));
+    assert_eq!(c.hub.restart.max_crashes, 3);
+    assert_eq!(c.hub.restart.window, Duration::from_secs(10));
+    let errs = f.err_short(r#"{"openpact": {"restart": {"maxCrashes": 0}}}"#, &[]);
+    assert!(errs[0].contains("openpact.restart.maxCrashes"), "{errs:?}");
+    let c = f.ok(r#"{"openpact": {"restart": {"maxCrash": 2}}}"#, &[]);
+    assert!(c.warnings[0].contains("did you mean"), "{:?}", c.warnings);
+}

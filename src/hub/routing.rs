@@ -1,0 +1,156 @@
+//! Routing: which server serves a tool or prompt name (of any accepted form) or a resource
+//! URI, waiting for servers still starting; and why a request could not be routed.
+
+use super::{Hub, Named};
+use crate::jsonrpc;
+use crate::upstream::{CallError, State, Upstream};
+use std::sync::Arc;
+
+/// Why a request could not be routed to a server.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("Unknown {kind}: {name}")]
+    Unknown { kind: &'static str, name: String },
+    #[error("{kind} '{name}' belongs to server '{server}', which is {state}")]
+    ServerDown {
+        kind: &'static str,
+        name: String,
+        server: String,
+        state: String,
+    },
+    #[error("Resource not found: no server offers {0}")]
+    NoServerForUri(String),
+}
+
+impl RouteError {
+    pub fn code(&self) -> i64 {
+        match self {
+            RouteError::Unknown { .. } => jsonrpc::code::INVALID_PARAMS,
+            RouteError::ServerDown { .. } => crate::upstream::code::UNAVAILABLE,
+            RouteError::NoServerForUri(_) => RESOURCE_NOT_FOUND,
+        }
+    }
+}
+
+/// The 2024-11-05 … 2025-11-25 "resource not found" code.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// Either a routing failure or a failed upstream request.
+#[derive(Debug, thiserror::Error)]
+pub enum HubCallError {
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+impl HubCallError {
+    pub fn code(&self) -> i64 {
+        match self {
+            HubCallError::Route(e) => e.code(),
+            HubCallError::Call(e) => e.code(),
+        }
+    }
+}
+
+/// Where a tool or prompt is served.
+#[derive(Clone)]
+pub enum Route {
+    Server(Arc<Upstream>),
+    /// OpenPact's own tools, in process.
+    Builtin,
+}
+
+/// Which namespaced list a name is looked up in.
+#[derive(Debug, Clone, Copy)]
+pub enum NameKind {
+    Tool,
+    Prompt,
+}
+
+impl Hub {
+    /// Resolves a tool or prompt name of any accepted form to its server and upstream name.
+    /// A name whose server is still starting waits for it (within `list_wait`).
+    pub async fn route_name(
+        &self,
+        kind: NameKind,
+        name: &str,
+    ) -> Result<(Route, Arc<Named>), RouteError> {
+        match self.try_route_name(kind, name) {
+            Err(_) if self.starting() => {
+                let left = self
+                    .settings
+                    .list_wait
+                    .saturating_sub(self.started.elapsed());
+                self.wait_until(left, || {
+                    self.try_route_name(kind, name).is_ok() || !self.starting()
+                })
+                .await;
+                self.try_route_name(kind, name)
+            }
+            other => other,
+        }
+    }
+
+    fn try_route_name(
+        &self,
+        kind: NameKind,
+        name: &str,
+    ) -> Result<(Route, Arc<Named>), RouteError> {
+        let catalog = self.catalog();
+        let (list, label) = match kind {
+            NameKind::Tool => (&catalog.tools, "tool"),
+            NameKind::Prompt => (&catalog.prompts, "prompt"),
+        };
+        if let Some(t) = list.find(name) {
+            // Fill the catalogue entry's lazy definition hash before cloning it, so the hash
+            // is computed once per catalogue, not once per call.
+            let _ = t.definition();
+            let route = match self.upstreams.get(t.upstream) {
+                Some(up) => Route::Server(up.clone()),
+                None => Route::Builtin,
+            };
+            return Ok((route, t.clone()));
+        }
+        // Not served: if the name points at a known server, say what is wrong with it.
+        for up in &self.upstreams {
+            let prefix = up.config.prefix();
+            let matches = !prefix.is_empty()
+                && (name
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("__")));
+            if matches && up.snapshot().state != State::Ready {
+                return Err(RouteError::ServerDown {
+                    kind: label,
+                    name: name.into(),
+                    server: up.name().into(),
+                    state: up.describe_state(),
+                });
+            }
+        }
+        Err(RouteError::Unknown {
+            kind: label,
+            name: name.into(),
+        })
+    }
+
+    /// The server serving a resource URI (or a URI template, for completion).
+    pub async fn route_uri(&self, uri: &str) -> Result<Arc<Upstream>, RouteError> {
+        // A URI no ready server lists may belong to one still starting: wait for it before
+        // falling back to "the only server with resources", which could be the wrong one.
+        if self.catalog().route_uri_listed(uri).is_none() && self.starting() {
+            let left = self
+                .settings
+                .list_wait
+                .saturating_sub(self.started.elapsed());
+            self.wait_until(left, || {
+                self.catalog().route_uri_listed(uri).is_some() || !self.starting()
+            })
+            .await;
+        }
+        match self.catalog().route_uri(uri, &self.upstreams) {
+            Some(i) => Ok(self.upstreams[i].clone()),
+            None => Err(RouteError::NoServerForUri(uri.into())),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Requests to the client: servers' requests forwarded under ids of ours (their answers
+//! and cancellations, and what happens when the server that asked is gone), and the hub's
+//! own permission questions (elicitation).
+
+use super::{Forwarded, Session, lock};
+use crate::jsonrpc::{self, Message};
+use crate::policy::prompt::Asker;
+use crate::upstream::Connection;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+impl Session {
+    /// Sends a server's request to the client under an id of ours.
+    pub(crate) fn forward_server_request(
+        &self,
+        upstream: usize,
+        m: Message,
+        from: Weak<Connection>,
+    ) {
+        let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.forwarded).insert(
+            id,
+            Forwarded {
+                upstream,
+                conn: from,
+                id: m.id().to_string(),
+            },
+        );
+        self.send(jsonrpc::request(&id.to_string(), m.method(), m.params()));
+    }
+
+    /// A server cancelled a request of its that we forwarded to this client.
+    pub(crate) fn cancel_forwarded(
+        &self,
+        upstream: usize,
+        upstream_id: &str,
+        reason: Option<&str>,
+    ) {
+        let ours = {
+            let mut fwd = lock(&self.forwarded);
+            let found = fwd
+                .iter()
+                .find(|(_, f)| f.upstream == upstream && f.id == upstream_id && f.alive())
+                .map(|(k, _)| *k);
+
+            if let Some(k) = found {
+                fwd.remove(&k);
+            }
+            found
+        };
+        if let Some(ours) = ours {
+            let params = match reason {
+                Some(r) => format!("{{\"requestId\":{ours},\"reason\":{r}}}"),
+                None => format!("{{\"requestId\":{ours}}}"),
+            };
+            self.send(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+    }
+
+    /// The client answered a request we forwarded from a server: pass it back under the
+    /// server's own id.
+    pub(super) fn response(&self, m: &Message) {
+        if let Some(tx) = m.id_u64().and_then(|id| lock(&self.own).remove(&id)) {
+            let _ = tx.send(m.clone());
+            return;
+        }
+        let Some(fwd) = m.id_u64().and_then(|id| lock(&self.forwarded).remove(&id)) else {
+            tracing::debug!(
+                id = m.id(),
+                "response from the client to no request of ours"
+            );
+            return;
+        };
+        let line = match (m.result(), m.error()) {
+            (Some(r), _) => jsonrpc::result(&fwd.id, r),
+            (None, Some(e)) => jsonrpc::error_raw(&fwd.id, e),
+            (None, None) => return,
+        };
+        // Only to the very process that asked: a restarted server may reuse the same id.
+        match fwd.conn.upgrade().filter(|c| !c.is_closed()) {
+            Some(conn) => {
+                let _ = conn.send(line);
+            }
+            None => tracing::debug!(
+                id = m.id(),
+                "answer for a server process that has gone; dropped"
+            ),
+        }
+    }
+
+    /// A server's process ended: its requests to the client can no longer be answered, so the
+    /// client is told to stop working on them.
+    pub(crate) fn server_gone(&self, upstream: usize) {
+        let gone: Vec<u64> = {
+            let mut fwd = lock(&self.forwarded);
+            let keys: Vec<u64> = fwd
+                .iter()
+                .filter(|(_, f)| f.upstream == upstream && !f.alive())
+                .map(|(k, _)| *k)
+                .collect();
+            for k in &keys {
+                fwd.remove(k);
+            }
+            keys
+        };
+        for id in gone {
+            let params =
+                format!("{{\"requestId\":{id},\"reason\":\"the server that asked has stopped\"}}");
+            self.send(jsonrpc::notification(
+                "notifications/cancelled",
+                Some(&params),
+            ));
+        }
+    }
+}
+
+impl Asker for Session {
+    fn can_elicit(&self) -> bool {
+        self.client_has("elicitation")
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: &'static str,
+        timeout: Duration,
+    ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>> {
+        Box::pin(async move {
+            let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            lock(&self.own).insert(id, tx);
+            // Withdraws the question if this call ends first (timeout, or the client cancelled
+            // the call), so the client does not keep showing a dead dialog.
+            let mut pending = Withdraw {
+                session: self,
+                id,
+                reason: "the call was cancelled",
+            };
+            let params = format!(
+                "{{\"message\":{},\"requestedSchema\":{schema}}}",
+                jsonrpc::quote(&message)
+            );
+            self.send(jsonrpc::request(
+                &id.to_string(),
+                "elicitation/create",
+                Some(&params),
+            ));
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(reply)) => {
+                    pending.reason = "";
+                    reply.result().map(str::to_string)
+                }
+                _ => {
+                    pending.reason = "timed out";
+                    None
+                }
+            }
+        })
+    }
+}
+
+/// Sends `notifications/cancelled` for an own request to the client unless it was answered.
+struct Withdraw<'s> {
+    session: &'s Session,
+    id: u64,
+    reason: &'static str,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if self.reason.is_empty() {
+            return;
+        }
+        lock(&self.session.own).remove(&self.id);
+        let params = format!(
+            "{{\"requestId\":{},\"reason\":{}}}",
+            self.id,
+            jsonrpc::quote(self.reason)
+        );
+        self.session.send(jsonrpc::notification(
+            "notifications/cancelled",
+            Some(&params),
+        ));
+    }
+}

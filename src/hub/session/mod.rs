@@ -1,0 +1,375 @@
+//! One downstream client. Answers what the hub serves itself (`initialize`, `ping`, the
+//! merged lists), routes the rest to the right server with only names rewritten, forwards
+//! server→client requests to the client under ids of its own, and keeps what belongs to this
+//! client: its capabilities, log level, resource subscriptions and requests in flight (so a
+//! `notifications/cancelled` reaches the right upstream request).
+//!
+//! This file holds the session's state, reading the client's frames, running each request
+//! on its own task, and sending. `lists` answers `initialize` and the merged lists;
+//! `calls` runs calls, prompts and resource reads through the policy; `routed` passes
+//! subscriptions, completions and log levels on; `client` carries requests to the client.
+
+mod calls;
+mod client;
+mod lists;
+mod routed;
+
+pub use calls::{PERMISSION_DENIED, RATE_LIMITED};
+
+use super::{Hub, HubEvent, NameKind};
+use crate::FastMap;
+use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
+use crate::transport::Outbox;
+use crate::upstream::{CallError, Connection};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+/// A server's request passed on to the client: which server, which of its processes, and the
+/// id that process used.
+struct Forwarded {
+    upstream: usize,
+    conn: Weak<Connection>,
+    id: String,
+}
+
+impl Forwarded {
+    fn alive(&self) -> bool {
+        self.conn.upgrade().is_some_and(|c| !c.is_closed())
+    }
+}
+
+pub struct Session {
+    hub: Arc<Hub>,
+    out: Outbox,
+    /// Downstream request id (JSON text) → the task serving it, numbered so that a task
+    /// finishing after its answer went out never removes a newer request's entry that
+    /// reuses the id.
+    in_flight: Mutex<FastMap<Arc<str>, (u64, AbortHandle)>>,
+    next_task: AtomicU64,
+    initialized: AtomicBool,
+    /// `capabilities` from the client's `initialize`, as JSON text.
+    capabilities: Mutex<Option<String>>,
+    /// Least severe log level the client wants, if it said.
+    log_rank: Mutex<Option<usize>>,
+    subscriptions: Mutex<HashSet<String>>,
+    /// Our id for a request forwarded to the client → where it came from.
+    forwarded: Mutex<FastMap<u64, Forwarded>>,
+    next_forward_id: AtomicU64,
+    /// Requests the hub itself sent the client (permission prompts), by our id.
+    own: Mutex<FastMap<u64, oneshot::Sender<Message>>>,
+    /// `clientInfo.name` from `initialize`, for the audit log.
+    client_name: Mutex<Arc<str>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A response line for `id` from an upstream reply: the server's result or error verbatim,
+/// or the hub's own error when the server could not answer.
+fn relay(id: &str, reply: &CallReply) -> String {
+    match reply {
+        Ok(reply) => match (reply.result(), reply.error()) {
+            (Some(result), _) => jsonrpc::result(id, result),
+            (None, Some(error)) => jsonrpc::error_raw(id, error),
+            (None, None) => jsonrpc::error(
+                id,
+                code::INTERNAL_ERROR,
+                "server sent an empty response",
+                None,
+            ),
+        },
+        Err(e) => jsonrpc::error(id, e.code(), &e.to_string(), None),
+    }
+}
+
+/// A server's answer to a request the hub forwarded.
+type CallReply = Result<Message, CallError>;
+
+/// What a request handler produced: the line to answer with, or word that it answered
+/// itself (to do its bookkeeping after the answer was on its way).
+enum Reply {
+    Line(String),
+    Sent,
+}
+
+impl From<String> for Reply {
+    fn from(line: String) -> Reply {
+        Reply::Line(line)
+    }
+}
+
+impl Session {
+    pub fn new(hub: Arc<Hub>, out: Outbox) -> Arc<Session> {
+        let session = Arc::new(Session {
+            hub,
+            out,
+            in_flight: Mutex::new(FastMap::default()),
+            next_task: AtomicU64::new(0),
+            initialized: AtomicBool::new(false),
+            capabilities: Mutex::new(None),
+            log_rank: Mutex::new(None),
+            subscriptions: Mutex::new(HashSet::new()),
+            forwarded: Mutex::new(FastMap::default()),
+            next_forward_id: AtomicU64::new(1),
+            own: Mutex::new(FastMap::default()),
+            client_name: Mutex::new(Arc::from("unknown")),
+        });
+        session.hub.register(&session);
+        tokio::spawn(forward_hub_events(
+            Arc::downgrade(&session),
+            session.hub.subscribe(),
+        ));
+        session
+    }
+
+    /// Everything sent to the client passes here, so secrets are removed in one place.
+    pub(crate) fn send(&self, line: String) {
+        let policy = &self.hub.policy;
+        let line = if policy.has_secrets() {
+            policy.redact(&line).into_owned()
+        } else {
+            line
+        };
+        self.out.send(line);
+    }
+
+    fn send_error(&self, id: &str, code: i64, message: &str) {
+        self.send(jsonrpc::error(id, code, message, None));
+    }
+
+    /// Whether the client declared capability `name` (e.g. `sampling`).
+    pub fn client_has(&self, name: &str) -> bool {
+        lock(&self.capabilities)
+            .as_deref()
+            .and_then(|c| {
+                RawObject::parse(c)
+                    .ok()
+                    .map(|o| o.get(name).is_some_and(|v| v != "null"))
+            })
+            .unwrap_or(false)
+    }
+
+    pub(crate) fn log_rank(&self) -> Option<usize> {
+        *lock(&self.log_rank)
+    }
+
+    pub(crate) fn deliver_log(&self, rank: usize, line: &str) {
+        if self.log_rank().is_none_or(|min| rank >= min) {
+            self.send(line.to_string());
+        }
+    }
+
+    pub(crate) fn deliver_update(&self, uri: &str, line: &str) {
+        if lock(&self.subscriptions).contains(uri) {
+            self.send(line.to_string());
+        }
+    }
+
+    /// Handles one frame read from the client.
+    pub fn handle_frame(self: &Arc<Self>, frame: Frame) {
+        let line = match frame {
+            Frame::Line(line) => line,
+            Frame::Oversized { len, .. } => {
+                let msg = format!(
+                    "message of {len} bytes exceeds the limit of {} bytes (openpact.maxMessageSize)",
+                    self.hub.settings.max_message_size
+                );
+                tracing::warn!("{msg}");
+                return self.send_error("null", code::INVALID_REQUEST, &msg);
+            }
+        };
+        match parse_frame(line) {
+            Ok(messages) => {
+                for m in messages {
+                    match m {
+                        Ok(m) => self.handle(m),
+                        Err(e) => self.send_error(
+                            "null",
+                            code::INVALID_REQUEST,
+                            &format!("Invalid request: {e}"),
+                        ),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "client sent a line that is not JSON-RPC");
+                let what = if e.code() == code::PARSE_ERROR {
+                    "Parse error"
+                } else {
+                    "Invalid request"
+                };
+                self.send_error("null", e.code(), &format!("{what}: {e}"));
+            }
+        }
+    }
+
+    fn handle(self: &Arc<Self>, m: Message) {
+        match m.kind() {
+            Kind::Request => self.request(m),
+            Kind::Notification => self.notification(&m),
+            Kind::Response => self.response(&m),
+        }
+    }
+
+    fn request(self: &Arc<Self>, m: Message) {
+        match m.method() {
+            "initialize" => {
+                self.accept_client(&m);
+                self.spawn(m, |s, m| async move { s.initialize(&m).await })
+            }
+            "ping" => self.send(jsonrpc::result(m.id(), "{}")),
+            // The 2026-07-28 era arrives later; -32601 makes modern clients fall back to
+            // `initialize` on the same pipe.
+            "server/discover" => self.send_error(
+                m.id(),
+                code::METHOD_NOT_FOUND,
+                "Method not found: server/discover",
+            ),
+            "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
+                self.spawn(m, |s, m| async move { s.list(&m).await })
+            }
+            "tools/call" => {
+                self.spawn(m, |s, m| async move { s.by_name(&m, NameKind::Tool).await })
+            }
+            "prompts/get" => self.spawn(
+                m,
+                |s, m| async move { s.by_name(&m, NameKind::Prompt).await },
+            ),
+            "resources/read" => self.spawn(m, |s, m| async move { s.by_uri(&m).await }),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                self.spawn(m, |s, m| async move { s.subscription(&m).await })
+            }
+            "completion/complete" => self.spawn(m, |s, m| async move { s.complete(&m).await }),
+            "logging/setLevel" => self.spawn(m, |s, m| async move { s.set_level(&m).await }),
+            other => self.send_error(
+                m.id(),
+                code::METHOD_NOT_FOUND,
+                &format!("Method not found: {other}"),
+            ),
+        }
+    }
+
+    fn notification(&self, m: &Message) {
+        match m.method() {
+            "notifications/initialized" => self.initialized.store(true, Ordering::Release),
+            "notifications/cancelled" => {
+                let id = m
+                    .params()
+                    .and_then(|p| RawObject::parse(p).ok())
+                    .and_then(|o| o.get("requestId"));
+                if let Some(id) = id
+                    && let Some((_, task)) = lock(&self.in_flight).remove(id)
+                {
+                    // Dropping the request future sends the upstream its own cancel.
+                    task.abort();
+                    tracing::debug!(id, "request cancelled by the client");
+                }
+            }
+            "notifications/roots/list_changed" => {
+                for up in self.hub.upstreams() {
+                    if let Some(conn) = up.connection() {
+                        conn.notify("notifications/roots/list_changed", None);
+                    }
+                }
+            }
+            other => tracing::debug!(method = other, "ignored notification"),
+        }
+    }
+
+    /// Runs a request on its own task so slow servers never hold up the others, and keeps it
+    /// cancellable by id.
+    fn spawn<F, Fut>(self: &Arc<Self>, m: Message, f: F)
+    where
+        F: FnOnce(Arc<Session>, Message) -> Fut,
+        Fut: std::future::Future + Send + 'static,
+        Fut::Output: Into<Reply>,
+    {
+        let id: Arc<str> = m.id().into();
+        // Boxed: the request futures are large, and a box is moved instead of all of them.
+        let mut fut = Box::pin(f(self.clone(), m));
+        // Requests that never leave the hub (a cache hit, a refusal, a list) finish at their
+        // first poll: answering them here spares a task and an in-flight entry. Anything that
+        // must wait is then moved to its own task, whose polls register the real waker.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(reply) = fut.as_mut().poll(&mut cx) {
+            if let Reply::Line(line) = reply.into() {
+                self.send(line);
+            }
+            return;
+        }
+        let me = self.clone();
+        let number = self.next_task.fetch_add(1, Ordering::Relaxed);
+        // Hold the lock across spawn + insert so a fast task cannot remove itself first.
+        let mut in_flight = lock(&self.in_flight);
+        let key = id.clone();
+        let task = tokio::spawn(async move {
+            let reply = fut.await.into();
+            {
+                let mut in_flight = lock(&me.in_flight);
+                if in_flight.get(&key).is_some_and(|(n, _)| *n == number) {
+                    in_flight.remove(&key);
+                }
+            }
+            if let Reply::Line(line) = reply {
+                me.send(line);
+            }
+        });
+        in_flight.insert(id, (number, task.abort_handle()));
+    }
+
+    /// Cancels everything in flight, answering each with an error, and tells servers whose
+    /// requests to this client are still open that it is gone (used at shutdown: a client
+    /// still reading deserves an answer rather than silence).
+    pub fn abort_all(&self, reason: &str) {
+        let drained: Vec<_> = lock(&self.in_flight).drain().collect();
+        for (id, (_, task)) in drained {
+            task.abort();
+            self.send_error(&id, crate::upstream::code::UNAVAILABLE, reason);
+        }
+        let forwarded: Vec<_> = lock(&self.forwarded).drain().collect();
+        for (_, fwd) in forwarded {
+            if let Some(conn) = fwd.conn.upgrade() {
+                let _ = conn.send(jsonrpc::error(
+                    &fwd.id,
+                    code::INTERNAL_ERROR,
+                    "the client went away",
+                    None,
+                ));
+            }
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        lock(&self.in_flight).len()
+    }
+}
+
+async fn forward_hub_events(
+    session: std::sync::Weak<Session>,
+    mut rx: tokio::sync::broadcast::Receiver<HubEvent>,
+) {
+    loop {
+        let events: &[HubEvent] = match rx.recv().await {
+            Ok(HubEvent::ToolsChanged) => &[HubEvent::ToolsChanged],
+            Ok(HubEvent::PromptsChanged) => &[HubEvent::PromptsChanged],
+            Ok(HubEvent::ResourcesChanged) => &[HubEvent::ResourcesChanged],
+            // Missed events only mean lists changed more than once: announce each once.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => &[
+                HubEvent::ToolsChanged,
+                HubEvent::PromptsChanged,
+                HubEvent::ResourcesChanged,
+            ],
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(s) = session.upgrade() else { return };
+        if s.initialized.load(Ordering::Acquire) {
+            for ev in events {
+                s.send(jsonrpc::notification(ev.notification(), None));
+            }
+        }
+    }
+}
