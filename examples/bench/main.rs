@@ -37,7 +37,7 @@
 //! guest polling off (`guest_halt_poll_ns` = 0): an idle CPU halts at once and only the host
 //! decides how soon it wakes. A pipe hop then costs about 3 µs or about 40 µs, and a run of
 //! thousands of calls tends to stay in one regime: the direct echo measures about 7 µs or
-//! about 100 µs per call, the hub about 21–31 µs or 115–140 µs. Runs on fresh processes give
+//! about 100 µs per call, the hub about 20–31 µs or 115–140 µs. Runs on fresh processes give
 //! both sides chances at each placement; the best run is the least disturbed, the median run
 //! the typical one. `CPU pressure` (time some task waited for a CPU) well above zero means
 //! something else competed for the CPUs.
