@@ -1,0 +1,670 @@
+//! The report: the table printed at the end of a run, the verdict of the two regression
+//! gates, and `target/bench.json` with every figure (each run's, not only the medians).
+//!
+//! Rows read: what, direct, hub, hub/direct, and a note. Design goals appear in the notes as
+//! "goal … met / not met" — information, never a failure; only the gates say PASS or FAIL.
+
+use crate::client::{Procs, sched_runtime};
+use crate::latency::{self, Latency, LatencyPart, best_p50};
+use crate::pipeline::{self, PolicyPart, Role, Surface};
+use crate::startup::{self, HubStartup, StartupPart};
+use crate::throughput::{self, IN_FLIGHT, Throughput, ThroughputPart};
+use crate::{Calls, Ctx, Params, ratio};
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime};
+
+/// What the machine was like when the run began.
+pub struct Header {
+    mode: &'static str,
+    cpus: usize,
+    load_before: Option<f64>,
+}
+
+impl Header {
+    pub fn read(p: &Params, ctx: &Ctx) -> Header {
+        let h = Header {
+            mode: if p.quick { "quick" } else { "full" },
+            cpus: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+            load_before: loadavg(),
+        };
+        println!(
+            "openpact bench ({} run) — {} CPU(s), load average {}; hub: {}",
+            h.mode,
+            h.cpus,
+            show_load(h.load_before),
+            ctx.openpact.display()
+        );
+        if !ctx.hub_wrapper.is_empty() {
+            println!(
+                "   the hub runs under `{}`: its CPU and memory figures are the wrapper's",
+                ctx.hub_wrapper.join(" ")
+            );
+        }
+        h
+    }
+}
+
+/// The 1-minute load average: other work on the machine skews every figure here.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn show_load(l: Option<f64>) -> String {
+    l.map_or_else(|| "?".to_string(), |l| format!("{l:.2}"))
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let p = 10f64.powi(places);
+    (x * p).round() / p
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+fn goal(met: bool) -> &'static str {
+    if met { "met" } else { "not met" }
+}
+
+/// A number with two decimals, `-` when unknown.
+fn f2(x: f64) -> String {
+    if x.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn opt_f2(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), f2)
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{:.0}%", 100.0 * x)
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// A table row: what, direct, hub, hub/direct, and a note.
+fn ratio_row(name: &str, direct: &str, hub: &str, ratio: f64, note: &str) {
+    let line = format!("   {name:<42} {direct:>11} {hub:>11} {ratio:>9.2}x  {note}");
+    println!("{}", line.trim_end());
+}
+
+/// A row of figures in `unit` with their ratio.
+fn row(name: &str, d: f64, h: f64, unit: &str, note: &str) {
+    ratio_row(
+        name,
+        &format!("{d:.1} {unit}"),
+        &format!("{h:.1} {unit}"),
+        ratio(h, d),
+        note,
+    );
+}
+
+/// A row without a ratio.
+fn text(name: &str, d: &str, h: &str) {
+    println!("   {name:<42} {d:>11} {h:>11}");
+}
+
+/// Figures for a line of the table: `1.5, 2.0, 3.1`.
+fn figures(values: impl Iterator<Item = f64>, decimals: usize) -> String {
+    values
+        .map(|v| format!("{v:.decimals$}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn print_latency(p: &Params, l: &LatencyPart) {
+    let (Some(ld), Some(lh)) = (l.median_direct(), l.median_hub()) else {
+        return;
+    };
+    let again = if l.measured_again {
+        " (the first runs were over the gate: measured again)"
+    } else {
+        ""
+    };
+    println!(
+        "1. sequential tools/call echo, one at a time ({} calls after {} warm-up; {} runs each, fresh processes){again}",
+        p.latency_calls,
+        p.latency_warmup,
+        l.hub.len()
+    );
+    let (bd, bh) = (best_p50(&l.direct), best_p50(&l.hub));
+    let gate = format!(
+        "gate: ≤ {}× in either reading   {}",
+        latency::REGRESSION_RATIO,
+        mark(!l.regressed())
+    );
+    let goal_note = format!(
+        "goal ≤ {}×: {}",
+        latency::GOAL_RATIO,
+        goal(bh <= latency::GOAL_RATIO * bd)
+    );
+    row("p50 (best run: least disturbed)", bd, bh, "µs", &goal_note);
+    row("p50 (median run)", ld.p50_us, lh.p50_us, "µs", &gate);
+    row("p99 (median run)", ld.p99_us, lh.p99_us, "µs", "");
+    row("mean (median run)", ld.mean_us, lh.mean_us, "µs", "");
+    let p50s = |v: &[Latency]| figures(v.iter().map(|l| l.p50_us), 1);
+    println!(
+        "   {:<42} direct {}; hub {}",
+        "p50 of every run (µs)",
+        p50s(&l.direct),
+        p50s(&l.hub)
+    );
+    let (cd, ch) = (&ld.cpu_us_per_call, &lh.cpu_us_per_call);
+    text("CPU µs per call: hub", "-", &opt_f2(ch.hub));
+    text("CPU µs per call: fixture", &f2(cd.fixture), &f2(ch.fixture));
+    text(
+        "context switches per call: hub",
+        "-",
+        &opt_f2(lh.switches_per_call.hub),
+    );
+    text(
+        "reschedule IPIs per call (whole machine)",
+        &f2(ld.ipis_per_call),
+        &f2(lh.ipis_per_call),
+    );
+    text(
+        "CPU pressure (time some task waited)",
+        &pct(ld.cpu_pressure),
+        &pct(lh.cpu_pressure),
+    );
+}
+
+fn print_throughput(p: &Params, t: &ThroughputPart) {
+    let (Some(d), Some(h)) = (throughput::median(&t.direct), throughput::median(&t.hub)) else {
+        return;
+    };
+    println!(
+        "2. throughput, {IN_FLIGHT} calls in flight ({} calls per run, {} runs, fresh processes)",
+        p.throughput_calls,
+        t.hub.len()
+    );
+    let rate = |x: f64| format!("{x:.0}");
+    ratio_row(
+        "calls/s (median run)",
+        &rate(d.per_sec),
+        &rate(h.per_sec),
+        ratio(h.per_sec, d.per_sec),
+        "",
+    );
+    let (bd, bh) = (throughput::best(&t.direct), throughput::best(&t.hub));
+    let note = format!(
+        "goal ≥ {:.0}/s: {}",
+        throughput::GOAL_PER_SEC,
+        goal(bh >= throughput::GOAL_PER_SEC)
+    );
+    ratio_row(
+        "calls/s (best run)",
+        &rate(bd),
+        &rate(bh),
+        ratio(bh, bd),
+        &note,
+    );
+    let reps = |v: &[Throughput]| figures(v.iter().map(|t| t.per_sec), 0);
+    println!(
+        "   {:<42} direct {}; hub {}",
+        "every run (calls/s)",
+        reps(&t.direct),
+        reps(&t.hub)
+    );
+    row("latency in flight p50", d.p50_us, h.p50_us, "µs", "");
+    row("latency in flight p99", d.p99_us, h.p99_us, "µs", "");
+    let per_call = |t: &Throughput| t.cpu.map(|c| c / t.calls as f64 * 1e6);
+    let (pd, ph) = (per_call(d), per_call(h));
+    text(
+        "CPU µs per call: client (this program)",
+        &f2(pd.client),
+        &f2(ph.client),
+    );
+    text("CPU µs per call: hub", "-", &opt_f2(ph.hub));
+    text("CPU µs per call: fixture", &f2(pd.fixture), &f2(ph.fixture));
+    let share = |t: &Throughput| pct(ratio(t.cpu.client, t.cpu.total()));
+    text("client's share of all CPU used", &share(d), &share(h));
+    let sw = |t: &Throughput| t.switches.map(|s| s / t.calls as f64);
+    text("context switches per call: hub", "-", &opt_f2(sw(h).hub));
+    text(
+        "context switches per call: fixture",
+        &f2(sw(d).fixture),
+        &f2(sw(h).fixture),
+    );
+    let per = |x: f64, t: &Throughput| f2(x / t.calls as f64);
+    text(
+        "reschedule IPIs per call (whole machine)",
+        &per(d.ipis, d),
+        &per(h.ipis, h),
+    );
+    text(
+        "client reads per call",
+        &per(d.reads as f64, d),
+        &per(h.reads as f64, h),
+    );
+    text(
+        "CPU pressure (time some task waited)",
+        &pct(d.cpu_pressure),
+        &pct(h.cpu_pressure),
+    );
+}
+
+fn print_surface(s: &Surface) {
+    println!(
+        "5. the rest of the surface through the same peers ({} requests each, one at a time)",
+        s.read[0].calls
+    );
+    let [rd, rh] = &s.read;
+    row("resources/read p50", rd.p50_us, rh.p50_us, "µs", "");
+    row("resources/read p99", rd.p99_us, rh.p99_us, "µs", "");
+    let [pd, ph] = &s.prompt;
+    row("prompts/get p50", pd.p50_us, ph.p50_us, "µs", "");
+    row("prompts/get p99", pd.p99_us, ph.p99_us, "µs", "");
+    let [gd, gh] = &s.progress;
+    ratio_row(
+        "progress notifications forwarded per second",
+        &format!("{:.0}", gd.per_sec()),
+        &format!("{:.0}", gh.per_sec()),
+        ratio(gh.per_sec(), gd.per_sec()),
+        &format!("all {} delivered, before the answer", gh.notifications),
+    );
+}
+
+/// Part 6; `base`: the pass-through hub's best p50 and median throughput from parts 1 and 2.
+fn print_policy(c: &PolicyPart, direct_best: f64, base: (f64, f64)) {
+    println!("6. the policy pipeline: features on, one at a time, then all of them (best p50 of");
+    println!(
+        "   the runs on fresh hubs; added µs and throughput ratio against the pass-through hub):"
+    );
+    println!(
+        "   {:<42} {:>13} {:>11} {:>15} {:>11} {:>9}",
+        "", "best p50", "p99", "calls/s", "CPU µs/call", "switches"
+    );
+    for m in &c.variants {
+        let Some(lat) = m.median() else { continue };
+        let best = m.best_p50();
+        let tp = throughput::median(&m.throughput).map_or_else(
+            || "-".to_string(),
+            |t| format!("{:.0} ({:.2}x)", t.per_sec, ratio(t.per_sec, base.1)),
+        );
+        println!(
+            "   {:<42} {:>13} {:>11} {:>15} {:>11} {:>9}",
+            m.name,
+            format!("{best:.1} ({:+.1})", best - base.0),
+            format!("{:.1}", lat.p99_us),
+            tp,
+            opt_f2(lat.cpu_us_per_call.hub),
+            opt_f2(lat.switches_per_call.hub),
+        );
+    }
+    if let Some(hit) = c.variant(Role::CacheHit) {
+        let r = ratio(hit.best_p50(), direct_best);
+        ratio_row(
+            "cache hit vs a direct echo (best p50)",
+            &format!("{direct_best:.1} µs"),
+            &format!("{:.1} µs", hit.best_p50()),
+            r,
+            &format!(
+                "goal ≤ {}×: {}",
+                pipeline::GOAL_CACHE_HIT_RATIO,
+                goal(r <= pipeline::GOAL_CACHE_HIT_RATIO)
+            ),
+        );
+    }
+    if let (Some(added), Some(pair)) = (c.added_us(), c.pair()) {
+        ratio_row(
+            "full pipeline vs pass-through, interleaved",
+            &format!("{:.1} µs", pair.a_p50_us),
+            &format!("{:.1} µs", pair.b_p50_us),
+            ratio(pair.b_p50_us, pair.a_p50_us),
+            &format!(
+                "{added:+.1} µs (median of {}); goal ≤ {} µs: {}",
+                c.pairs.len(),
+                pipeline::GOAL_PIPELINE_ADDED_US,
+                goal(added <= pipeline::GOAL_PIPELINE_ADDED_US)
+            ),
+        );
+    }
+}
+
+fn print_startup(s: &StartupPart) {
+    println!(
+        "3. startup until the tool list is complete ({} tools per fixture; median of {} runs)",
+        s.per_server,
+        s.counts.first().map_or(0, |c| c.hub.len())
+    );
+    println!(
+        "   {:<42} {:>11} {:>11}",
+        "N servers: direct = N started by the bench", "direct", "hub"
+    );
+    for c in &s.counts {
+        let Some(m) = c.median_hub() else { continue };
+        let together = c.median_direct_ms();
+        let note = if c.servers == 50 {
+            format!(
+                "gate: fastest ≤ {:.0} ms   {}; goal ≤ direct + {:.0} ms: {}",
+                startup::REGRESSION_MS,
+                mark(!s.regressed()),
+                startup::GOAL_SLACK_MS,
+                goal(m.full_ms <= together + startup::GOAL_SLACK_MS)
+            )
+        } else {
+            String::new()
+        };
+        let plural = if c.servers == 1 { "" } else { "s" };
+        ratio_row(
+            &format!("{} server{plural}: complete tool list", c.servers),
+            &format!("{together:.1} ms"),
+            &format!("{:.1} ms", m.full_ms),
+            ratio(m.full_ms, together),
+            &note,
+        );
+        println!(
+            "   {:<42} initialize answered at {:.1} ms; first list at {:.1} ms ({} tools); {} listing(s), {} stale",
+            "", m.init_ms, m.first_list_ms, m.first_list_tools, m.listings, m.stale_listings
+        );
+        println!(
+            "   {:<42} CPU until complete: hub {:.1} ms, its fixtures {:.1} ms; exit {:.0} ms; hub runs: {} ms",
+            "",
+            m.hub_cpu_ms,
+            m.children_cpu_ms,
+            m.shutdown_ms,
+            figures(c.hub.iter().map(|r| r.full_ms), 1)
+        );
+    }
+}
+
+fn print_memory(calls: Option<&Calls>, s50: Option<&HubStartup>) {
+    let one = calls.filter(|c| c.throughput.is_some());
+    if s50.is_none() && one.is_none() {
+        return;
+    }
+    println!("4. hub memory (VmRSS)");
+    if let Some(h) = s50 {
+        let settled = format!(
+            "50 servers, {:.0} s after the complete list",
+            startup::RSS_SETTLE.as_secs_f64()
+        );
+        let kib = h.rss_after_startup_kib();
+        println!(
+            "   {settled:<42} {:>11} {:>11}             goal ≤ {} MiB: {}",
+            "",
+            mib(kib),
+            startup::GOAL_RSS_MIB,
+            goal(kib as f64 / 1024.0 <= startup::GOAL_RSS_MIB)
+        );
+        text("  at the moment the list was complete", "", &mib(h.rss_kib));
+        text("  peak (VmHWM)", "", &mib(h.hwm_kib));
+    }
+    if let Some(c) = one {
+        text(
+            "1 server: idle / after the throughput runs",
+            "",
+            &format!("{} / {}", mib(c.hub_rss_idle_kib), mib(c.hub_rss_after_kib)),
+        );
+    }
+}
+
+/// Prints the table, writes `target/bench.json`; `Ok(false)` when a gate failed.
+pub fn finish(
+    ctx: &Ctx,
+    p: &Params,
+    header: Header,
+    calls: Option<&Calls>,
+    startup: Option<&StartupPart>,
+    started: Instant,
+) -> Result<bool> {
+    let load_after = loadavg();
+    let s50 = startup
+        .and_then(|s| s.count(50))
+        .and_then(|c| c.median_hub());
+    println!();
+    println!(
+        "{:<45} {:>11} {:>11} {:>10}  note",
+        "", "direct", "hub", "hub/direct"
+    );
+    let latency = calls.and_then(|c| c.latency.as_ref());
+    if let Some(l) = latency {
+        print_latency(p, l);
+    }
+    if let Some(t) = calls.and_then(|c| c.throughput.as_ref()) {
+        print_throughput(p, t);
+    }
+    if let Some(s) = calls.and_then(|c| c.surface.as_ref()) {
+        print_surface(s);
+    }
+    if let (Some(c), Some(l), Some(t)) = (
+        calls.and_then(|c| c.policy.as_ref()),
+        latency,
+        calls.and_then(|c| c.throughput.as_ref()),
+    ) {
+        let base_tp = throughput::median(&t.hub).map_or(0.0, |t| t.per_sec);
+        print_policy(c, best_p50(&l.direct), (best_p50(&l.hub), base_tp));
+    }
+    if let Some(s) = startup {
+        print_startup(s);
+    }
+    print_memory(calls, s50);
+
+    let latency_ok = latency.map(|l| !l.regressed());
+    let startup_ok = startup.map(|s| !s.regressed());
+    let latency_gate = latency.map_or_else(
+        || "not run".to_string(),
+        |l| {
+            format!(
+                "{} (hub/direct p50 {:.2}× in the best runs, {:.2}× in the median runs; fails over {}× in both)",
+                mark(!l.regressed()),
+                l.ratio_best(),
+                l.ratio_median(),
+                latency::REGRESSION_RATIO
+            )
+        },
+    );
+    let startup_gate = startup.and_then(|s| s.count(50)).map_or_else(
+        || "not run".to_string(),
+        |c| {
+            format!(
+                "{} (50 servers in {:.1} ms at fastest; fails over {:.0} ms)",
+                mark(c.fastest_hub_ms() <= startup::REGRESSION_MS),
+                c.fastest_hub_ms(),
+                startup::REGRESSION_MS
+            )
+        },
+    );
+    println!();
+    println!("regression gates: latency {latency_gate}; startup {startup_gate}");
+    println!(
+        "{:.1} s; load average {} → {}",
+        started.elapsed().as_secs_f64(),
+        show_load(header.load_before),
+        show_load(load_after)
+    );
+
+    let report = json!({
+        "mode": header.mode,
+        "cpus": header.cpus,
+        "load_average_1m": {"before": header.load_before, "after": load_after},
+        "unix_time": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "git": git_describe(),
+        "binaries": {"openpact": ctx.openpact, "fixture": ctx.fixture},
+        "hub_wrapper": ctx.hub_wrapper,
+        "params": {
+            "in_flight": IN_FLIGHT,
+            "latency_warmup": p.latency_warmup,
+            "latency_calls": p.latency_calls,
+            "latency_runs": p.latency_runs,
+            "policy_runs": p.policy_runs,
+            "throughput_warmup": p.throughput_warmup,
+            "throughput_calls": p.throughput_calls,
+            "throughput_reps": p.throughput_reps,
+            "startup_reps": p.startup_reps,
+            "cpu_source": if sched_runtime(std::process::id()).is_some() { "/proc/PID/task/*/sched se.sum_exec_runtime" } else { "/proc/PID/stat utime+stime" },
+        },
+        "calls": calls.map(calls_json),
+        "startup": startup.map(startup_json),
+        "gates": {
+            "latency": latency.map(|l| json!({
+                "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
+                "ratio_best_runs": round(l.ratio_best(), 3),
+                "ratio_median_runs": round(l.ratio_median(), 3),
+                "measured_again": l.measured_again,
+                "pass": !l.regressed(),
+            })),
+            "startup": startup.and_then(|s| s.count(50)).map(|c| json!({
+                "rule": format!("fails when the fastest start of 50 servers to the complete list > {} ms", startup::REGRESSION_MS),
+                "fastest_ms": round(c.fastest_hub_ms(), 2),
+                "pass": !startup.is_some_and(StartupPart::regressed),
+            })),
+        },
+        "seconds": round(started.elapsed().as_secs_f64(), 2),
+    });
+    let out = ctx.target.join("bench.json");
+    std::fs::write(&out, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    println!("figures written to {}", out.display());
+    Ok(latency_ok != Some(false) && startup_ok != Some(false))
+}
+
+fn procs_json(p: &Procs<f64>, places: i32) -> Value {
+    json!({"client": round(p.client, places), "hub": p.hub.map(|h| round(h, places)), "fixture": round(p.fixture, places)})
+}
+
+fn latency_json(l: &Latency) -> Value {
+    json!({
+        "p50_us": round(l.p50_us, 2), "p99_us": round(l.p99_us, 2), "mean_us": round(l.mean_us, 2),
+        "min_us": round(l.min_us, 2), "max_us": round(l.max_us, 2),
+        "cpu_us_per_call": procs_json(&l.cpu_us_per_call, 3),
+        "context_switches_per_call": procs_json(&l.switches_per_call, 3),
+        "cpu_pressure": round(l.cpu_pressure, 3),
+        "reschedule_ipis_per_call": round(l.ipis_per_call, 3),
+    })
+}
+
+fn throughput_json(t: &Throughput) -> Value {
+    let n = t.calls as f64;
+    json!({
+        "calls": t.calls,
+        "seconds": round(t.secs, 4),
+        "calls_per_sec": round(t.per_sec, 0),
+        "latency_in_flight_p50_us": round(t.p50_us, 1),
+        "latency_in_flight_p99_us": round(t.p99_us, 1),
+        "cpu_seconds": procs_json(&t.cpu, 4),
+        "cpu_us_per_call": procs_json(&t.cpu.map(|c| c / n * 1e6), 3),
+        "cpu_busy_fraction_of_wall": procs_json(&t.cpu.map(|c| c / t.secs), 3),
+        "context_switches_per_call": procs_json(&t.switches.map(|c| c / n), 3),
+        "client_reads_per_call": round(t.reads as f64 / n, 3),
+        "cpu_pressure": round(t.cpu_pressure, 3),
+        "reschedule_ipis_per_call": round(t.ipis / n, 3),
+    })
+}
+
+/// `{direct, hub, ratio}` of two figures.
+fn versus(d: f64, h: f64, places: i32) -> Value {
+    json!({"direct": round(d, places), "hub": round(h, places), "ratio": round(ratio(h, d), 3)})
+}
+
+fn calls_json(c: &Calls) -> Value {
+    let runs = |v: &[Latency]| v.iter().map(latency_json).collect::<Vec<_>>();
+    let tp_runs = |v: &[Throughput]| v.iter().map(throughput_json).collect::<Vec<_>>();
+    let latency = c.latency.as_ref().map(|l| json!({
+        "best_p50_us": versus(best_p50(&l.direct), best_p50(&l.hub), 2),
+        "median_run": {"direct": l.median_direct().map(latency_json), "hub": l.median_hub().map(latency_json), "ratio_p50": round(l.ratio_median(), 3)},
+        "direct_runs": runs(&l.direct),
+        "hub_runs": runs(&l.hub),
+    }));
+    let throughput = c.throughput.as_ref().map(|t| json!({
+        "best_calls_per_sec": versus(throughput::best(&t.direct), throughput::best(&t.hub), 0),
+        "median_run": {"direct": throughput::median(&t.direct).map(throughput_json), "hub": throughput::median(&t.hub).map(throughput_json)},
+        "direct_runs": tp_runs(&t.direct),
+        "hub_runs": tp_runs(&t.hub),
+    }));
+    let surface = c.surface.as_ref().map(|s| json!({
+        "resources_read": {"direct": latency_json(&s.read[0]), "hub": latency_json(&s.read[1])},
+        "prompts_get": {"direct": latency_json(&s.prompt[0]), "hub": latency_json(&s.prompt[1])},
+        "progress_notifications_per_sec": versus(s.progress[0].per_sec(), s.progress[1].per_sec(), 0),
+        "progress_notifications": s.progress[1].notifications,
+    }));
+    let policy = c.policy.as_ref().map(|pol| json!({
+        "variants": pol.variants.iter().zip(pipeline::variants()).map(|(m, v)| json!({
+            "name": m.name,
+            "settings": v.settings,
+            "best_p50_us": round(m.best_p50(), 2),
+            "latency_runs": runs(&m.runs),
+            "throughput_runs": tp_runs(&m.throughput),
+        })).collect::<Vec<_>>(),
+        "cache_hit_to_direct_best_p50": c.latency.as_ref().zip(pol.variant(Role::CacheHit)).map(|(l, hit)| round(ratio(hit.best_p50(), best_p50(&l.direct)), 3)),
+        "full_pipeline_interleaved": {
+            "added_us_median": pol.added_us().map(|us| round(us, 2)),
+            "runs": pol.pairs.iter().map(|p| json!({"pass_through_p50_us": round(p.a_p50_us, 2), "full_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>(),
+        },
+    }));
+    json!({
+        "latency": latency,
+        "throughput": throughput,
+        "surface": surface,
+        "policy": policy,
+        "hub_settings": crate::client::pass_through(),
+        "memory_1_server": {
+            "hub_rss_kib_idle": c.hub_rss_idle_kib,
+            "hub_rss_kib_after_throughput": c.hub_rss_after_kib,
+            "hub_hwm_kib_after_throughput": c.hub_hwm_after_kib,
+            "hub_exit_after_stdin_close_ms": round(crate::ms(c.hub_shutdown), 2),
+        },
+    })
+}
+
+fn hub_startup_json(h: &HubStartup) -> Value {
+    json!({
+        "servers": h.servers,
+        "init_ms": round(h.init_ms, 2),
+        "first_list_ms": round(h.first_list_ms, 2),
+        "first_list_tools": h.first_list_tools,
+        "full_list_ms": round(h.full_ms, 2),
+        "listings": h.listings,
+        "stale_listings": h.stale_listings,
+        "list_changed_received": h.list_changed,
+        "hub_cpu_ms": round(h.hub_cpu_ms, 2),
+        "children_cpu_ms": round(h.children_cpu_ms, 2),
+        "rss_kib": h.rss_kib,
+        "rss_settled_kib": h.rss_settled_kib,
+        "hwm_kib": h.hwm_kib,
+        "threads": h.threads,
+        "shutdown_ms": round(h.shutdown_ms, 2),
+    })
+}
+
+fn startup_json(s: &StartupPart) -> Value {
+    json!({
+        "tools_per_fixture": s.per_server,
+        "counts": s.counts.iter().map(|c| json!({
+            "servers": c.servers,
+            "median_ms": c.median_hub().map(|m| versus(c.median_direct_ms(), m.full_ms, 2)),
+            "direct_runs_ms": c.direct_ms.iter().map(|x| round(*x, 2)).collect::<Vec<_>>(),
+            "hub_median_run": c.median_hub().map(hub_startup_json),
+            "hub_runs": c.hub.iter().map(hub_startup_json).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn git_describe() -> Option<String> {
+    let out = Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
