@@ -1,0 +1,496 @@
+//! [`ServerAuth`]: one remote server's credentials, the [`Credentials`] the remote transport
+//! holds. It serves the bearer header, refreshes ahead of expiry and on 401, re-authorizes
+//! with the union of scopes on 403 (a bounded number of times), picks up tokens another
+//! openpact process stored, and either runs the browser login (interactive) or says exactly
+//! how to log in (`serve`).
+
+use super::browser::Opener;
+use super::challenge::{Challenge, split_scopes};
+use super::discovery::{self, Discovered};
+use super::flow::{self, Login, RefreshError};
+use super::http::http;
+use super::store::{StoreKind, StoredTokens, TokenStore, now_secs};
+use super::{AuthError, BoxFuture, Credentials};
+use crate::config::OAuthSettings;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Refresh this long before the access token expires.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// Re-authorizations for `insufficient_scope` before giving up…
+const MAX_STEP_UPS: u32 = 3;
+/// …within this window (a later 403 starts a new count).
+const STEP_UP_WINDOW: Duration = Duration::from_secs(600);
+/// A 401 this soon after a login means the new token does not work either.
+const FRESH_LOGIN: Duration = Duration::from_secs(10);
+/// How long the browser login may take (`OPENPACT_OAUTH_TIMEOUT_SECS`).
+const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One remote server's OAuth credentials. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct ServerAuth {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: String,
+    /// As configured.
+    url: String,
+    /// The canonical server URL: with the name, the key of the stored tokens.
+    resource_key: String,
+    settings: OAuthSettings,
+    store: Arc<TokenStore>,
+    interactive: bool,
+    current: RwLock<Option<StoredTokens>>,
+    /// Bumped whenever `current` changes, so waiters see that someone else got new tokens.
+    generation: AtomicU64,
+    refreshing: AtomicBool,
+    flow: tokio::sync::Mutex<FlowState>,
+}
+
+#[derive(Default)]
+struct FlowState {
+    /// Discovery, cached with the `resource_metadata` it started from.
+    discovered: Option<(Option<String>, Discovered)>,
+    step_ups: u32,
+    last_step_up: Option<Instant>,
+    last_login: Option<Instant>,
+}
+
+/// What `openpact auth status` and `config check` show for a server: never a token.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AuthStatus {
+    pub server: String,
+    pub url: String,
+    /// Tokens are stored and usable (valid, or refreshable).
+    pub logged_in: bool,
+    pub expired: bool,
+    pub refreshable: bool,
+    pub scopes: Vec<String>,
+    /// RFC 3339.
+    pub expires_at: Option<String>,
+    pub expires_in_secs: Option<i64>,
+    pub issuer: Option<String>,
+    pub client_id: Option<String>,
+    pub store: StoreKind,
+    /// "OS keyring" or "file (DIR)".
+    pub store_location: String,
+    /// The stored login could not be read.
+    pub error: Option<String>,
+}
+
+impl std::fmt::Debug for ServerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerAuth")
+            .field("server", &self.inner.server)
+            .field("url", &self.inner.url)
+            .field("interactive", &self.inner.interactive)
+            .field("logged_in", &self.current().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerAuth {
+    /// The credentials of server `server` at `url`. `interactive`: a 401 that refreshing cannot
+    /// fix runs the browser login (CLI commands with a user at hand); otherwise it ends in
+    /// [`AuthError::NeedsLogin`] (`serve`). Stored tokens are loaded now.
+    pub fn new(
+        server: &str,
+        url: &str,
+        settings: &OAuthSettings,
+        store: Arc<TokenStore>,
+        interactive: bool,
+    ) -> ServerAuth {
+        let resource_key =
+            discovery::canonical_resource(url).unwrap_or_else(|_| url.trim().to_string());
+        let current = match store.load_tokens(server, &resource_key) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(server, "{e}");
+                None
+            }
+        };
+        ServerAuth {
+            inner: Arc::new(Inner {
+                server: server.to_string(),
+                url: url.to_string(),
+                resource_key,
+                settings: settings.clone(),
+                store,
+                interactive,
+                current: RwLock::new(current),
+                generation: AtomicU64::new(0),
+                refreshing: AtomicBool::new(false),
+                flow: tokio::sync::Mutex::new(FlowState::default()),
+            }),
+        }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.inner.server
+    }
+
+    /// The browser login, whatever `interactive` says (the `auth login` command):
+    /// `www_authenticate` is the server's challenge to an unauthenticated request, if any;
+    /// `extra_scopes` are asked for on top of the usual choice.
+    pub async fn login(
+        &self,
+        www_authenticate: Option<&str>,
+        extra_scopes: &[String],
+        opener: &Opener,
+    ) -> Result<AuthStatus, AuthError> {
+        let mut flow = self.inner.flow.lock().await;
+        let challenge = Challenge::parse(www_authenticate);
+        self.inner
+            .login_locked(&mut flow, &challenge, extra_scopes, opener)
+            .await?;
+        Ok(self.status())
+    }
+
+    /// Forgets the stored tokens (the client registration stays: it holds no user grant).
+    /// True when there were some.
+    pub fn logout(&self) -> Result<bool, AuthError> {
+        let i = &self.inner;
+        let existed = i
+            .store
+            .delete_tokens(&i.server, &i.resource_key)
+            .map_err(|e| i.failed(e))?;
+        let had = i.set(None);
+        Ok(existed || had)
+    }
+
+    /// The current secret values (access and refresh token, client secret), for redaction.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(t) = self.current() {
+            out.push(t.access_token);
+            out.extend(t.refresh_token);
+            out.extend(t.client_secret);
+        }
+        out.extend(self.inner.settings.client_secret.clone());
+        out.retain(|s| !s.is_empty());
+        out
+    }
+
+    /// What is stored for this server now (read again from the store).
+    pub fn status(&self) -> AuthStatus {
+        let i = &self.inner;
+        let (tokens, error) = match i.store.load_tokens(&i.server, &i.resource_key) {
+            Ok(t) => (t, None),
+            Err(e) => (None, Some(e)),
+        };
+        let now = now_secs();
+        let expired = tokens
+            .as_ref()
+            .is_some_and(|t| t.expires_at.is_some_and(|at| at <= now));
+        let refreshable = tokens.as_ref().is_some_and(|t| t.refresh_token.is_some());
+        AuthStatus {
+            server: i.server.clone(),
+            url: i.url.clone(),
+            logged_in: tokens.is_some() && (!expired || refreshable),
+            expired,
+            refreshable,
+            scopes: tokens
+                .as_ref()
+                .map(|t| t.scopes.clone())
+                .unwrap_or_default(),
+            expires_at: tokens
+                .as_ref()
+                .and_then(|t| t.expires_at)
+                .map(|at| crate::time::rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(at))),
+            expires_in_secs: tokens
+                .as_ref()
+                .and_then(|t| t.expires_at)
+                .map(|at| at as i64 - now as i64),
+            issuer: tokens.as_ref().map(|t| t.issuer.clone()),
+            client_id: tokens.as_ref().map(|t| t.client_id.clone()),
+            store: i.store.kind(),
+            store_location: i.store.describe(),
+            error,
+        }
+    }
+
+    fn current(&self) -> Option<StoredTokens> {
+        self.inner.current()
+    }
+
+    fn refresh_in_background(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let inner = self.inner.clone();
+        handle.spawn(async move {
+            let seen = inner.generation.load(Ordering::Acquire);
+            let _flow = inner.flow.lock().await;
+            let due = inner
+                .current()
+                .is_some_and(|t| t.expires_within(REFRESH_MARGIN));
+            if inner.generation.load(Ordering::Acquire) == seen
+                && due
+                && let Err(e) = inner.refresh_locked().await
+            {
+                tracing::debug!(server = %inner.server, "refresh ahead of expiry failed: {e:?}");
+            }
+            inner.refreshing.store(false, Ordering::Release);
+        });
+    }
+}
+
+impl Credentials for ServerAuth {
+    fn authorization(&self) -> Option<String> {
+        let tokens = self.current()?;
+        if tokens.refresh_token.is_some() && tokens.expires_within(REFRESH_MARGIN) {
+            self.refresh_in_background();
+        }
+        Some(format!("Bearer {}", tokens.access_token))
+    }
+
+    fn challenge<'a>(
+        &'a self,
+        status: u16,
+        www_authenticate: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), AuthError>> {
+        Box::pin(async move {
+            let i = &self.inner;
+            let challenge = Challenge::parse(www_authenticate);
+            let seen = i.generation.load(Ordering::Acquire);
+            let mut flow = i.flow.lock().await;
+            if i.generation.load(Ordering::Acquire) != seen {
+                // New credentials arrived while this request waited: just retry.
+                return Ok(());
+            }
+            if challenge.resource_metadata.is_some()
+                && flow.discovered.as_ref().map(|d| &d.0) != Some(&challenge.resource_metadata)
+            {
+                flow.discovered = None;
+            }
+            if status == 403 {
+                return i.step_up(&mut flow, &challenge).await;
+            }
+            // Another process (`openpact auth login`, a second hub) may hold newer tokens.
+            if let Ok(Some(stored)) = i.store.load_tokens(&i.server, &i.resource_key)
+                && i.current().map(|c| c.access_token) != Some(stored.access_token.clone())
+                && !stored.expires_within(Duration::ZERO)
+            {
+                i.set(Some(stored));
+                return Ok(());
+            }
+            if i.current().is_some_and(|t| t.refresh_token.is_some()) {
+                match i.refresh_locked().await {
+                    Ok(()) => return Ok(()),
+                    Err(RefreshError::Refused(e)) => {
+                        tracing::info!(server = %i.server, "the refresh token was refused ({e}); a new login is needed");
+                    }
+                    Err(RefreshError::Failed(e)) => {
+                        if !i.interactive {
+                            return Err(i.failed(e));
+                        }
+                        tracing::warn!(server = %i.server, "{e}");
+                    }
+                }
+            }
+            if flow.last_login.is_some_and(|at| at.elapsed() < FRESH_LOGIN) {
+                return Err(i.failed(
+                    "the server refuses the token it just issued (401 right after a login)".into(),
+                ));
+            }
+            if !i.interactive {
+                return Err(i.needs_login(&[]));
+            }
+            i.login_locked(&mut flow, &challenge, &[], &Opener::from_env())
+                .await
+        })
+    }
+}
+
+impl Inner {
+    fn current(&self) -> Option<StoredTokens> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the tokens in memory; true when there were some.
+    fn set(&self, tokens: Option<StoredTokens>) -> bool {
+        let had = {
+            let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+            std::mem::replace(&mut *cur, tokens).is_some()
+        };
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        had
+    }
+
+    fn failed(&self, reason: String) -> AuthError {
+        AuthError::Failed {
+            server: self.server.clone(),
+            reason,
+        }
+    }
+
+    fn needs_login(&self, scopes: &[String]) -> AuthError {
+        let hint = if scopes.is_empty() {
+            format!("run `openpact auth login {}`", self.server)
+        } else {
+            format!(
+                "run `openpact auth login {} --scope '{}'`",
+                self.server,
+                scopes.join(" ")
+            )
+        };
+        AuthError::NeedsLogin {
+            server: self.server.clone(),
+            hint,
+        }
+    }
+
+    /// 403: re-authorize with the union of what was asked for before and what is asked now.
+    async fn step_up(&self, flow: &mut FlowState, challenge: &Challenge) -> Result<(), AuthError> {
+        if flow
+            .last_step_up
+            .is_none_or(|at| at.elapsed() > STEP_UP_WINDOW)
+        {
+            flow.step_ups = 0;
+        }
+        let mut wanted: Vec<String> = self.current().map(|t| t.scopes).unwrap_or_default();
+        for s in challenge.scopes() {
+            if !wanted.contains(&s) {
+                wanted.push(s);
+            }
+        }
+        if flow.step_ups >= MAX_STEP_UPS {
+            return Err(self.failed(format!(
+                "the server still answers 403 insufficient_scope after {MAX_STEP_UPS} re-authorizations (scopes asked for: {}); check the scopes the server and your account allow",
+                if wanted.is_empty() { "none".to_string() } else { wanted.join(" ") }
+            )));
+        }
+        flow.step_ups += 1;
+        flow.last_step_up = Some(Instant::now());
+        if !self.interactive {
+            return Err(self.needs_login(&wanted));
+        }
+        self.login_locked(flow, challenge, &wanted, &Opener::from_env())
+            .await
+    }
+
+    async fn discover(
+        &self,
+        flow: &mut FlowState,
+        challenge: &Challenge,
+    ) -> Result<Discovered, AuthError> {
+        if let Some((_, d)) = &flow.discovered {
+            return Ok(d.clone());
+        }
+        let url = url::Url::parse(&self.url)
+            .map_err(|e| self.failed(format!("the server URL is not valid: {e}")))?;
+        let http = http().map_err(|e| self.failed(e))?;
+        let d = discovery::discover(http, &url, challenge)
+            .await
+            .map_err(|e| self.failed(e))?;
+        flow.discovered = Some((challenge.resource_metadata.clone(), d.clone()));
+        Ok(d)
+    }
+
+    async fn login_locked(
+        &self,
+        flow: &mut FlowState,
+        challenge: &Challenge,
+        extra: &[String],
+        opener: &Opener,
+    ) -> Result<(), AuthError> {
+        let discovered = self.discover(flow, challenge).await?;
+        let scopes = flow::choose_scopes(
+            &self.settings.scopes,
+            &challenge.scopes(),
+            &discovered.scopes_supported,
+            extra,
+            &discovered.server.scopes_supported,
+        );
+        let http = http().map_err(|e| self.failed(e))?;
+        let tokens = flow::login(
+            http,
+            Login {
+                server: &self.server,
+                discovered: &discovered,
+                settings: &self.settings,
+                store: &self.store,
+                scopes,
+                opener,
+                timeout: login_timeout(),
+            },
+        )
+        .await
+        .map_err(|e| self.failed(e))?;
+        self.store
+            .save_tokens(&self.server, &tokens, &self.resource_key)
+            .map_err(|e| self.failed(e))?;
+        flow.last_login = Some(Instant::now());
+        self.set(Some(tokens));
+        Ok(())
+    }
+
+    /// The refresh grant under the cross-process lock; tokens another process refreshed in
+    /// the meantime are taken instead of spending the (rotated) refresh token again.
+    async fn refresh_locked(&self) -> Result<(), RefreshError> {
+        let Some(mine) = self.current() else {
+            return Err(RefreshError::Refused("not logged in".into()));
+        };
+        let store = self.store.clone();
+        let (server, key) = (self.server.clone(), self.resource_key.clone());
+        let lock = tokio::task::spawn_blocking(move || store.lock(&server, &key))
+            .await
+            .map_err(|e| RefreshError::Failed(e.to_string()))?
+            .map_err(RefreshError::Failed)?;
+        let stored = self
+            .store
+            .load_tokens(&self.server, &self.resource_key)
+            .map_err(RefreshError::Failed)?;
+        if let Some(s) = &stored
+            && s.access_token != mine.access_token
+            && !s.expires_within(REFRESH_MARGIN)
+        {
+            self.set(stored);
+            drop(lock);
+            return Ok(());
+        }
+        // The stored copy holds the newest refresh token if another process rotated it.
+        let base = stored.unwrap_or(mine);
+        let http = http().map_err(RefreshError::Failed)?;
+        let fresh = flow::refresh(http, &base).await?;
+        self.store
+            .save_tokens(&self.server, &fresh, &self.resource_key)
+            .map_err(RefreshError::Failed)?;
+        drop(lock);
+        tracing::debug!(server = %self.server, "access token refreshed");
+        self.set(Some(fresh));
+        Ok(())
+    }
+}
+
+fn login_timeout() -> Duration {
+    std::env::var("OPENPACT_OAUTH_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(DEFAULT_LOGIN_TIMEOUT, Duration::from_secs)
+}
+
+/// The status of `server` without keeping anything around (`config check`, `auth status`).
+pub fn describe(
+    server: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    store: Arc<TokenStore>,
+) -> AuthStatus {
+    ServerAuth::new(server, url, settings, store, false).status()
+}
+
+/// Scopes given as `--scope 'a b' --scope c`, split and deduplicated.
+pub fn scope_list(args: &[String]) -> Vec<String> {
+    split_scopes(&args.join(" "))
+}
