@@ -99,10 +99,15 @@ pub async fn login(http: &Http, l: Login<'_>) -> Result<StoredTokens, String> {
         iss_advertised: auth.iss_parameter_supported,
     };
     let code = listener.wait(expect, l.timeout).await?;
-    let answer = client
+    let mut request = client
         .exchange_code(AuthorizationCode::new(code))
         .set_pkce_verifier(verifier)
-        .add_extra_param("resource", &l.discovered.resource)
+        .add_extra_param("resource", &l.discovered.resource);
+    if identity.auth_method == AuthMethod::Basic {
+        // Also in the body: some servers (the Python SDK's) look the client up by it first.
+        request = request.add_extra_param("client_id", &identity.client_id);
+    }
+    let answer = request
         .request_async(&http.for_oauth2())
         .await
         .map_err(|e| token_error(e, auth.token_endpoint.as_str()).1)?;
@@ -206,9 +211,14 @@ pub async fn refresh(http: &Http, old: &StoredTokens) -> Result<StoredTokens, Re
         &old.token_endpoint,
     )
     .map_err(RefreshError::Failed)?;
-    let answer = client
-        .exchange_refresh_token(&RefreshToken::new(refresh_token.clone()))
-        .add_extra_param("resource", &old.resource)
+    let refresh_token = RefreshToken::new(refresh_token.clone());
+    let mut request = client
+        .exchange_refresh_token(&refresh_token)
+        .add_extra_param("resource", &old.resource);
+    if old.auth_method == AuthMethod::Basic {
+        request = request.add_extra_param("client_id", &old.client_id);
+    }
+    let answer = request
         .request_async(&http.for_oauth2())
         .await
         .map_err(|e| match token_error(e, &old.token_endpoint) {

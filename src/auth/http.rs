@@ -101,6 +101,11 @@ impl Http {
         read(response, url).await
     }
 
+    /// The client that follows no redirects, for requests built elsewhere in `auth`.
+    pub fn plain(&self) -> &reqwest::Client {
+        &self.token
+    }
+
     /// The closure `oauth2` sends its token requests through.
     pub fn for_oauth2(
         &self,

@@ -17,8 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Refresh this long before the access token expires.
-const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// Re-authorizations for `insufficient_scope` before giving up…
 const MAX_STEP_UPS: u32 = 3;
 /// …within this window (a later 403 starts a new count).
@@ -75,7 +73,7 @@ pub struct AuthStatus {
     pub issuer: Option<String>,
     pub client_id: Option<String>,
     pub store: StoreKind,
-    /// "OS keyring" or "file (DIR)".
+    /// "OS keyring" or "file store (DIR)".
     pub store_location: String,
     /// The stored login could not be read.
     pub error: Option<String>,
@@ -227,9 +225,7 @@ impl ServerAuth {
         handle.spawn(async move {
             let seen = inner.generation.load(Ordering::Acquire);
             let _flow = inner.flow.lock().await;
-            let due = inner
-                .current()
-                .is_some_and(|t| t.expires_within(REFRESH_MARGIN));
+            let due = inner.current().is_some_and(|t| t.due_for_refresh());
             if inner.generation.load(Ordering::Acquire) == seen
                 && due
                 && let Err(e) = inner.refresh_locked().await
@@ -244,7 +240,7 @@ impl ServerAuth {
 impl Credentials for ServerAuth {
     fn authorization(&self) -> Option<String> {
         let tokens = self.current()?;
-        if tokens.refresh_token.is_some() && tokens.expires_within(REFRESH_MARGIN) {
+        if tokens.refresh_token.is_some() && tokens.due_for_refresh() {
             self.refresh_in_background();
         }
         Some(format!("Bearer {}", tokens.access_token))
@@ -452,7 +448,7 @@ impl Inner {
             .map_err(RefreshError::Failed)?;
         if let Some(s) = &stored
             && s.access_token != mine.access_token
-            && !s.expires_within(REFRESH_MARGIN)
+            && !s.due_for_refresh()
         {
             self.set(stored);
             drop(lock);

@@ -76,11 +76,24 @@ impl std::fmt::Debug for StoredTokens {
     }
 }
 
+/// Refresh this long before the access token expires (less for short-lived tokens).
+const REFRESH_MARGIN_SECS: u64 = 60;
+
 impl StoredTokens {
     /// Expired, or expiring within `margin`.
     pub fn expires_within(&self, margin: Duration) -> bool {
         self.expires_at
             .is_some_and(|at| at <= now_secs().saturating_add(margin.as_secs()))
+    }
+
+    /// Time to refresh: within a minute of expiry, or within the last half of the lifetime
+    /// of a token that lives less than two minutes.
+    pub fn due_for_refresh(&self) -> bool {
+        let Some(at) = self.expires_at else {
+            return false;
+        };
+        let margin = (at.saturating_sub(self.obtained_at) / 2).min(REFRESH_MARGIN_SECS);
+        at <= now_secs().saturating_add(margin)
     }
 }
 
@@ -120,11 +133,11 @@ impl TokenStore {
         self.kind
     }
 
-    /// For status output: "OS keyring" or "file (DIR)".
+    /// For status output: "OS keyring" or "file store (DIR)".
     pub fn describe(&self) -> String {
         match self.kind {
             StoreKind::Keyring => "OS keyring".to_string(),
-            StoreKind::File => format!("file ({})", self.dir.display()),
+            StoreKind::File => format!("file store ({})", self.dir.display()),
         }
     }
 
@@ -399,6 +412,25 @@ mod tests {
         assert!(store.delete_tokens("a", r).unwrap());
         assert!(!store.delete_tokens("a", r).unwrap());
         assert_eq!(store.load_tokens("a", r).unwrap(), None);
+    }
+
+    #[test]
+    fn refresh_is_due_before_expiry() {
+        let mut t = sample("x");
+        assert!(!t.due_for_refresh());
+        // An hour-long token is due in its last minute.
+        t.obtained_at = now_secs() - 3570;
+        t.expires_at = Some(now_secs() + 30);
+        assert!(t.due_for_refresh());
+        // A 10 s token is due in its last 5 s, not at once.
+        t.obtained_at = now_secs();
+        t.expires_at = Some(now_secs() + 10);
+        assert!(!t.due_for_refresh());
+        t.obtained_at = now_secs() - 6;
+        t.expires_at = Some(now_secs() + 4);
+        assert!(t.due_for_refresh());
+        t.expires_at = None;
+        assert!(!t.due_for_refresh());
     }
 
     #[test]
