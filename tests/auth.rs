@@ -7,7 +7,7 @@
 //! never appear in any output.
 
 use crate::support::{OPENPACT, Peers, Scratch};
-use openpact::auth::{AuthError, Credentials, ServerAuth, TokenStore};
+use openpact::auth::{AuthError, Credentials, Opener, ServerAuth, TokenStore};
 use openpact::config::OAuthSettings;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -168,38 +168,53 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
+    /// One POST: (status, WWW-Authenticate, body).
+    async fn send(&mut self, body: &Value) -> (u16, Option<String>, String) {
+        let mut req = self
+            .http
+            .post(self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        if let Some(h) = self.auth.authorization() {
+            req = req.header("Authorization", h);
+        }
+        if let Some(s) = &self.session {
+            req = req
+                .header("Mcp-Session-Id", s)
+                .header("MCP-Protocol-Version", "2025-11-25");
+        }
+        let resp = req.send().await.unwrap();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from)
+        };
+        if let Some(s) = header("mcp-session-id") {
+            self.session = Some(s);
+        }
+        let www = header("www-authenticate");
+        let status = resp.status().as_u16();
+        (status, www, resp.text().await.unwrap())
+    }
+
+    /// POST with the transport's auth handling: challenge and retry on 401/403; a session
+    /// that the server dropped (it belonged to the old token) is opened again.
     async fn post(&mut self, body: Value) -> Result<Value, AuthError> {
         for _ in 0..4 {
-            let mut req = self
-                .http
-                .post(self.url)
-                .header("Accept", "application/json, text/event-stream")
-                .header("Content-Type", "application/json")
-                .body(body.to_string());
-            if let Some(h) = self.auth.authorization() {
-                req = req.header("Authorization", h);
+            let (mut status, mut www, mut text) = self.send(&body).await;
+            if status == 404 && self.session.is_some() {
+                self.session = None;
+                self.send(&initialize()).await;
+                self.send(&initialized()).await;
+                (status, www, text) = self.send(&body).await;
             }
-            if let Some(s) = &self.session {
-                req = req
-                    .header("Mcp-Session-Id", s)
-                    .header("MCP-Protocol-Version", "2025-11-25");
-            }
-            let resp = req.send().await.unwrap();
-            let status = resp.status().as_u16();
             if status == 401 || status == 403 {
-                let www = resp
-                    .headers()
-                    .get("www-authenticate")
-                    .and_then(|v| v.to_str().ok())
-                    .map(String::from);
                 self.auth.challenge(status, www.as_deref()).await?;
                 continue;
             }
-            if let Some(s) = resp.headers().get("mcp-session-id") {
-                self.session = Some(s.to_str().unwrap().to_string());
-            }
-            assert!(status < 300, "HTTP {status} for {body}");
-            let text = resp.text().await.unwrap();
+            assert!(status < 300, "HTTP {status} for {body}: {text}");
             return Ok(if text.is_empty() {
                 Value::Null
             } else {
@@ -210,27 +225,35 @@ impl Session<'_> {
     }
 
     async fn open(&mut self) -> Result<(), AuthError> {
-        self.post(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "auth-test", "version": "1"}}}),
-        )
-        .await?;
-        self.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
+        self.post(initialize()).await?;
+        self.post(initialized()).await?;
         Ok(())
     }
 
     async fn echo(&mut self, text: &str) -> Result<String, AuthError> {
+        self.tool("echo", json!({"text": text})).await
+    }
+
+    async fn tool(&mut self, name: &str, arguments: Value) -> Result<String, AuthError> {
         let r = self
             .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"text": text}}}))
+                "params": {"name": name, "arguments": arguments}}))
             .await?;
         Ok(r["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("no text in {r}"))
             .to_string())
     }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "auth-test", "version": "1"}}})
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
 }
 
 #[tokio::test]
@@ -474,4 +497,80 @@ async fn unfinished_login_times_out_and_wrong_servers_are_named() {
         run.stderr.contains("no server is named 'nope'") && run.stderr.contains("remote"),
         "{run:#?}"
     );
+}
+
+#[tokio::test]
+async fn step_up_asks_for_the_union_of_scopes_then_gives_up() {
+    let Some(peers) = Peers::get() else { return };
+    let server = OAuthServer::start(&peers, 3600).await;
+    let (_sc, cfg, state) = setup(&server.url);
+    let login = openpact(&cfg, &state, &["auth", "login", "remote"], &[]).await;
+    assert_eq!(login.code, Some(0), "{login:#?}");
+    assert_eq!(stored(&state)["scopes"], json!(["mcp:tools"]));
+    let store = Arc::new(TokenStore::file(&state));
+    let settings = OAuthSettings::default();
+
+    // In `serve` (no user at hand): the error says which scopes to log in with.
+    let quiet = ServerAuth::new("remote", &server.url, &settings, store.clone(), false);
+    let mut session = Session {
+        http: client(),
+        url: &server.url,
+        auth: &quiet,
+        session: None,
+    };
+    session.open().await.unwrap();
+    let e = session.tool("admin", json!({})).await.unwrap_err();
+    assert!(matches!(e, AuthError::NeedsLogin { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("run `openpact auth login remote --scope 'mcp:tools mcp:admin'`"),
+        "{e}"
+    );
+
+    // With a user: re-authorized with the union, the call then goes through.
+    let auth = ServerAuth::new("remote", &server.url, &settings, store, true);
+    auth.set_opener(Opener::Command(
+        CURL_BROWSER.split(' ').map(String::from).collect(),
+    ));
+    let mut session = Session {
+        http: client(),
+        url: &server.url,
+        auth: &auth,
+        session: None,
+    };
+    session.open().await.unwrap();
+    assert_eq!(session.tool("admin", json!({})).await.unwrap(), "admin ok");
+    let stats = server.stats().await;
+    assert_eq!(
+        stats["last_scopes"],
+        json!(["mcp:tools", "mcp:admin"]),
+        "{stats}"
+    );
+    // The first registration did not cover mcp:admin: a new one was made for it.
+    assert_eq!(stats["registrations"], 2, "{stats}");
+    assert_eq!(stored(&state)["scopes"], json!(["mcp:tools", "mcp:admin"]));
+    let before = stats["authorizations"].as_u64().unwrap();
+
+    // A server that keeps refusing: a bounded number of re-authorizations, then a clear error.
+    let e = session.tool("forbidden", json!({})).await.unwrap_err();
+    assert!(matches!(e, AuthError::Failed { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("still answers 403 insufficient_scope after 3 re-authorizations"),
+        "{e}"
+    );
+    let after = server.stats().await["authorizations"].as_u64().unwrap();
+    assert!(after - before <= 3, "{before} -> {after}");
+
+    // `auth login --scope` asks for more up front.
+    openpact(&cfg, &state, &["auth", "logout", "remote"], &[]).await;
+    let login = openpact(
+        &cfg,
+        &state,
+        &["auth", "login", "remote", "--scope", "mcp:admin"],
+        &[],
+    )
+    .await;
+    assert_eq!(login.code, Some(0), "{login:#?}");
+    assert_eq!(stored(&state)["scopes"], json!(["mcp:tools", "mcp:admin"]));
 }

@@ -46,15 +46,19 @@ struct Inner {
     generation: AtomicU64,
     refreshing: AtomicBool,
     flow: tokio::sync::Mutex<FlowState>,
+    /// How interactive logins show the URL; None = `OPENPACT_OAUTH_BROWSER`.
+    opener: std::sync::Mutex<Option<Opener>>,
 }
 
 #[derive(Default)]
 struct FlowState {
-    /// Discovery, cached with the `resource_metadata` it started from.
-    discovered: Option<(Option<String>, Discovered)>,
+    /// Re-authorizations in a row that asked for no new scope.
     step_ups: u32,
     last_step_up: Option<Instant>,
+    /// The scopes the last step-up asked for.
+    step_up_scopes: Vec<String>,
     last_login: Option<Instant>,
+    last_refresh: Option<Instant>,
 }
 
 /// What `openpact auth status` and `config check` show for a server: never a token.
@@ -122,12 +126,20 @@ impl ServerAuth {
                 generation: AtomicU64::new(0),
                 refreshing: AtomicBool::new(false),
                 flow: tokio::sync::Mutex::new(FlowState::default()),
+                opener: std::sync::Mutex::new(None),
             }),
         }
     }
 
     pub fn server(&self) -> &str {
         &self.inner.server
+    }
+
+    /// How logins started by [`Credentials::challenge`] show the authorization URL (default:
+    /// from `OPENPACT_OAUTH_BROWSER`); e.g. [`Opener::Notify`] to hand it to the downstream
+    /// client as a URL elicitation.
+    pub fn set_opener(&self, opener: Opener) {
+        *self.inner.opener.lock().unwrap_or_else(|p| p.into_inner()) = Some(opener);
     }
 
     /// The browser login, whatever `interactive` says (the `auth login` command):
@@ -260,11 +272,6 @@ impl Credentials for ServerAuth {
                 // New credentials arrived while this request waited: just retry.
                 return Ok(());
             }
-            if challenge.resource_metadata.is_some()
-                && flow.discovered.as_ref().map(|d| &d.0) != Some(&challenge.resource_metadata)
-            {
-                flow.discovered = None;
-            }
             if status == 403 {
                 return i.step_up(&mut flow, &challenge).await;
             }
@@ -276,9 +283,17 @@ impl Credentials for ServerAuth {
                 i.set(Some(stored));
                 return Ok(());
             }
-            if i.current().is_some_and(|t| t.refresh_token.is_some()) {
+            let refreshed_just_now = flow
+                .last_refresh
+                .is_some_and(|at| at.elapsed() < FRESH_LOGIN);
+            // A token refreshed seconds ago and refused again will not get better by another
+            // refresh (the server may have moved to another authorization server): log in.
+            if i.current().is_some_and(|t| t.refresh_token.is_some()) && !refreshed_just_now {
                 match i.refresh_locked().await {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        flow.last_refresh = Some(Instant::now());
+                        return Ok(());
+                    }
                     Err(RefreshError::Refused(e)) => {
                         tracing::info!(server = %i.server, "the refresh token was refused ({e}); a new login is needed");
                     }
@@ -298,8 +313,8 @@ impl Credentials for ServerAuth {
             if !i.interactive {
                 return Err(i.needs_login(&[]));
             }
-            i.login_locked(&mut flow, &challenge, &[], &Opener::from_env())
-                .await
+            let opener = i.opener();
+            i.login_locked(&mut flow, &challenge, &[], &opener).await
         })
     }
 }
@@ -345,19 +360,35 @@ impl Inner {
         }
     }
 
-    /// 403: re-authorize with the union of what was asked for before and what is asked now.
+    fn opener(&self) -> Opener {
+        self.opener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_else(Opener::from_env)
+    }
+
+    /// 403: re-authorize with the union of what was asked for before and what is asked now;
+    /// at most [`MAX_STEP_UPS`] times in a row for the same scopes.
     async fn step_up(&self, flow: &mut FlowState, challenge: &Challenge) -> Result<(), AuthError> {
-        if flow
-            .last_step_up
-            .is_none_or(|at| at.elapsed() > STEP_UP_WINDOW)
-        {
-            flow.step_ups = 0;
-        }
         let mut wanted: Vec<String> = self.current().map(|t| t.scopes).unwrap_or_default();
-        for s in challenge.scopes() {
+        for s in flow
+            .step_up_scopes
+            .iter()
+            .cloned()
+            .chain(challenge.scopes())
+        {
             if !wanted.contains(&s) {
                 wanted.push(s);
             }
+        }
+        let asks_more = wanted.iter().any(|s| !flow.step_up_scopes.contains(s));
+        if asks_more
+            || flow
+                .last_step_up
+                .is_none_or(|at| at.elapsed() > STEP_UP_WINDOW)
+        {
+            flow.step_ups = 0;
         }
         if flow.step_ups >= MAX_STEP_UPS {
             return Err(self.failed(format!(
@@ -367,28 +398,23 @@ impl Inner {
         }
         flow.step_ups += 1;
         flow.last_step_up = Some(Instant::now());
+        flow.step_up_scopes = wanted.clone();
         if !self.interactive {
             return Err(self.needs_login(&wanted));
         }
-        self.login_locked(flow, challenge, &wanted, &Opener::from_env())
-            .await
+        let opener = self.opener();
+        self.login_locked(flow, challenge, &wanted, &opener).await
     }
 
-    async fn discover(
-        &self,
-        flow: &mut FlowState,
-        challenge: &Challenge,
-    ) -> Result<Discovered, AuthError> {
-        if let Some((_, d)) = &flow.discovered {
-            return Ok(d.clone());
-        }
+    /// Discovery runs afresh for every login: the server may have moved to another
+    /// authorization server since the last one (whose registration must not be reused).
+    async fn discover(&self, challenge: &Challenge) -> Result<Discovered, AuthError> {
         let url = url::Url::parse(&self.url)
             .map_err(|e| self.failed(format!("the server URL is not valid: {e}")))?;
         let http = http().map_err(|e| self.failed(e))?;
         let d = discovery::discover(http, &url, challenge)
             .await
             .map_err(|e| self.failed(e))?;
-        flow.discovered = Some((challenge.resource_metadata.clone(), d.clone()));
         Ok(d)
     }
 
@@ -399,7 +425,7 @@ impl Inner {
         extra: &[String],
         opener: &Opener,
     ) -> Result<(), AuthError> {
-        let discovered = self.discover(flow, challenge).await?;
+        let discovered = self.discover(challenge).await?;
         let scopes = flow::choose_scopes(
             &self.settings.scopes,
             &challenge.scopes(),
