@@ -44,11 +44,6 @@ impl Listener {
         Ok(Listener { server, port, path })
     }
 
-    #[cfg(test)]
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// The redirect URI to register and send: the IP literal, as RFC 8252 recommends.
     pub fn redirect_uri(&self) -> String {
         format!("http://127.0.0.1:{}{}", self.port, self.path)
@@ -289,24 +284,39 @@ mod tests {
         assert!(check_iss(false, i, Some("https://AS.example.com")).is_err());
     }
 
+    /// (status, whole response); status 0 when nothing answered.
     fn get(url: &str) -> (u16, String) {
-        let u = url::Url::parse(url).unwrap();
-        let mut s =
-            std::net::TcpStream::connect((u.host_str().unwrap(), u.port().unwrap())).unwrap();
         use std::io::{Read, Write};
+        let u = url::Url::parse(url).unwrap();
+        let Ok(mut s) = std::net::TcpStream::connect((u.host_str().unwrap(), u.port().unwrap()))
+        else {
+            return (0, String::new());
+        };
         let target = match u.query() {
             Some(q) => format!("{}?{q}", u.path()),
             None => u.path().to_string(),
         };
-        write!(
+        let mut out = String::new();
+        let _ = write!(
             s,
             "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         )
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+        .and_then(|()| s.read_to_string(&mut out));
+        let status = out
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
         (status, out)
+    }
+
+    /// Nothing on `url`'s port takes this code and state any more. (Parallel tests may get
+    /// the freed port, so "nothing listens" would be a race; "not accepted" is not.)
+    async fn closed(url: String) {
+        let (status, _) = tokio::task::spawn_blocking(move || get(&url))
+            .await
+            .unwrap();
+        assert_ne!(status, 200);
     }
 
     fn expect(state: &str) -> Expect {
@@ -344,9 +354,8 @@ mod tests {
         assert_eq!(ok, 200);
         assert!(page.contains("close this tab"));
         assert_eq!(waiting.await.unwrap().unwrap(), "good");
-        // Closed: nothing listens any more.
-        let port = url::Url::parse(&base).unwrap().port().unwrap();
-        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        // Closed: the same answer is not taken twice.
+        closed(format!("{base}?code=good&state=s1")).await;
     }
 
     #[tokio::test]
@@ -371,13 +380,13 @@ mod tests {
         assert!(e.contains("access_denied"), "{e}");
 
         let l = Listener::bind(0, "/callback").unwrap();
-        let port = l.port();
+        let base = l.redirect_uri();
         let e = l
-            .wait(expect("s"), Duration::from_millis(300))
+            .wait(expect("late"), Duration::from_millis(300))
             .await
             .unwrap_err();
         assert!(e.contains("not completed within"), "{e}");
-        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        closed(format!("{base}?code=late&state=late")).await;
     }
 
     #[tokio::test]

@@ -145,6 +145,42 @@ pub async fn identify(
     redirect_uri: &str,
     scopes: &[String],
 ) -> Result<ClientIdentity, String> {
+    let metadata_url = metadata_document_url()?;
+    let login = LoginClient {
+        server_name,
+        auth,
+        settings,
+        redirect_uri,
+        scopes,
+        metadata_url: metadata_url.as_deref(),
+    };
+    identify_with(http, store, &login).await
+}
+
+/// What [`identify`] decides from.
+struct LoginClient<'a> {
+    server_name: &'a str,
+    auth: &'a AuthServer,
+    settings: &'a OAuthSettings,
+    redirect_uri: &'a str,
+    scopes: &'a [String],
+    /// A Client ID Metadata Document URL, if one is set.
+    metadata_url: Option<&'a str>,
+}
+
+async fn identify_with(
+    http: &Http,
+    store: &TokenStore,
+    l: &LoginClient<'_>,
+) -> Result<ClientIdentity, String> {
+    let LoginClient {
+        server_name,
+        auth,
+        settings,
+        redirect_uri,
+        scopes,
+        metadata_url,
+    } = *l;
     let advertised = auth.auth_methods.as_deref();
     if let Some(id) = settings.client_id.as_deref().filter(|s| !s.is_empty()) {
         let secret = settings.client_secret.clone().filter(|s| !s.is_empty());
@@ -164,10 +200,10 @@ pub async fn identify(
         });
     }
     if auth.metadata_document_supported
-        && let Some(url) = metadata_document_url()?
+        && let Some(url) = metadata_url
     {
         return Ok(ClientIdentity {
-            client_id: url,
+            client_id: url.to_string(),
             client_secret: None,
             auth_method: AuthMethod::None,
             source: Source::MetadataDocument,
@@ -344,6 +380,78 @@ mod tests {
             iss_parameter_supported: false,
             from_metadata: true,
         }
+    }
+
+    #[tokio::test]
+    async fn identity_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::file(dir.path());
+        let http = super::super::http::http().unwrap();
+        let uri = "http://127.0.0.1:5000/callback";
+        let mut auth = auth();
+        auth.metadata_document_supported = true;
+        auth.auth_methods = Some(list(&["client_secret_post"]));
+        let cimd = "https://openpact.example/client.json";
+        let configured = OAuthSettings {
+            client_id: Some("pre".into()),
+            client_secret: Some("pre-secret".into()),
+            ..OAuthSettings::default()
+        };
+        let login = |settings, metadata_url| LoginClient {
+            server_name: "s",
+            auth: &auth,
+            settings,
+            redirect_uri: uri,
+            scopes: &[],
+            metadata_url,
+        };
+        // Configured credentials first, with the advertised method.
+        let c = identify_with(http, &store, &login(&configured, Some(cimd)))
+            .await
+            .unwrap();
+        assert_eq!(
+            (c.client_id.as_str(), c.source),
+            ("pre", Source::Configured)
+        );
+        assert_eq!(c.auth_method, AuthMethod::Post);
+        // Then the metadata document, when the server supports it and one is set.
+        let none = OAuthSettings::default();
+        let c = identify_with(http, &store, &login(&none, Some(cimd)))
+            .await
+            .unwrap();
+        assert_eq!(
+            (c.client_id.as_str(), c.source),
+            (cimd, Source::MetadataDocument)
+        );
+        assert_eq!(c.auth_method, AuthMethod::None);
+        // Then a stored registration that fits.
+        let stored = ClientIdentity {
+            client_id: "dcr".into(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+            source: Source::Registered,
+            issuer: auth.issuer.clone(),
+            redirect_uris: vec![uri.into()],
+            scope: None,
+            secret_expires_at: None,
+        };
+        store.save_client(&auth.issuer, &stored).unwrap();
+        let c = identify_with(http, &store, &login(&none, None))
+            .await
+            .unwrap();
+        assert_eq!(c, stored);
+        // Nothing fits and the server cannot register: say how to configure one.
+        let closed = AuthServer {
+            registration_endpoint: None,
+            ..auth.clone()
+        };
+        let other_uri = LoginClient {
+            auth: &closed,
+            redirect_uri: "http://127.0.0.1:5001/callback",
+            ..login(&none, None)
+        };
+        let e = identify_with(http, &store, &other_uri).await.unwrap_err();
+        assert!(e.contains("oauth.clientId") && e.contains("'s'"), "{e}");
     }
 
     #[test]
