@@ -117,6 +117,14 @@ fn command(cfg: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> Com
     cmd
 }
 
+/// The fixture with this token lifetime and a config naming it `remote`; None without peers.
+async fn started(token_ttl: u32) -> Option<(OAuthServer, Scratch, PathBuf, PathBuf)> {
+    let peers = Peers::get()?;
+    let server = OAuthServer::start(&peers, token_ttl).await;
+    let (sc, cfg, state) = setup(&server.url);
+    Some((server, sc, cfg, state))
+}
+
 fn setup(url: &str) -> (Scratch, PathBuf, PathBuf) {
     let sc = Scratch::new();
     let cfg = sc.servers(
@@ -167,7 +175,16 @@ struct Session<'a> {
     session: Option<String>,
 }
 
-impl Session<'_> {
+impl<'a> Session<'a> {
+    fn new(url: &'a str, auth: &'a ServerAuth) -> Session<'a> {
+        Session {
+            http: client(),
+            url,
+            auth,
+            session: None,
+        }
+    }
+
     /// One POST: (status, WWW-Authenticate, body).
     async fn send(&mut self, body: &Value) -> (u16, Option<String>, String) {
         let mut req = self
@@ -259,9 +276,9 @@ fn initialized() -> Value {
 #[tokio::test]
 async fn login_call_refresh_status_logout() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(peers) = Peers::get() else { return };
-    let server = OAuthServer::start(&peers, 3).await;
-    let (_sc, cfg, state) = setup(&server.url);
+    let Some((server, _sc, cfg, state)) = started(3).await else {
+        return;
+    };
 
     let before = openpact(&cfg, &state, &["auth", "status", "--json"], &[]).await;
     assert_eq!(before.code, Some(0), "{before:#?}");
@@ -315,12 +332,7 @@ async fn login_call_refresh_status_logout() {
         store.clone(),
         false,
     );
-    let mut session = Session {
-        http: client(),
-        url: &server.url,
-        auth: &auth,
-        session: None,
-    };
+    let mut session = Session::new(&server.url, &auth);
     session.open().await.unwrap();
     assert_eq!(session.echo("hi").await.unwrap(), "echo: hi");
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -363,12 +375,7 @@ async fn login_call_refresh_status_logout() {
         store,
         false,
     );
-    let mut session = Session {
-        http: client(),
-        url: &server.url,
-        auth: &auth,
-        session: None,
-    };
+    let mut session = Session::new(&server.url, &auth);
     let e = session.open().await.unwrap_err();
     assert!(matches!(e, AuthError::NeedsLogin { .. }), "{e:?}");
     assert!(
@@ -400,9 +407,9 @@ async fn login_call_refresh_status_logout() {
 
 #[tokio::test]
 async fn callback_refuses_a_wrong_state_and_reports_a_refusal() {
-    let Some(peers) = Peers::get() else { return };
-    let server = OAuthServer::start(&peers, 3600).await;
-    let (_sc, cfg, state) = setup(&server.url);
+    let Some((server, _sc, cfg, state)) = started(3600).await else {
+        return;
+    };
     let mut child = command(
         &cfg,
         &state,
@@ -481,9 +488,9 @@ async fn callback_refuses_a_wrong_state_and_reports_a_refusal() {
 
 #[tokio::test]
 async fn unfinished_login_times_out_and_wrong_servers_are_named() {
-    let Some(peers) = Peers::get() else { return };
-    let server = OAuthServer::start(&peers, 3600).await;
-    let (_sc, cfg, state) = setup(&server.url);
+    let Some((_server, _sc, cfg, state)) = started(3600).await else {
+        return;
+    };
     let env = [
         ("OPENPACT_OAUTH_BROWSER", "none"),
         ("OPENPACT_OAUTH_TIMEOUT_SECS", "1"),
@@ -506,9 +513,9 @@ async fn unfinished_login_times_out_and_wrong_servers_are_named() {
 
 #[tokio::test]
 async fn step_up_asks_for_the_union_of_scopes_then_gives_up() {
-    let Some(peers) = Peers::get() else { return };
-    let server = OAuthServer::start(&peers, 3600).await;
-    let (_sc, cfg, state) = setup(&server.url);
+    let Some((server, _sc, cfg, state)) = started(3600).await else {
+        return;
+    };
     let login = openpact(&cfg, &state, &["auth", "login", "remote"], &[]).await;
     assert_eq!(login.code, Some(0), "{login:#?}");
     assert_eq!(stored(&state)["scopes"], json!(["mcp:tools"]));
@@ -517,12 +524,7 @@ async fn step_up_asks_for_the_union_of_scopes_then_gives_up() {
 
     // In `serve` (no user at hand): the error says which scopes to log in with.
     let quiet = ServerAuth::new("remote", &server.url, &settings, store.clone(), false);
-    let mut session = Session {
-        http: client(),
-        url: &server.url,
-        auth: &quiet,
-        session: None,
-    };
+    let mut session = Session::new(&server.url, &quiet);
     session.open().await.unwrap();
     let e = session.tool("admin", json!({})).await.unwrap_err();
     assert!(matches!(e, AuthError::NeedsLogin { .. }), "{e:?}");
@@ -537,12 +539,7 @@ async fn step_up_asks_for_the_union_of_scopes_then_gives_up() {
     auth.set_opener(Opener::Command(
         CURL_BROWSER.split(' ').map(String::from).collect(),
     ));
-    let mut session = Session {
-        http: client(),
-        url: &server.url,
-        auth: &auth,
-        session: None,
-    };
+    let mut session = Session::new(&server.url, &auth);
     session.open().await.unwrap();
     assert_eq!(session.tool("admin", json!({})).await.unwrap(), "admin ok");
     let stats = server.stats().await;

@@ -141,6 +141,13 @@ pub async fn discover(
 ) -> Result<Discovered, String> {
     let mut tried = Vec::new();
     for url in metadata_urls(server, challenge) {
+        // The server's own origin is as trusted as the server; anywhere else must be HTTPS.
+        if url.origin() != server.origin()
+            && let Err(e) = secure(&url)
+        {
+            tried.push(e);
+            continue;
+        }
         let reply = match http.get(&url).await {
             Ok(r) => r,
             Err(e) => {
