@@ -20,6 +20,7 @@
 
 mod support;
 
+mod auth;
 mod builtins_calendar;
 mod builtins_files;
 mod builtins_scripts;

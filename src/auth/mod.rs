@@ -5,6 +5,26 @@
 //! `Authorization` header and reports 401/403 challenges to it; the CLI's `auth` commands
 //! and the hub drive logins.
 
+mod browser;
+mod callback;
+mod challenge;
+mod discovery;
+mod flow;
+mod http;
+mod probe;
+mod register;
+mod server;
+mod store;
+
+pub use browser::{BROWSER_VAR, Opener};
+pub use callback::check_iss;
+pub use challenge::{Challenge, split_scopes};
+pub use discovery::{AuthServer, Discovered, canonical_resource};
+pub use probe::{Probe, probe};
+pub use register::{AuthMethod, METADATA_URL_VAR};
+pub use server::{AuthStatus, ServerAuth, describe, scope_list};
+pub use store::{StoreKind, TokenStore};
+
 use std::future::Future;
 use std::pin::Pin;
 

@@ -1,6 +1,7 @@
 //! The command line: argument parsing (clap) and one function per command. Output goes
 //! through [`output`], the only place in the crate allowed to print.
 
+pub mod auth;
 pub mod output;
 
 use crate::config::{self, Config, Transport};
@@ -117,6 +118,11 @@ pub enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Log in to remote servers (OAuth), log out, show the login state.
+    Auth {
+        #[command(subcommand)]
+        command: auth::AuthCommand,
     },
 }
 
@@ -288,6 +294,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config {
             command: ConfigCommand::Check { json },
         } => config_check(&cli.config, &cli.state_dir, json),
+        Command::Auth { command } => auth::run(&load(&cli.config)?, &state, command).await,
     }
 }
 
