@@ -7,29 +7,22 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::everything::StderrLog;
-use crate::support::{self, OPENPACT, Peers, Scratch, fixture};
+use crate::support::state_dir;
+
+use crate::support::rmcp::{first_text, obj, transport};
+use crate::support::{self, OPENPACT, Peers, Ran, Scratch, fixture, openpact_for, run_in};
 // Sampling and roots are deprecated for 2026-07-28 (SEP-2577) but current in 2025-11-25,
 // which is what the hub speaks.
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, GetPromptRequestParams, JsonObject,
-    ReadResourceRequestParams,
+    CallToolRequestParams, ClientConfig, GetPromptRequestParams, ReadResourceRequestParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
 use rmcp::service::RequestContext;
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::process::Command;
-
-/// How long a whole external client run (Inspector, Python) may take; they finish in a
-/// second or two.
-const CLIENT_LIMIT: Duration = Duration::from_secs(90);
 
 const FEATURES: &str = "demo://resource/static/document/features.md";
 
@@ -40,25 +33,6 @@ fn config(peers: &Peers, sc: &Scratch) -> PathBuf {
         json!({"fx": fixture(&[]), "everything": peers.entry("PEER_EVERYTHING", &[])}),
         Some(json!({"listWait": "30s"})),
     )
-}
-
-fn state_dir(config: &Path) -> PathBuf {
-    config.parent().unwrap().join("state")
-}
-
-fn obj(v: Value) -> JsonObject {
-    match v {
-        Value::Object(m) => m,
-        other => panic!("not an object: {other}"),
-    }
-}
-
-fn first_text(r: &CallToolResult) -> String {
-    let content = serde_json::to_value(&r.content).unwrap();
-    content[0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content in {content}"))
-        .to_string()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -117,17 +91,9 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
     let config = config(&peers, &sc);
-    let mut cmd = Command::new(OPENPACT);
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(state_dir(&config))
-        .arg("serve");
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn openpact");
-    let _log = StderrLog::drain("openpact", stderr.expect("stderr is piped"));
+    let mut cmd = openpact_for(&config, None);
+    cmd.arg("serve");
+    let (transport, _log) = transport(cmd);
     let handler = RmcpClient::default();
     let client = tokio::time::timeout(support::WAIT, handler.clone().serve(transport))
         .await
@@ -287,58 +253,9 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
 // ---------------------------------------------------------------------------------------
 // MCP Inspector CLI
 
-struct Ran {
-    words: Vec<String>,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "{:?}\nstdout:\n{}\nstderr:\n{}",
-            self.words,
-            self.stdout,
-            self.stderr
-        );
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{:?}: not JSON ({e}):\n{}\nstderr:\n{}",
-                self.words, self.stdout, self.stderr
-            )
-        })
-    }
-
-    /// The `result` of a successful run.
-    fn result(&self) -> Value {
-        let v = self.json();
-        assert!(v["result"].is_object(), "{:?}: {v}", self.words);
-        v["result"].clone()
-    }
-}
-
 /// Runs a command to its end (HOME pointed at `cwd`, so nothing lands in the real one).
 async fn run(words: Vec<String>, cwd: PathBuf) -> Ran {
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .current_dir(&cwd)
-        .env("HOME", &cwd)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(CLIENT_LIMIT, out)
-        .await
-        .unwrap_or_else(|_| panic!("{words:?} did not finish within {CLIENT_LIMIT:?}"))
-        .unwrap_or_else(|e| panic!("run {words:?}: {e}"));
-    Ran {
-        words,
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_in(&words, &cwd, &[("HOME", &cwd)]).await
 }
 
 fn tool_names(list: &Value) -> Vec<String> {

@@ -1,0 +1,38 @@
+//! Adapters for tests that drive the hub with rmcp (the Rust SDK) as its client.
+
+use super::StderrLog;
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+use std::process::Stdio;
+use tokio::process::Command;
+
+/// `cmd` (an `openpact` serving over stdio) as an rmcp child-process transport; its stderr
+/// is kept for the failure report.
+pub fn transport(cmd: Command) -> (TokioChildProcess, StderrLog) {
+    let (transport, stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn openpact");
+    (
+        transport,
+        StderrLog::drain("openpact", stderr.expect("stderr is piped")),
+    )
+}
+
+/// Tool arguments as rmcp wants them.
+pub fn obj(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+/// The text of a result's first content block.
+pub fn first_text(r: &CallToolResult) -> String {
+    let content = serde_json::to_value(&r.content).unwrap();
+    content[0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {content}"))
+        .to_string()
+}
