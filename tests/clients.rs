@@ -7,10 +7,12 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::support::state_dir;
-
 use crate::support::rmcp::{first_text, obj, transport};
-use crate::support::{self, OPENPACT, Peers, Ran, Scratch, fixture, openpact_for, run_in};
+use crate::support::{
+    self, OPENPACT, Peers, Ran, Scratch, assert_lifecycle, fixture, openpact_for, run_in, s,
+    sent_methods, state_dir,
+};
+
 // Sampling and roots are deprecated for 2026-07-28 (SEP-2577) but current in 2025-11-25,
 // which is what the hub speaks.
 use rmcp::model::{
@@ -25,6 +27,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 const FEATURES: &str = "demo://resource/static/document/features.md";
+
+/// Every prompt of both servers, as the hub lists them.
+const PROMPTS: [&str; 6] = [
+    "fx:greet",
+    "fx:plain",
+    "everything:simple-prompt",
+    "everything:args-prompt",
+    "everything:completable-prompt",
+    "everything:resource-prompt",
+];
+
+/// Every resource template of both servers, as the hub lists them.
+const TEMPLATES: [&str; 3] = [
+    "fixture://item/{id}",
+    "demo://resource/dynamic/text/{resourceId}",
+    "demo://resource/dynamic/blob/{resourceId}",
+];
 
 /// The fixture as `fx` and server-everything as `everything`. `listWait` is generous so
 /// that a busy machine never shows a client a server still starting.
@@ -176,14 +195,7 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
         .iter()
         .map(|t| t.uri_template.to_string())
         .collect();
-    assert_eq!(
-        templates,
-        [
-            "fixture://item/{id}",
-            "demo://resource/dynamic/text/{resourceId}",
-            "demo://resource/dynamic/blob/{resourceId}"
-        ],
-    );
+    assert_eq!(templates, TEMPLATES,);
     for (uri, want) in [
         ("fixture://static/2", "content of fixture://static/2"),
         ("fixture://item/xyz", "content of fixture://item/xyz"),
@@ -206,17 +218,7 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
     // Prompts.
     let prompts = client.list_all_prompts().await.expect("prompts/list");
     let prompt_names: Vec<String> = prompts.iter().map(|p| p.name.to_string()).collect();
-    assert_eq!(
-        prompt_names,
-        [
-            "fx:greet",
-            "fx:plain",
-            "everything:simple-prompt",
-            "everything:args-prompt",
-            "everything:completable-prompt",
-            "everything:resource-prompt"
-        ],
-    );
+    assert_eq!(prompt_names, PROMPTS,);
     let simple = client
         .get_prompt(GetPromptRequestParams::new("everything:simple-prompt"))
         .await
@@ -258,13 +260,18 @@ async fn run(words: Vec<String>, cwd: PathBuf) -> Ran {
     run_in(&words, &cwd, &[("HOME", &cwd)]).await
 }
 
-fn tool_names(list: &Value) -> Vec<String> {
-    list["tools"]
+/// `field` of each item of the array `items`.
+fn field_of(items: &Value, field: &str) -> Vec<String> {
+    items
         .as_array()
-        .unwrap_or_else(|| panic!("no tools in {list}"))
+        .unwrap_or_else(|| panic!("not a list: {items}"))
         .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
+        .map(|t| t[field].as_str().unwrap().to_string())
         .collect()
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    field_of(&list["tools"], "name")
 }
 
 /// The Inspector CLI running `openpact serve` with `config`, doing `method`.
@@ -367,52 +374,20 @@ async fn inspector_cli_uses_tools_resources_and_prompts() {
         json!([{"type": "text", "text": "The sum of 2 and 3 is 5."}])
     );
 
-    let uris: Vec<String> = resources.result()["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["uri"].as_str().unwrap().to_string())
-        .collect();
+    let uris = field_of(&resources.result()["resources"], "uri");
     for u in ["fixture://static/1", FEATURES] {
         assert!(uris.contains(&u.to_string()), "{u} missing from {uris:?}");
     }
     assert_eq!(uris.len(), 3 + 7, "{uris:?}");
-    let templates: Vec<Value> = templates.result()["resourceTemplates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["uriTemplate"].clone())
-        .collect();
-    assert_eq!(
-        templates,
-        [
-            "fixture://item/{id}",
-            "demo://resource/dynamic/text/{resourceId}",
-            "demo://resource/dynamic/blob/{resourceId}"
-        ]
-    );
+    let templates = field_of(&templates.result()["resourceTemplates"], "uriTemplate");
+    assert_eq!(templates, TEMPLATES);
     assert_eq!(
         item7.result()["contents"][0]["text"],
         "content of fixture://item/7"
     );
 
-    let prompt_names: Vec<String> = prompts.result()["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(
-        prompt_names,
-        [
-            "fx:greet",
-            "fx:plain",
-            "everything:simple-prompt",
-            "everything:args-prompt",
-            "everything:completable-prompt",
-            "everything:resource-prompt"
-        ]
-    );
+    let prompt_names = field_of(&prompts.result()["prompts"], "name");
+    assert_eq!(prompt_names, PROMPTS);
     assert_eq!(
         args_prompt.result()["messages"][0]["content"]["text"],
         "What's weather in Paris, Texas?"
@@ -601,29 +576,16 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
     let sent = |mode: &str| sc.path().join(format!("sent-{mode}.jsonl"));
     let state = |mode: &str| sc.path().join(format!("state-{mode}"));
     let client = |mode: &str| {
-        let log = sent(mode);
         let state = state(mode);
-        let shell: Vec<&str> = [
-            "-c",
-            "tee \"$0\" | exec \"$@\"",
-            log.to_str().unwrap(),
+        let hub = [
             OPENPACT,
             "--config",
-            config.to_str().unwrap(),
+            s(&config),
             "--state-dir",
-            state.to_str().unwrap(),
+            s(&state),
             "serve",
-        ]
-        .into_iter()
-        .collect();
-        let mut w = peers.command("PEER_PYTHON");
-        w.extend([
-            script.to_str().unwrap().to_string(),
-            mode.to_string(),
-            "/bin/sh".into(),
-            json!(shell).to_string(),
-        ]);
-        w
+        ];
+        peers.python_via_tee(&script, mode, &sent(mode), &hub)
     };
     let (auto, legacy) = tokio::join!(
         run(client("auto"), sc.path().to_path_buf()),
@@ -667,15 +629,7 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
         let resources = v["resources"].as_array().unwrap();
         assert_eq!(resources.len(), 3 + 7, "{ctx}");
         assert!(resources.contains(&json!(FEATURES)), "{ctx}");
-        assert_eq!(
-            v["templates"],
-            json!([
-                "fixture://item/{id}",
-                "demo://resource/dynamic/text/{resourceId}",
-                "demo://resource/dynamic/blob/{resourceId}"
-            ]),
-            "{ctx}"
-        );
+        assert_eq!(v["templates"], json!(TEMPLATES), "{ctx}");
         assert!(
             v["read_features"]["contents"][0]["text"]
                 .as_str()
@@ -693,18 +647,7 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
             "{ctx}"
         );
 
-        assert_eq!(
-            v["prompts"],
-            json!([
-                "fx:greet",
-                "fx:plain",
-                "everything:simple-prompt",
-                "everything:args-prompt",
-                "everything:completable-prompt",
-                "everything:resource-prompt"
-            ]),
-            "{ctx}"
-        );
+        assert_eq!(v["prompts"], json!(PROMPTS), "{ctx}");
         assert_eq!(
             v["args_prompt"]["messages"][0]["content"]["text"], "What's weather in Paris?",
             "{ctx}"
@@ -762,24 +705,9 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
             "{ctx}"
         );
 
-        // What the client sent: auto probes with server/discover first, then initializes on
-        // the same pipe after the hub's -32601; legacy goes straight to initialize.
-        let log = std::fs::read_to_string(sent(mode)).unwrap();
-        let methods: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|m| m["method"].as_str().map(String::from))
-            .collect();
-        let want_first: &[&str] = if mode == "auto" {
-            &["server/discover", "initialize"]
-        } else {
-            &["initialize"]
-        };
-        assert_eq!(
-            methods[..want_first.len()],
-            *want_first,
-            "{mode}: client sent {methods:?}"
-        );
+        // What the client sent.
+        let methods = sent_methods(&sent(mode));
+        assert_lifecycle(mode, &methods);
         for m in [
             "completion/complete",
             "resources/read",

@@ -12,8 +12,8 @@
 
 use crate::support::rmcp::{first_text, obj, transport};
 use crate::support::{
-    self, Client, OPENPACT, Peers, Scratch, StderrLog, fixture, names, openpact_for, run_in,
-    spawn_direct, state_dir,
+    self, Client, OPENPACT, Peers, Scratch, StderrLog, assert_lifecycle, fixture, names,
+    openpact_for, run_in, sent_methods, spawn_direct, state_dir,
 };
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::transport::TokioChildProcess;
@@ -558,21 +558,7 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
         state.to_str().unwrap(),
         "serve",
     ];
-    let client = |mode: &str| {
-        let log = sent(mode);
-        let shell: Vec<&str> = ["-c", "tee \"$0\" | exec \"$@\"", log.to_str().unwrap()]
-            .into_iter()
-            .chain(hub)
-            .collect();
-        let mut w = peers.command("PEER_PYTHON");
-        w.extend([
-            script.to_str().unwrap().to_string(),
-            mode.to_string(),
-            "/bin/sh".into(),
-            json!(shell).to_string(),
-        ]);
-        w
-    };
+    let client = |mode: &str| peers.python_via_tee(&script, mode, &sent(mode), &hub);
     let (auto_words, legacy_words) = (client("auto"), client("legacy"));
     let (auto, legacy) = tokio::join!(
         run_in(&auto_words, sc.path(), &[]),
@@ -606,24 +592,9 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
             "{mode}: {v:#}"
         );
 
-        // What the client sent: auto probes with server/discover first, then initializes on
-        // the same pipe after the hub's -32601; legacy goes straight to initialize.
-        let log = std::fs::read_to_string(sent(mode)).unwrap();
-        let methods: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|m| m["method"].as_str().map(String::from))
-            .collect();
-        let want_first: &[&str] = if mode == "auto" {
-            &["server/discover", "initialize"]
-        } else {
-            &["initialize"]
-        };
-        assert_eq!(
-            methods.iter().take(want_first.len()).collect::<Vec<_>>(),
-            want_first,
-            "{mode}: client sent {methods:?}"
-        );
+        // What the client sent.
+        let methods = sent_methods(&sent(mode));
+        assert_lifecycle(mode, &methods);
         assert!(
             methods.contains(&"tools/call".to_string()),
             "{mode}: {methods:?}"

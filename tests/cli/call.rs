@@ -1,9 +1,8 @@
 //! `openpact call`: the text result, arguments from the command line or stdin, `--json`,
 //! tool errors and bad arguments, Ctrl-C, and starting only the server the call needs.
 
-use super::{fx_and_bad, fx_only, isolated, openpact, run, stdout_json};
+use super::{fx_and_bad, fx_only, isolated, openpact, stdout_json};
 use crate::support;
-use crate::support::s;
 use serde_json::json;
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,36 +10,18 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 #[tokio::test]
 async fn call_prints_the_text_result() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(
-        &sc,
-        &cfg,
-        &state,
-        &["call", "fx:echo", r#"{"message":"hi"}"#],
-    )
-    .await;
+    let cli = fx_only();
+    let out = cli.run(&["call", "fx:echo", r#"{"message":"hi"}"#]).await;
     out.expect_code(0);
     assert_eq!(out.stdout, "hi\n");
 }
 
 #[tokio::test]
 async fn call_reads_arguments_from_stdin() {
-    let (sc, cfg, state) = fx_only();
-    let out = openpact(
-        &sc,
-        &[
-            "call",
-            "fx:echo",
-            "-",
-            "--config",
-            s(&cfg),
-            "--state-dir",
-            s(&state),
-        ],
-        &[],
-        Some("{\n  \"message\": \"from stdin\"\n}\n"),
-    )
-    .await;
+    let cli = fx_only();
+    let args = [&["call", "fx:echo", "-"][..], &cli.flags()].concat();
+    let stdin = "{\n  \"message\": \"from stdin\"\n}\n";
+    let out = openpact(&cli.sc, &args, &[], Some(stdin)).await;
     out.expect_code(0);
     assert_eq!(out.stdout, "from stdin\n");
 }
@@ -49,14 +30,10 @@ async fn call_reads_arguments_from_stdin() {
 async fn call_accepts_pretty_printed_arguments() {
     // The arguments go upstream inside one JSON-RPC line: a newline in them must not
     // split that line.
-    let (sc, cfg, state) = fx_only();
-    let out = run(
-        &sc,
-        &cfg,
-        &state,
-        &["call", "fx:echo", "{\n  \"message\": \"two\\nlines\"\n}\n"],
-    )
-    .await;
+    let cli = fx_only();
+    let out = cli
+        .run(&["call", "fx:echo", "{\n  \"message\": \"two\\nlines\"\n}\n"])
+        .await;
     out.expect_code(0);
     assert_eq!(out.stdout, "two\nlines\n");
 }
@@ -64,20 +41,9 @@ async fn call_accepts_pretty_printed_arguments() {
 /// SIGINT (Ctrl-C) during a call cancels it: exit 130 at once, not when the tool is done.
 #[tokio::test]
 async fn call_interrupted_exits_130_promptly() {
-    let (sc, cfg, state) = fx_only();
-    let mut cmd = isolated(
-        &sc,
-        &[
-            "--config",
-            s(&cfg),
-            "--state-dir",
-            s(&state),
-            "call",
-            "fx:slow",
-            r#"{"ms": 30000}"#,
-        ],
-        &[("OPENPACT_LOG", "info")],
-    );
+    let cli = fx_only();
+    let args = [&cli.flags()[..], &["call", "fx:slow", r#"{"ms": 30000}"#]].concat();
+    let mut cmd = isolated(&cli.sc, &args, &[("OPENPACT_LOG", "info")]);
     let mut child = cmd.stdin(Stdio::null()).spawn().expect("spawn openpact");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     // The server is ready (its `ready` log line), so the call is on its way.
@@ -123,14 +89,10 @@ async fn call_interrupted_exits_130_promptly() {
 
 #[tokio::test]
 async fn call_json_prints_the_raw_result() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(
-        &sc,
-        &cfg,
-        &state,
-        &["call", "fx:add", r#"{"a":2,"b":3}"#, "--json"],
-    )
-    .await;
+    let cli = fx_only();
+    let out = cli
+        .run(&["call", "fx:add", r#"{"a":2,"b":3}"#, "--json"])
+        .await;
     out.expect_code(0);
     let v = stdout_json(&out);
     assert_eq!(
@@ -141,8 +103,8 @@ async fn call_json_prints_the_raw_result() {
 
 #[tokio::test]
 async fn call_of_an_is_error_result_exits_1_with_the_text_on_stderr() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(&sc, &cfg, &state, &["call", "fx:fail"]).await;
+    let cli = fx_only();
+    let out = cli.run(&["call", "fx:fail"]).await;
     out.expect_code(1);
     assert!(
         out.stderr.contains("this tool always fails"),
@@ -158,8 +120,8 @@ async fn call_of_an_is_error_result_exits_1_with_the_text_on_stderr() {
 
 #[tokio::test]
 async fn call_of_an_unknown_tool_exits_1() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(&sc, &cfg, &state, &["call", "fx:nope", "{}"]).await;
+    let cli = fx_only();
+    let out = cli.run(&["call", "fx:nope", "{}"]).await;
     out.expect_code(1);
     assert!(out.stderr.contains("Unknown tool"), "{}", out.stderr);
     assert!(out.stderr.contains("fx:nope"), "{}", out.stderr);
@@ -168,14 +130,8 @@ async fn call_of_an_unknown_tool_exits_1() {
 
 #[tokio::test]
 async fn call_with_malformed_json_arguments_fails_clearly() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(
-        &sc,
-        &cfg,
-        &state,
-        &["call", "fx:echo", r#"{"message": hi}"#],
-    )
-    .await;
+    let cli = fx_only();
+    let out = cli.run(&["call", "fx:echo", r#"{"message": hi}"#]).await;
     assert_ne!(out.code, Some(0), "{out:#?}");
     assert!(out.code.is_some(), "killed by a signal? {out:#?}");
     assert!(out.stderr.contains("not valid JSON"), "{}", out.stderr);
@@ -189,9 +145,9 @@ async fn call_with_malformed_json_arguments_fails_clearly() {
 
 #[tokio::test]
 async fn call_with_non_object_arguments_fails_clearly() {
-    let (sc, cfg, state) = fx_only();
+    let cli = fx_only();
     for args in ["[1]", "\"hi\"", "42"] {
-        let out = run(&sc, &cfg, &state, &["call", "fx:echo", args]).await;
+        let out = cli.run(&["call", "fx:echo", args]).await;
         assert!(matches!(out.code, Some(c) if c != 0), "{args}: {out:#?}");
         assert!(
             out.stderr.contains("must be a JSON object"),
@@ -204,16 +160,10 @@ async fn call_with_non_object_arguments_fails_clearly() {
 
 #[tokio::test]
 async fn call_starts_only_the_server_it_needs() {
-    let (sc, cfg, state) = fx_and_bad();
+    let cli = fx_and_bad();
     let env = [("OPENPACT_LOG", "debug")];
     // Control: a command that starts everything does show `bad` failing in the log.
-    let all = openpact(
-        &sc,
-        &["--config", s(&cfg), "--state-dir", s(&state), "servers"],
-        &env,
-        None,
-    )
-    .await;
+    let all = cli.run_env(&["servers"], &env).await;
     all.expect_code(0);
     assert!(
         all.stderr.contains("server=bad"),
@@ -221,21 +171,9 @@ async fn call_starts_only_the_server_it_needs() {
         all.stderr
     );
 
-    let out = openpact(
-        &sc,
-        &[
-            "--config",
-            s(&cfg),
-            "--state-dir",
-            s(&state),
-            "call",
-            "fx:echo",
-            r#"{"message":"only fx"}"#,
-        ],
-        &env,
-        None,
-    )
-    .await;
+    let out = cli
+        .run_env(&["call", "fx:echo", r#"{"message":"only fx"}"#], &env)
+        .await;
     out.expect_code(0);
     assert_eq!(out.stdout, "only fx\n");
     assert!(

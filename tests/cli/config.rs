@@ -1,18 +1,18 @@
 //! `openpact config check`: the servers without their secret values, unset variables,
 //! typo keys and JSON syntax errors named with file, path and fix.
 
-use super::{run, run_after, stdout_json, with_servers};
-use crate::support;
-use crate::support::{Scratch, s};
+use super::{Cli, stdout_json, with_servers};
+use crate::support::{self, Scratch, s};
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn config_check_prints_servers_and_never_env_values() {
-    let (sc, cfg, state) = with_servers(
+    let cli = with_servers(
         json!({"x": {"command": support::FIXTURE, "args": ["--name", "xx"], "env": {"TOKEN": "s3cr3t-value"}}}),
         None,
     );
-    let out = run(&sc, &cfg, &state, &["config", "check"]).await;
+    let Cli { cfg, state, .. } = &cli;
+    let out = cli.run(&["config", "check"]).await;
     out.expect_code(0);
     assert!(
         out.stdout.contains(&format!("config: {}", cfg.display())),
@@ -42,15 +42,15 @@ async fn config_check_prints_servers_and_never_env_values() {
         "secret shown: {out:#?}"
     );
 
-    let out = run(&sc, &cfg, &state, &["config", "check", "--json"]).await;
+    let out = cli.run(&["config", "check", "--json"]).await;
     out.expect_code(0);
     assert!(
         !out.stdout.contains("s3cr3t") && !out.stderr.contains("s3cr3t"),
         "secret shown: {out:#?}"
     );
     let v = stdout_json(&out);
-    assert_eq!(v["config"], s(&cfg));
-    assert_eq!(v["stateDir"], s(&state));
+    assert_eq!(v["config"], s(cfg));
+    assert_eq!(v["stateDir"], s(state));
     assert_eq!(v["warnings"], json!([]));
     let x = &v["servers"][0];
     assert_eq!(x["name"], "x");
@@ -63,16 +63,17 @@ async fn config_check_prints_servers_and_never_env_values() {
 
 #[tokio::test]
 async fn config_check_names_file_path_and_fix_for_an_unset_variable() {
-    let (sc, cfg, state) = with_servers(
+    let cli = with_servers(
         json!({"x": {"command": support::FIXTURE, "args": ["${NOPE_VAR}"]}}),
         None,
     );
+    let Cli { cfg, .. } = &cli;
     for json_flag in [false, true] {
         let mut args = vec!["config", "check"];
         if json_flag {
             args.push("--json");
         }
-        let out = run(&sc, &cfg, &state, &args).await;
+        let out = cli.run(&args).await;
         out.expect_code(1);
         let want = format!(
             "{}: mcpServers.x.args[0]: ${{NOPE_VAR}} is not set",
@@ -94,11 +95,11 @@ async fn config_check_names_file_path_and_fix_for_an_unset_variable() {
 
 #[tokio::test]
 async fn config_check_warns_about_a_typo_key() {
-    let (sc, cfg, state) = with_servers(
+    let cli = with_servers(
         json!({"x": {"command": support::FIXTURE, "comand": "oops"}}),
         None,
     );
-    let out = run_after(&sc, &cfg, &state, &["config", "check"]).await;
+    let out = cli.run_after(&["config", "check"]).await;
     out.expect_code(0);
     let warning = out
         .stderr
@@ -111,7 +112,7 @@ async fn config_check_warns_about_a_typo_key() {
         "{warning}"
     );
 
-    let out = run_after(&sc, &cfg, &state, &["config", "check", "--json"]).await;
+    let out = cli.run_after(&["config", "check", "--json"]).await;
     out.expect_code(0);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let warnings = v["warnings"].as_array().unwrap();
@@ -128,10 +129,14 @@ async fn config_check_points_at_a_json_syntax_error() {
     let cfg = sc.path().join("broken.json");
     // Line 3, column 9: the `{` where a `:` belongs.
     std::fs::write(&cfg, "{\n  \"mcpServers\": {\n    \"x\" {}\n  }\n}\n").unwrap();
-    let state = sc.path().join("state");
-    let out = run(&sc, &cfg, &state, &["config", "check"]).await;
+    let cli = Cli {
+        state: sc.state(),
+        cfg,
+        sc,
+    };
+    let out = cli.run(&["config", "check"]).await;
     out.expect_code(1);
-    let want = format!("{}:3:9:", cfg.display());
+    let want = format!("{}:3:9:", cli.cfg.display());
     assert!(
         out.stderr.contains(&want),
         "want {want:?} in {}",

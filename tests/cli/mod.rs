@@ -18,7 +18,7 @@ mod tools;
 
 use crate::support::{OPENPACT, Ran, Scratch, fixture, s};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 use tokio::io::AsyncWriteExt;
@@ -79,19 +79,34 @@ async fn openpact(
     Ran::from_output(format!("openpact {args:?}"), &out)
 }
 
-/// `openpact --config CFG --state-dir STATE ARGS` as [`openpact`] runs it, with no extra
-/// environment and no stdin.
-async fn run(sc: &Scratch, cfg: &Path, state: &Path, args: &[&str]) -> Ran {
-    let mut all = vec!["--config", s(cfg), "--state-dir", s(state)];
-    all.extend(args);
-    openpact(sc, &all, &[], None).await
+/// A scratch dir with a config and the state dir beside it: what most runs point at.
+struct Cli {
+    sc: Scratch,
+    cfg: PathBuf,
+    state: PathBuf,
 }
 
-/// [`run`] with the global flags after `ARGS`.
-async fn run_after(sc: &Scratch, cfg: &Path, state: &Path, args: &[&str]) -> Ran {
-    let mut all = args.to_vec();
-    all.extend(["--config", s(cfg), "--state-dir", s(state)]);
-    openpact(sc, &all, &[], None).await
+impl Cli {
+    /// `--config CFG --state-dir STATE`.
+    fn flags(&self) -> [&str; 4] {
+        ["--config", s(&self.cfg), "--state-dir", s(&self.state)]
+    }
+
+    /// `openpact --config CFG --state-dir STATE ARGS` as [`openpact`] runs it, with no extra
+    /// environment and no stdin.
+    async fn run(&self, args: &[&str]) -> Ran {
+        self.run_env(args, &[]).await
+    }
+
+    /// [`Cli::run`] with `env`.
+    async fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Ran {
+        openpact(&self.sc, &[&self.flags()[..], args].concat(), env, None).await
+    }
+
+    /// [`Cli::run`] with the global flags after `ARGS`.
+    async fn run_after(&self, args: &[&str]) -> Ran {
+        openpact(&self.sc, &[args, &self.flags()[..]].concat(), &[], None).await
+    }
 }
 
 /// Stdout as one JSON value.
@@ -101,19 +116,16 @@ fn stdout_json(out: &Ran) -> serde_json::Value {
 
 /// A scratch dir with a config holding these servers (and `openpact` settings), plus the
 /// state dir beside it.
-fn with_servers(
-    servers: serde_json::Value,
-    openpact: Option<serde_json::Value>,
-) -> (Scratch, PathBuf, PathBuf) {
+fn with_servers(servers: serde_json::Value, openpact: Option<serde_json::Value>) -> Cli {
     let sc = Scratch::new();
     let cfg = sc.servers(servers, openpact);
     let state = sc.state();
-    (sc, cfg, state)
+    Cli { sc, cfg, state }
 }
 
 /// A scratch dir with a config holding the fixture as `fx`, plus its state dir. The fixture
 /// answers in milliseconds; the short timeout makes a lost request fail the test quickly.
-fn fx_only() -> (Scratch, PathBuf, PathBuf) {
+fn fx_only() -> Cli {
     with_servers(
         json!({ "fx": {"command": crate::support::FIXTURE, "timeout": "20s"} }),
         None,
@@ -121,7 +133,7 @@ fn fx_only() -> (Scratch, PathBuf, PathBuf) {
 }
 
 /// The fixture as `fx` and a server that exits with 9 before reading anything as `bad`.
-fn fx_and_bad() -> (Scratch, PathBuf, PathBuf) {
+fn fx_and_bad() -> Cli {
     with_servers(
         json!({ "fx": fixture(&[]), "bad": fixture(&["--exit-at-start", "9"]) }),
         None,

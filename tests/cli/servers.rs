@@ -1,24 +1,31 @@
 //! `openpact servers`: each server's state, protocol, tools, start time and failure, as a
 //! table and as JSON; and the view of a running `openpact serve` from its state dir.
 
-use crate::support::fixture;
-
-use super::{FIXTURE_TOOLS, is_rfc3339_z, rfc3339, run, run_after, stdout_json, with_servers};
-use crate::support;
-use crate::support::{Scratch, s};
+use super::{Cli, FIXTURE_TOOLS, is_rfc3339_z, rfc3339, stdout_json, with_servers};
+use crate::support::{self, fixture, s};
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
 
+/// The words of the table row for server `name`.
+fn row<'a>(lines: &[&'a str], name: &str) -> Vec<&'a str> {
+    lines
+        .iter()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row for {name}"))
+        .split_whitespace()
+        .collect()
+}
+
 #[tokio::test]
 async fn servers_shows_state_protocol_tools_times_and_failures() {
-    let (sc, cfg, state) = with_servers(
+    let cli = with_servers(
         json!({ "fx": fixture(&["--tools", "3"]), "bad": fixture(&["--exit-at-start", "9"]) }),
         None,
     );
     let tools = FIXTURE_TOOLS.len() + 3;
 
     let before = rfc3339(SystemTime::now());
-    let out = run(&sc, &cfg, &state, &["servers", "--json"]).await;
+    let out = cli.run(&["servers", "--json"]).await;
     let after = rfc3339(SystemTime::now());
     out.expect_code(0);
     let v = stdout_json(&out);
@@ -71,7 +78,7 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
     );
 
     // The human table says the same.
-    let out = run_after(&sc, &cfg, &state, &["servers"]).await;
+    let out = cli.run_after(&["servers"]).await;
     out.expect_code(0);
     let lines: Vec<&str> = out.stdout.lines().collect();
     let header: Vec<&str> = lines[0].split_whitespace().collect();
@@ -81,12 +88,7 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
         "{}",
         out.stdout
     );
-    let fx_row: Vec<&str> = lines
-        .iter()
-        .find(|l| l.starts_with("fx "))
-        .expect("fx row")
-        .split_whitespace()
-        .collect();
+    let fx_row = row(&lines, "fx");
     assert_eq!(
         fx_row[1..4],
         ["ready", "2025-11-25", tools.to_string().as_str()],
@@ -99,12 +101,7 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
         "READY IN {:?}",
         fx_row[5]
     );
-    let bad_row: Vec<&str> = lines
-        .iter()
-        .find(|l| l.starts_with("bad "))
-        .expect("bad row")
-        .split_whitespace()
-        .collect();
+    let bad_row = row(&lines, "bad");
     assert_eq!(bad_row[1..4], ["failed", "-", "-"], "{}", out.stdout);
     assert!(
         lines
@@ -127,14 +124,13 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
 /// hub has exited its status file is gone.
 #[tokio::test]
 async fn servers_shows_a_running_serve_from_the_state_dir() {
-    let sc = Scratch::new();
-    let cfg = sc.servers(
+    // The harness's state dir for this config, which the CLI is pointed at too.
+    let cli = with_servers(
         json!({ "fx": fixture(&[]) }),
         Some(json!({"restart": {"initialBackoff": "50ms"}})),
     );
-    // The harness's state dir for this config, which the CLI is pointed at too.
-    let state = sc.path().join("state");
-    let mut hub = support::serve(&cfg).await;
+    let Cli { cfg, state, .. } = &cli;
+    let mut hub = support::serve(cfg).await;
     hub.client.initialize().await;
     assert!(
         hub.client
@@ -154,7 +150,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     let args = ["servers", "--json"];
     let deadline = std::time::Instant::now() + support::WAIT;
     let live = loop {
-        let out = run(&sc, &cfg, &state, &args).await;
+        let out = cli.run(&args).await;
         out.expect_code(0);
         let v = stdout_json(&out);
         let fx = &v[0]["servers"][0];
@@ -174,7 +170,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     assert!(
         hubs[0]["config"]
             .as_str()
-            .is_some_and(|c| c.contains(s(&cfg))),
+            .is_some_and(|c| c.contains(s(cfg))),
         "{live:#}"
     );
     assert!(
@@ -189,7 +185,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
         "the crash is remembered: {fx:#}"
     );
 
-    let human = run(&sc, &cfg, &state, &["servers"]).await;
+    let human = cli.run(&["servers"]).await;
     human.expect_code(0);
     assert!(
         human
@@ -200,7 +196,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     );
 
     // --start: servers started for the occasion, never restarted.
-    let fresh = run(&sc, &cfg, &state, &["servers", "--json", "--start"]).await;
+    let fresh = cli.run(&["servers", "--json", "--start"]).await;
     fresh.expect_code(0);
     let v: Value = serde_json::from_str(&fresh.stdout).unwrap();
     assert_eq!(v[0]["name"], "fx", "a plain list of servers: {v:#}");
@@ -209,7 +205,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
 
     let (code, _) = hub.close().await;
     assert_eq!(code, Some(0));
-    let left: Vec<_> = std::fs::read_dir(&state)
+    let left: Vec<_> = std::fs::read_dir(state)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -218,7 +214,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
         })
         .unwrap_or_default();
     assert!(left.is_empty(), "status files left behind: {left:?}");
-    let after = run(&sc, &cfg, &state, &args).await;
+    let after = cli.run(&args).await;
     after.expect_code(0);
     let v: Value = serde_json::from_str(&after.stdout).unwrap();
     assert_eq!(

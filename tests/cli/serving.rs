@@ -1,16 +1,15 @@
 //! `--mcp` serving over stdio, the repository's example config, and usage errors.
 
 use super::{LIMIT, fx_only, openpact};
-use crate::support;
-use crate::support::{OPENPACT, Scratch, s};
+use crate::support::{self, OPENPACT, Scratch, s};
 use serde_json::json;
 use std::path::Path;
 use tokio::process::Command;
 
 #[tokio::test]
 async fn mcp_flag_serves_over_stdio() {
-    let (_sc, cfg, _state) = fx_only();
-    let mut hub = support::serve_with(&cfg, &["--mcp"], &[]).await;
+    let cli = fx_only();
+    let mut hub = support::serve_with(&cli.cfg, &["--mcp"], &[]).await;
     let init = tokio::time::timeout(support::WAIT, hub.client.initialize())
         .await
         .expect("initialize answered");

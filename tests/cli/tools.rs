@@ -1,15 +1,14 @@
 //! `openpact tools`: qualified names with descriptions and a count, `--json`, and a failed
 //! server reported on stderr without failing the command.
 
+use super::{FIXTURE_TOOLS, fx_and_bad, fx_only, stdout_json, with_servers};
 use crate::support::fixture;
-
-use super::{FIXTURE_TOOLS, fx_and_bad, fx_only, run, run_after, stdout_json, with_servers};
 use serde_json::json;
 
 #[tokio::test]
 async fn tools_lists_qualified_names_with_descriptions_and_a_count() {
-    let (sc, cfg, state) = fx_only();
-    let out = run(&sc, &cfg, &state, &["tools"]).await;
+    let cli = fx_only();
+    let out = cli.run(&["tools"]).await;
     out.expect_code(0);
     let lines: Vec<&str> = out.stdout.lines().collect();
     let (count_line, tool_lines) = lines.split_last().expect("some output");
@@ -39,9 +38,9 @@ async fn tools_lists_qualified_names_with_descriptions_and_a_count() {
 
 #[tokio::test]
 async fn tools_json_describes_every_tool() {
-    let (sc, cfg, state) = fx_only();
+    let cli = fx_only();
     // Flags after the subcommand work too.
-    let out = run_after(&sc, &cfg, &state, &["tools", "--json"]).await;
+    let out = cli.run_after(&["tools", "--json"]).await;
     out.expect_code(0);
     let v = stdout_json(&out);
     let list = v.as_array().expect("a JSON array");
@@ -66,11 +65,11 @@ async fn tools_json_describes_every_tool() {
 /// names that is the only place the original name shows).
 #[tokio::test]
 async fn tools_json_names_the_servers_own_tool() {
-    let (sc, cfg, state) = with_servers(
+    let cli = with_servers(
         json!({ "fx": fixture(&[]) }),
         Some(json!({"toolNames": "portable"})),
     );
-    let out = run_after(&sc, &cfg, &state, &["tools", "--json"]).await;
+    let out = cli.run_after(&["tools", "--json"]).await;
     out.expect_code(0);
     let v = stdout_json(&out);
     let list = v.as_array().expect("a JSON array");
@@ -90,8 +89,8 @@ async fn tools_json_names_the_servers_own_tool() {
 
 #[tokio::test]
 async fn tools_reports_a_failed_server_on_stderr_and_still_succeeds() {
-    let (sc, cfg, state) = fx_and_bad();
-    let out = run(&sc, &cfg, &state, &["tools"]).await;
+    let cli = fx_and_bad();
+    let out = cli.run(&["tools"]).await;
     out.expect_code(0);
     assert!(
         out.stdout.lines().any(|l| l.starts_with("fx:echo ")),

@@ -42,7 +42,9 @@ mod notifications;
 mod resources;
 mod tools;
 
-use crate::support::{self, Client, Hub, Peers, Scratch, StderrLog, WAIT, spawn_direct};
+use crate::support::{
+    self, Client, Hub, LOG_LEVELS, Peers, Scratch, StderrLog, WAIT, spawn_direct,
+};
 use normalise::normalise;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
@@ -80,17 +82,6 @@ const TOOLS: [&str; 16] = [
     "trigger-elicitation-request",
     "trigger-sampling-request",
     "simulate-research-query",
-];
-
-const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
 ];
 
 fn rank(level: &str) -> usize {

@@ -1,8 +1,8 @@
 //! Notifications from server-everything: simulated log messages filtered by the level, and
 //! resource updates reaching only subscribers.
 
-use super::{LOG_LEVELS, Peer, QUIET, block_text, compare, rank};
-use crate::support::{Peers, Scratch, WAIT};
+use super::{Peer, QUIET, block_text, compare, rank};
+use crate::support::{LOG_LEVELS, Peers, Scratch, WAIT};
 use serde_json::{Value, json};
 
 /// server-everything's simulated log messages seen since `mark` (its other messages, about

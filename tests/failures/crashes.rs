@@ -1,23 +1,20 @@
 //! Crashes and hangs: a crashed call fails fast, the server is restarted (or parked when it
 //! keeps crashing), hung calls time out and cancellation reaches the server.
 
-use crate::support::{FIXTURE, fixture};
-
 use super::{error_message, pids, send_call_with_id, until_received};
-use crate::support::{Scratch, alive, ready, serve, text, wait_for_tool, wait_for_tools};
+use crate::support::{FIXTURE, alive, fixture, serve_ready, text, wait_for_tool, wait_for_tools};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_fails_the_call_fast_and_others_keep_serving() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"good": fixture(&[]), "bad": {"command": FIXTURE, "timeout": "60s"}}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["good:echo", "bad:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["good:echo", "bad:echo"]).await;
 
     // A long call in flight on the server that is about to crash.
     let slow = json!("slow-in-flight");
@@ -57,11 +54,13 @@ async fn crash_fails_the_call_fast_and_others_keep_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_server_is_restarted_and_announced() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"good": fixture(&[]), "bad": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"good": fixture(&[]), "bad": fixture(&[])}),
+        None,
+        &["good:echo", "bad:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["good:echo", "bad:echo"]).await;
     let (old_pid, _) = pids(c, "bad").await;
 
     let r = c.call("bad:crash", json!({})).await;
@@ -103,14 +102,13 @@ async fn crashed_server_is_restarted_and_announced() {
 async fn server_that_keeps_crashing_is_parked() {
     // Five crashes within a minute park the server. With the backoff (0.5 s, 1 s, 2 s, 4 s,
     // plus up to a quarter of jitter) this takes about 8 to 10 seconds.
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"good": fixture(&[]), "loop": fixture(&["--crash-after", "1"])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["good:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["good:echo"]).await;
     let t0 = Instant::now();
     for crash in 1..=5 {
         wait_for_tool(c, "loop:echo", Duration::from_secs(10)).await;
@@ -144,14 +142,13 @@ async fn server_that_keeps_crashing_is_parked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_call_times_out_and_is_cancelled_upstream() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"hang": {"command": FIXTURE, "timeout": "300ms"}, "good": fixture(&[])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["hang:echo", "good:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["hang:echo", "good:echo"]).await;
 
     let t0 = Instant::now();
     let r = c.call("hang:slow", json!({"ms": 5000})).await;
@@ -186,11 +183,13 @@ async fn hung_call_times_out_and_is_cancelled_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_cancellation_reaches_the_server_and_silences_the_answer() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[]), "b": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"a": fixture(&[]), "b": fixture(&[])}),
+        None,
+        &["a:echo", "b:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:echo", "b:echo"]).await;
 
     send_call_with_id(c, &json!(77), "a:slow", json!({"ms": 5000})).await;
     until_received(c, "a", 1).await;

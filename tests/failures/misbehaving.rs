@@ -1,10 +1,8 @@
 //! Noisy and misbehaving servers and clients: stderr floods, garbage on stdout, oversized
 //! messages both ways and malformed client input.
 
-use crate::support::{FIXTURE, fixture};
-
 use super::error_message;
-use crate::support::{Scratch, ready, serve, text};
+use crate::support::{FIXTURE, Scratch, fixture, ready, serve, serve_ready, text};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -63,10 +61,12 @@ async fn stderr_flood_does_not_stall_the_hub() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suppressed_stderr_lines_are_reported_after_a_short_burst() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"noisy": fixture(&["--stderr-flood", "5000"])}), None);
-    let mut hub = serve(&cfg).await;
-    ready(&mut hub.client, &["noisy:echo"]).await;
+    let mut hub = serve_ready(
+        json!({"noisy": fixture(&["--stderr-flood", "5000"])}),
+        None,
+        &["noisy:echo"],
+    )
+    .await;
     assert_eq!(
         text(&hub.client.call("noisy:echo", json!({"message": "x"})).await),
         "x"
@@ -78,11 +78,13 @@ async fn suppressed_stderr_lines_are_reported_after_a_short_burst() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_stdout_is_skipped() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"g": fixture(&["--garbage-every", "2"])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"g": fixture(&["--garbage-every", "2"])}),
+        None,
+        &["g:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["g:echo"]).await;
     for i in 0..10 {
         let msg = format!("message {i}");
         assert_eq!(text(&c.call("g:echo", json!({"message": msg})).await), msg);
@@ -148,14 +150,13 @@ async fn oversized_reply_is_dropped_and_the_server_still_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_request_is_rejected_and_the_session_goes_on() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"a": fixture(&[])}),
         Some(json!({"maxMessageSize": "64KiB"})),
-    );
-    let mut hub = serve(&cfg).await;
+        &["a:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
 
     let big = json!({"jsonrpc": "2.0", "id": "too-big", "method": "tools/call",
         "params": {"name": "a:echo", "arguments": {"message": "x".repeat(100 * 1024)}}});
@@ -188,11 +189,8 @@ async fn oversized_request_is_rejected_and_the_session_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_client_input_gets_errors_and_the_session_goes_on() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
 
     c.send_raw("this is not json").await;
     let r = c.response(&Value::Null).await;

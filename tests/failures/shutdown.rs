@@ -2,11 +2,10 @@
 //! are given, and servers still starting (or hung at start, or speaking an unknown
 //! protocol) are stopped.
 
-use crate::support::{FIXTURE, fixture};
-
 use super::{all_gone, error_message, pids, send_call_with_id, until_received};
 use crate::support::{
-    Hub, Scratch, WAIT, alive, names, ready, serve, text, wait_for_tool, wait_for_tools,
+    FIXTURE, Hub, Scratch, WAIT, alive, fixture, names, ready, serve, serve_config, serve_ready,
+    text, wait_for_tool, wait_for_tools,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -80,9 +79,7 @@ async fn sigterm_stops_every_child_and_grandchild() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piped_one_shot_gets_its_answers_before_exit() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"a": fixture(&[])}), None).await;
     let c = &mut hub.client;
     let lines = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "sh", "version": "0"}}}),
@@ -110,11 +107,8 @@ async fn piped_one_shot_gets_its_answers_before_exit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_still_running_at_exit_is_answered_with_an_error() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
     send_call_with_id(c, &json!("long"), "a:slow", json!({"ms": 10_000})).await;
     until_received(c, "a", 1).await;
     let (code, took) = hub.close().await;
@@ -128,11 +122,13 @@ async fn call_still_running_at_exit_is_answered_with_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_servers_grandchild_does_not_outlive_it() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"gc": fixture(&["--spawn-grandchild"])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"gc": fixture(&["--spawn-grandchild"])}),
+        None,
+        &["gc:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["gc:echo"]).await;
     let (pid, grandchild) = pids(c, "gc").await;
     let grandchild = grandchild.expect("the fixture spawned a grandchild");
     let r = c.call("gc:crash", json!({})).await;
@@ -177,9 +173,7 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_while_a_server_is_still_starting_stops_it() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"late": fixture(&["--init-delay-ms", "20000", "--spawn-grandchild"]), "a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"late": fixture(&["--init-delay-ms", "20000", "--spawn-grandchild"]), "a": fixture(&[])}), None).await;
     hub.client.initialize().await;
     hub.wait_log("fixture: grandchild pid", Duration::from_secs(5))
         .await;
@@ -202,12 +196,7 @@ async fn exit_while_a_server_is_still_starting_stops_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_that_hangs_at_start_fails_after_its_timeout_and_is_stopped() {
-    let s = Scratch::new();
-    let cfg = s.servers(
-        json!({"stuck": {"command": FIXTURE, "args": ["--init-delay-ms", "30000"], "timeout": "500ms"}, "good": fixture(&[])}),
-        None,
-    );
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"stuck": {"command": FIXTURE, "args": ["--init-delay-ms", "30000"], "timeout": "500ms"}, "good": fixture(&[])}), None).await;
     let hub_pid = hub.child.id().unwrap();
     let c = &mut hub.client;
     c.initialize().await;
@@ -242,15 +231,7 @@ async fn server_that_hangs_at_start_fails_after_its_timeout_and_is_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_speaking_an_unknown_protocol_version_is_failed_with_a_reason() {
-    let s = Scratch::new();
-    let cfg = s.servers(
-        json!({
-            "future": fixture(&["--protocol", "2099-01-01"]),
-            "old": fixture(&["--protocol", "2024-11-05"])
-        }),
-        None,
-    );
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({ "future": fixture(&["--protocol", "2099-01-01"]), "old": fixture(&["--protocol", "2024-11-05"]) }), None).await;
     let c = &mut hub.client;
     // An older version the hub speaks works.
     ready(c, &["old:echo"]).await;

@@ -1,10 +1,8 @@
 //! Servers that do not start: exits at start and missing commands are reported, and the
 //! others serve.
 
-use crate::support::fixture;
-
 use super::{error_message, run_cli};
-use crate::support::{Scratch, names, ready, serve, text};
+use crate::support::{Scratch, fixture, names, ready, serve, serve_ready, text};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,14 +83,13 @@ async fn missing_command_is_named_by_config_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_command_does_not_stop_the_others_from_serving() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"good": fixture(&[]), "ghost": {"command": "openpact-test-no-such-program"}}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["good:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["good:echo"]).await;
     let tools = names(&c.list_tools().await);
     assert!(tools.contains(&"good:echo".to_string()), "{tools:?}");
     let r = c.call("ghost:anything", json!({})).await;

@@ -1,10 +1,8 @@
 //! The merged tool catalogue: servers in config order, tools verbatim, pagination with
 //! cursors (the hub's own and the upstream's).
 
-use crate::support::fixture;
-
 use super::{direct_fixture, fixture_tools};
-use crate::support::{Scratch, names, ready, serve, text};
+use crate::support::{Scratch, fixture, names, ready, serve, serve_ready, text};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 
@@ -56,14 +54,13 @@ async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_pages_with_cursors_and_rejects_garbage_cursors() {
     let base = fixture_tools().await;
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"a": fixture(&["--tools", "30"])}),
         Some(json!({"pageSize": 7})),
-    );
-    let mut hub = serve(&cfg).await;
+        &["a:tool_0029"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:tool_0029"]).await;
     let total = base + 30;
     let mut seen = Vec::new();
     let mut params = json!({});
@@ -111,14 +108,13 @@ async fn tools_list_pages_with_cursors_and_rejects_garbage_cursors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_rejects_a_cursor_that_is_not_a_string() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"a": fixture(&["--tools", "30"])}),
         Some(json!({"pageSize": 7})),
-    );
-    let mut hub = serve(&cfg).await;
+        &["a:tool_0029"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:tool_0029"]).await;
     for garbage in [json!(12), json!({"offset": 7}), json!(["x"])] {
         let r = c.request("tools/list", json!({"cursor": garbage})).await;
         assert_eq!(r["error"]["code"], -32602, "cursor {garbage}: {r}");
@@ -131,13 +127,12 @@ async fn tools_list_rejects_a_cursor_that_is_not_a_string() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hub_follows_the_upstreams_own_pagination() {
     let base = fixture_tools().await;
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"p": fixture(&["--page-size", "5", "--tools", "23"])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
-    ready(&mut hub.client, &["p:echo"]).await;
+        &["p:echo"],
+    )
+    .await;
     let tools = names(&hub.client.list_tools().await);
     assert_eq!(tools.len(), base + 23, "{tools:?}");
     assert_eq!(

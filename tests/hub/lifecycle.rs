@@ -1,21 +1,18 @@
 //! The requests the hub answers itself: `initialize` (version negotiation, instructions),
 //! `ping`, `server/discover` and unknown methods.
 
-use crate::support::fixture;
-
 use super::initialize_params;
-use crate::support::{Scratch, ready, serve};
+use crate::support::{fixture, ready, serve_config};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initialize_negotiates_version_and_describes_the_hub() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_config(
         json!({"a": fixture(&["--name", "fa"]), "b": fixture(&["--name", "fb"])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+    )
+    .await;
     let c = &mut hub.client;
     // Let both servers come up so their instructions are known.
     ready(c, &["a:echo", "b:echo"]).await;
@@ -51,9 +48,7 @@ async fn initialize_negotiates_version_and_describes_the_hub() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn first_initialize_at_startup_carries_the_instructions() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&["--name", "fa"])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"a": fixture(&["--name", "fa"])}), None).await;
     // What every real client does: initialize as soon as the process is up.
     let t0 = Instant::now();
     let init = hub.client.initialize().await;
@@ -73,9 +68,7 @@ async fn first_initialize_at_startup_carries_the_instructions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_discover_and_unknown_methods() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"a": fixture(&[])}), None).await;
     let c = &mut hub.client;
 
     // A 2026-07-28 client probes first; -32601 sends it back to `initialize` on this pipe.

@@ -1,22 +1,21 @@
 //! Load and batches: many concurrent calls, batch arrays, `--mcp`, stale cursors,
 //! server→client requests without a client capability, and requests at startup.
 
-use super::initialize_params;
-use crate::support::FIXTURE;
-
-use super::fixture_tools;
-use crate::support::{Scratch, fixture, ready, serve, serve_with, text};
+use super::{fixture_tools, initialize_params};
+use crate::support::{FIXTURE, Scratch, fixture, ready, serve, serve_ready, serve_with, text};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_calls_each_get_their_own_answer() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[]), "b": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"a": fixture(&[]), "b": fixture(&[])}),
+        None,
+        &["a:echo", "b:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:echo", "b:echo"]).await;
     const N: usize = 200;
     let mut batch = String::new();
     for i in 0..N {
@@ -55,11 +54,8 @@ async fn many_concurrent_calls_each_get_their_own_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_array_gets_every_answer() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
     let batch = json!([
         {"jsonrpc": "2.0", "id": "one", "method": "tools/call", "params": {"name": "a:echo", "arguments": {"message": "first"}}},
         {"jsonrpc": "2.0", "id": "two", "method": "ping"},
@@ -101,11 +97,13 @@ async fn mcp_flag_serves_like_serve() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_from_before_a_change_is_rejected() {
     let base = fixture_tools().await;
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": fixture(&[])}), Some(json!({"pageSize": 7})));
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"a": fixture(&[])}),
+        Some(json!({"pageSize": 7})),
+        &["a:change_tools"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:change_tools"]).await;
     let eighth = c.list_tools().await[7]["name"].clone();
     let r = c.request("tools/list", json!({})).await;
     let cursor = r["result"]["nextCursor"].clone();
@@ -139,11 +137,13 @@ async fn cursor_from_before_a_change_is_rejected() {
 async fn server_to_client_requests_are_refused_not_left_hanging() {
     // This client declares no sampling, elicitation or roots capability, so a server asking
     // for them must hear "no" at once and its tool call end instead of waiting forever.
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"a": {"command": FIXTURE, "timeout": "60s"}}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_ready(
+        json!({"a": {"command": FIXTURE, "timeout": "60s"}}),
+        None,
+        &["a:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
     for tool in ["a:sample", "a:elicit", "a:roots"] {
         let t0 = Instant::now();
         let r = c.call(tool, json!({})).await;

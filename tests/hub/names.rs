@@ -1,10 +1,10 @@
 //! Tool names: portable names, namespaces that rename or drop the prefix, and two servers
 //! with one namespace refused.
 
-use crate::support::FIXTURE;
-
 use super::{fixture_tools, portable_ok};
-use crate::support::{OPENPACT, Scratch, WAIT, fixture, names, ready, serve, text, wait_for_tools};
+use crate::support::{
+    FIXTURE, OPENPACT, Scratch, WAIT, fixture, names, ready, serve, text, wait_for_tools,
+};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use tokio::process::Command;

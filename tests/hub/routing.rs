@@ -1,10 +1,8 @@
 //! Routing and pass-through: calls go to their server, ids (big integers too), arguments,
 //! results and JSON-RPC errors pass through unchanged; unknown tools get clear errors.
 
-use crate::support::{FIXTURE, fixture};
-
 use super::spawn_openpact;
-use crate::support::{Scratch, WAIT, ready, serve, text};
+use crate::support::{FIXTURE, Scratch, WAIT, fixture, ready, serve, serve_ready, text};
 use serde_json::json;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -193,14 +191,13 @@ async fn upstream_jsonrpc_errors_pass_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_tools_and_tools_of_failed_servers_get_clear_errors() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"a": fixture(&[]), "dead": fixture(&["--exit-at-start", "3"])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["a:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["a:echo"]).await;
 
     let r = c.call("a:no_such_tool", json!({})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");

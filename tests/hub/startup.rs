@@ -1,22 +1,22 @@
 //! Startup and catalogue changes: a slow server joins later, `listWait`, upstream
 //! `list_changed` and pings, and hubs with no servers.
 
-use crate::support::fixture;
-
 use super::{fixture_tools, spawn_openpact};
-use crate::support::{Client, Scratch, WAIT, names, ready, serve, text, wait_for_tool};
+use crate::support::{
+    Client, Scratch, WAIT, fixture, names, ready, serve, serve_config, serve_ready, text,
+    wait_for_tool,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_server_does_not_hold_up_initialize_and_joins_later() {
     let base = fixture_tools().await;
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_config(
         json!({"slow": fixture(&["--init-delay-ms", "2500"]), "fast": fixture(&[])}),
         Some(json!({"listWait": "200ms"})),
-    );
-    let mut hub = serve(&cfg).await;
+    )
+    .await;
     let started = Instant::now();
     let c = &mut hub.client;
     let t0 = Instant::now();
@@ -69,12 +69,11 @@ async fn slow_server_does_not_hold_up_initialize_and_joins_later() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_list_wait_includes_a_server_that_takes_a_moment() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_config(
         json!({"slow": fixture(&["--init-delay-ms", "2500"]), "fast": fixture(&[])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+    )
+    .await;
     let started = Instant::now();
     let c = &mut hub.client;
     let t0 = Instant::now();
@@ -110,14 +109,13 @@ async fn default_list_wait_includes_a_server_that_takes_a_moment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_list_changed_reaches_the_client() {
-    let s = Scratch::new();
-    let cfg = s.servers(
+    let mut hub = serve_ready(
         json!({"a": fixture(&["--list-changed-after-ms", "300"]), "b": fixture(&[])}),
         None,
-    );
-    let mut hub = serve(&cfg).await;
+        &["b:echo"],
+    )
+    .await;
     let c = &mut hub.client;
-    ready(c, &["b:echo"]).await;
     // The notification is the only way the client learns of it: wait_for_tool relists only
     // after one arrives.
     let tools = names(&wait_for_tool(c, "a:late_tool", Duration::from_secs(10)).await);

@@ -2,9 +2,7 @@
 //! changes and restarts, denials never served from it, and `cache stats` / `cache clear`
 //! against a running hub.
 
-use super::with;
-
-use super::{asking, hub, openpact_in, openpact_on, send_call, wait_audit_where};
+use super::{asking, hub, openpact_in, openpact_on, send_call, wait_audit_where, with};
 use crate::support::{Hub, Scratch, WAIT, is_error, state_dir, text, wait_for_tool};
 use serde_json::{Value, json};
 use std::path::PathBuf;

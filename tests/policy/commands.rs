@@ -1,10 +1,8 @@
 //! The `permissions` commands, with decisions written by forty processes at once, and
 //! config warnings about rules that can never match.
 
-use crate::support::s;
-
 use super::{asking, decisions, fx_config, hash_ok, openpact, openpact_in, openpact_on, started};
-use crate::support::{Scratch, WAIT, fixture, is_error, state_dir, text};
+use crate::support::{Scratch, WAIT, fixture, is_error, s, state_dir, text};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,10 +3,9 @@
 //! prompt timeout; prompts for prompts and resources; cancellation; and a changed tool
 //! definition asked about again.
 
-use super::fx;
-
 use super::{
-    accept, answer, asking, call_answering, call_unasked, decisions, eliciting_hub, prompt,
+    accept, answer, asking, call_answering, call_prompted, call_unasked, decisions, eliciting_hub,
+    fx, prompt,
 };
 use crate::support::{Scratch, WAIT, fixture, is_error, send_call, state_dir, text};
 use serde_json::json;
@@ -298,20 +297,13 @@ async fn a_changed_definition_is_asked_about_again() {
     let sc = Scratch::new();
     let settings = asking(json!({"default": "ask"}));
     let servers = |desc: &str| json!({"fx": fixture(&["--echo-description", desc])});
+    let echo = |message: &str| json!({"message": message});
 
     // A: always.
     let (mut hub, config) = eliciting_hub(&sc, servers("Version A"), settings.clone()).await;
-    let id = send_call(&mut hub.client, "fx:echo", json!({"message": "a"})).await;
-    let req = prompt(&mut hub.client).await;
-    assert!(
-        req["params"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Version A"),
-        "{req}"
-    );
-    answer(&mut hub.client, &req, accept("always")).await;
-    assert_eq!(text(&hub.client.response(&id).await), "a");
+    let c = &mut hub.client;
+    let r = call_prompted(c, "fx:echo", echo("a"), &["Version A"], accept("always")).await;
+    assert_eq!(text(&r), "a");
     hub.close().await;
     let def_a = decisions(&state_dir(&config))["fx:echo"]["definition"].clone();
 
@@ -321,17 +313,13 @@ async fn a_changed_definition_is_asked_about_again() {
     assert_eq!(text(&r), "a2");
     hub.close().await;
 
-    // B: the description changed, so openpact asks again and says why.
+    // B: the description changed, so openpact asks again.
     let (mut hub, config) = eliciting_hub(&sc, servers("Version B"), settings.clone()).await;
-    let id = send_call(&mut hub.client, "fx:echo", json!({"message": "b"})).await;
-    let req = prompt(&mut hub.client).await;
-    let msg = req["params"]["message"].as_str().unwrap();
-    assert!(msg.contains("changed"), "{msg}");
-    assert!(msg.contains("definition"), "{msg}");
-    assert!(msg.contains("\"always\""), "{msg}");
-    assert!(msg.contains("Version B"), "{msg}");
-    answer(&mut hub.client, &req, accept("always")).await;
-    assert_eq!(text(&hub.client.response(&id).await), "b");
+    // It says why.
+    let why = ["changed", "definition", "\"always\"", "Version B"];
+    let c = &mut hub.client;
+    let r = call_prompted(c, "fx:echo", echo("b"), &why, accept("always")).await;
+    assert_eq!(text(&r), "b");
     let def_b = decisions(&state_dir(&config))["fx:echo"]["definition"].clone();
     assert_ne!(def_a, def_b);
     // And remembered for B.
@@ -341,15 +329,7 @@ async fn a_changed_definition_is_asked_about_again() {
 
     // A remembered denial is re-asked on a change too (the other way round: back to A).
     let (mut hub, _) = eliciting_hub(&sc, servers("Version A"), settings).await;
-    let id = send_call(&mut hub.client, "fx:echo", json!({"message": "a3"})).await;
-    let req = prompt(&mut hub.client).await;
-    assert!(
-        req["params"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("changed"),
-        "{req}"
-    );
-    answer(&mut hub.client, &req, accept("once")).await;
-    assert_eq!(text(&hub.client.response(&id).await), "a3");
+    let c = &mut hub.client;
+    let r = call_prompted(c, "fx:echo", echo("a3"), &["changed"], accept("once")).await;
+    assert_eq!(text(&r), "a3");
 }

@@ -152,8 +152,23 @@ fn accept(decision: &str) -> Value {
 
 /// Calls `name`, answers the permission prompt it raises with `result`; the call's response.
 async fn call_answering(c: &mut Client, name: &str, arguments: Value, result: Value) -> Value {
+    call_prompted(c, name, arguments, &[], result).await
+}
+
+/// [`call_answering`], checking first that the prompt's message holds each of `needles`.
+async fn call_prompted(
+    c: &mut Client,
+    name: &str,
+    arguments: Value,
+    needles: &[&str],
+    result: Value,
+) -> Value {
     let id = send_call(c, name, arguments).await;
     let req = prompt(c).await;
+    let msg = req["params"]["message"].as_str().unwrap();
+    for needle in needles {
+        assert!(msg.contains(needle), "{needle:?} not in {msg}");
+    }
     answer(c, &req, result).await;
     c.response(&id).await
 }

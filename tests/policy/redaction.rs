@@ -1,12 +1,10 @@
 //! Secret redaction on every way out: responses, the hub's log, notifications, the
 //! permission prompt, the audit log and the state dir.
 
-use crate::support::fixture;
-
 use super::{
     accept, answer, asking, fx_config, prompt, send_call, serve_command, started, wait_audit, with,
 };
-use crate::support::{Scratch, WAIT, spawn_piped, state_dir, text};
+use crate::support::{Scratch, WAIT, fixture, spawn_piped, state_dir, text};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::{Arc, Mutex};

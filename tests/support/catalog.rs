@@ -5,6 +5,18 @@ use super::{Client, WAIT};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// RFC 5424 severities in increasing order, as MCP's `logging/setLevel` uses them.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
 /// The text of the first content block of a `tools/call` response.
 pub fn text(response: &Value) -> String {
     response["result"]["content"][0]["text"]

@@ -2,7 +2,8 @@
 //! stderr is drained into a buffer that tests can read (and that is printed when a test
 //! fails, via `Hub::drop`).
 
-use super::{Client, OPENPACT, state_dir};
+use super::{Client, OPENPACT, Scratch, ready, state_dir};
+use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -15,11 +16,27 @@ pub struct Hub {
     pub child: Child,
     pub client: Client,
     pub stderr: Arc<Mutex<String>>,
+    /// The scratch dir holding the config, when the hub owns it; removed after the hub is
+    /// stopped.
+    scratch: Option<Scratch>,
 }
 
 /// Starts `openpact --config CONFIG serve` with a private state dir.
 pub async fn serve(config: &Path) -> Hub {
     serve_with(config, &[], &[]).await
+}
+
+/// Starts a hub over `servers` (with `openpact` settings) in a scratch dir of its own.
+pub async fn serve_config(servers: Value, openpact: Option<Value>) -> Hub {
+    let sc = Scratch::new();
+    serve(&sc.servers(servers, openpact)).await.owning(sc)
+}
+
+/// [`serve_config`], then `initialize` and wait until each of `tools` is listed.
+pub async fn serve_ready(servers: Value, openpact: Option<Value>, tools: &[&str]) -> Hub {
+    let mut hub = serve_config(servers, openpact).await;
+    ready(&mut hub.client, tools).await;
+    hub
 }
 
 pub async fn serve_with(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Hub {
@@ -93,7 +110,14 @@ impl Hub {
             child,
             client: Client::over(stdin, stdout),
             stderr,
+            scratch: None,
         }
+    }
+
+    /// The hub, now also owning `sc` (its config's scratch dir), which goes when it does.
+    pub fn owning(mut self, sc: Scratch) -> Hub {
+        self.scratch = Some(sc);
+        self
     }
 
     pub fn stderr(&self) -> String {

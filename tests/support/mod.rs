@@ -19,12 +19,14 @@ pub mod rmcp;
 mod scratch;
 
 pub use catalog::{
-    error_code, is_error, names, ready, ready_polling, send_call, send_request, text,
+    LOG_LEVELS, error_code, is_error, names, ready, ready_polling, send_call, send_request, text,
     wait_for_tool, wait_for_tools,
 };
 pub use client::Client;
-pub use hub::{Hub, collect_lines, openpact_for, serve, serve_with, spawn_piped};
-pub use peers::Peers;
+pub use hub::{
+    Hub, collect_lines, openpact_for, serve, serve_config, serve_ready, serve_with, spawn_piped,
+};
+pub use peers::{Peers, assert_lifecycle, sent_methods};
 pub use process::{Ran, StderrLog, run_in, spawn_direct};
 pub use scratch::Scratch;
 

@@ -1,6 +1,7 @@
 //! The real community servers and clients installed by `.ci/peers.sh`; tests that need them
 //! skip (or, with `OPENPACT_REQUIRE_PEERS=1`, fail) when they are missing.
 
+use super::s;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -56,4 +57,52 @@ impl Peers {
         words.extend(extra.iter().map(|s| s.to_string()));
         json!({"command": program, "args": words})
     }
+
+    /// The words that run the Python client `script` in `mode` against `hub` (a command
+    /// line), with the hub behind `tee`, which records what the client sent in `sent`.
+    pub fn python_via_tee(
+        &self,
+        script: &Path,
+        mode: &str,
+        sent: &Path,
+        hub: &[&str],
+    ) -> Vec<String> {
+        let shell: Vec<&str> = ["-c", "tee \"$0\" | exec \"$@\"", s(sent)]
+            .into_iter()
+            .chain(hub.iter().copied())
+            .collect();
+        let mut w = self.command("PEER_PYTHON");
+        w.extend([
+            s(script).to_string(),
+            mode.to_string(),
+            "/bin/sh".into(),
+            json!(shell).to_string(),
+        ]);
+        w
+    }
+}
+
+/// The methods a client sent, in order, from the log `tee` kept of it.
+pub fn sent_methods(sent: &Path) -> Vec<String> {
+    std::fs::read_to_string(sent)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|m| m["method"].as_str().map(String::from))
+        .collect()
+}
+
+/// What a client in `mode` sent first: `auto` probes with `server/discover`, then initializes
+/// on the same pipe after the hub's -32601; `legacy` goes straight to `initialize`.
+pub fn assert_lifecycle(mode: &str, methods: &[String]) {
+    let want_first: &[&str] = if mode == "auto" {
+        &["server/discover", "initialize"]
+    } else {
+        &["initialize"]
+    };
+    assert_eq!(
+        methods.iter().take(want_first.len()).collect::<Vec<_>>(),
+        want_first,
+        "{mode}: client sent {methods:?}"
+    );
 }

@@ -1,16 +1,16 @@
 //! Resource subscriptions, `list_changed`, and the state (log level, subscriptions) a
 //! restarted server gets back.
 
-use super::{QUIET, expect_no_update, expect_update, ready_hub, two_servers, until_tools};
+use super::{
+    QUIET, expect_no_update, expect_update, ready_hub, two_ready, two_servers, until_tools,
+};
 use crate::support::{Scratch, WAIT, error_code, text};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updates_reach_the_client_only_while_it_is_subscribed() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
     let uri = "fixture://static/1";
 
@@ -47,9 +47,7 @@ async fn updates_reach_the_client_only_while_it_is_subscribed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_adding_a_tool_is_announced_and_the_tool_works() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
     // Let any announcements from start-up pass first.
     while c.recv(Duration::from_millis(200)).await.is_some() {}

@@ -1,16 +1,14 @@
 //! `logging/setLevel` and log messages naming their server, and progress notifications
 //! reaching the requester under its own token.
 
-use super::{QUIET, ready_hub, two_servers};
-use crate::support::{Scratch, WAIT, error_code, send_request, text};
+use super::{QUIET, two_ready};
+use crate::support::{LOG_LEVELS, WAIT, error_code, send_request, text};
 use serde_json::{Value, json};
 use std::time::Instant;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_level_filters_log_messages_and_loggers_name_the_server() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
 
     let r = c
@@ -57,25 +55,13 @@ async fn set_level_filters_log_messages_and_loggers_name_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_debug_every_level_arrives() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
     let r = c
         .request("logging/setLevel", json!({"level": "debug"}))
         .await;
     assert_eq!(r["result"], json!({}), "{r}");
-    let levels = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    for level in levels {
+    for level in LOG_LEVELS {
         c.call(
             "a:log",
             json!({"level": level, "message": format!("at {level}")}),
@@ -104,9 +90,7 @@ async fn at_debug_every_level_arrives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_reaches_the_requester_under_its_own_token() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
 
     let args = json!({"steps": 4, "ms": 20});

@@ -96,6 +96,14 @@ async fn ready_hub(cfg: &Path, capabilities: Value, want: &[&str]) -> Hub {
     hub
 }
 
+/// The hub over [`two_servers`] in a scratch dir of its own, initialized with `capabilities`,
+/// once `a:echo` and `b:echo` are served.
+async fn two_ready(capabilities: Value) -> Hub {
+    let s = Scratch::new();
+    let hub = ready_hub(&two_servers(&s, None), capabilities, &["a:echo", "b:echo"]).await;
+    hub.owning(s)
+}
+
 /// All resources (or templates), following `nextCursor`; also the number of pages.
 async fn list_all(c: &mut Client, method: &str, field: &str) -> (Vec<Value>, usize) {
     let mut out = Vec::new();

@@ -1,7 +1,7 @@
 //! Prompts, namespaced and routed by name (qualified or portable), and completion routed by
 //! prompt name or resource template.
 
-use super::{ready_hub, two_servers};
+use super::{ready_hub, two_ready, two_servers};
 use crate::support::{Scratch, error_code};
 use serde_json::{Value, json};
 
@@ -100,9 +100,7 @@ async fn portable_prompt_names_are_listed_and_both_forms_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completion_routes_prompts_by_name_and_resources_by_template() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
 
     let complete = |reference: Value, value: &str| json!({"ref": reference, "argument": {"name": "name", "value": value}});

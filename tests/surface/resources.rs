@@ -2,17 +2,16 @@
 //! a URI two servers share, and reads routed by URI and by template.
 
 use super::{
-    expect_no_update, expect_update, initialize_with, list_all, ready_hub, two_servers, until_tools,
+    expect_no_update, expect_update, initialize_with, list_all, ready_hub, two_ready, two_servers,
+    until_tools,
 };
-use crate::support::{Scratch, WAIT, error_code, fixture, serve, text};
+use crate::support::{Scratch, WAIT, error_code, fixture, serve_config, text};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_cover_the_surface_of_ready_servers() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     // Both servers are ready now: what the hub declares comes from what they offer.
     let caps = initialize_with(&mut hub.client, json!({})).await["capabilities"].clone();
     assert_eq!(caps["tools"]["listChanged"], true, "{caps}");
@@ -25,9 +24,7 @@ async fn capabilities_cover_the_surface_of_ready_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_of_an_empty_hub_are_tools_only() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({}), None).await;
     let caps = initialize_with(&mut hub.client, json!({})).await["capabilities"].clone();
     assert!(caps["tools"].is_object(), "{caps}");
     for absent in ["resources", "prompts", "completions", "logging"] {
@@ -40,9 +37,7 @@ async fn capabilities_of_an_empty_hub_are_tools_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_once_the_only_server_failed_are_tools_only() {
-    let s = Scratch::new();
-    let cfg = s.servers(json!({"bad": fixture(&["--exit-at-start", "1"])}), None);
-    let mut hub = serve(&cfg).await;
+    let mut hub = serve_config(json!({"bad": fixture(&["--exit-at-start", "1"])}), None).await;
     initialize_with(&mut hub.client, json!({})).await;
     // `tools/list` waits until no server is starting any more.
     assert_eq!(hub.client.list_tools().await, Vec::<Value>::new());
@@ -188,9 +183,7 @@ async fn a_shared_uri_goes_to_the_first_server_in_config_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resources_read_routes_by_uri_and_by_template() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
 
     for uri in ["fixture://static/2", "fixture://item/42"] {

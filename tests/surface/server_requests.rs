@@ -1,7 +1,7 @@
 //! Server→client requests (sampling, elicitation, roots): forwarded and answered, refused
 //! without the capability, kept apart between servers and across a restart.
 
-use super::{all_client_caps, ready_hub, two_servers};
+use super::{all_client_caps, ready_hub, two_ready, two_servers};
 use crate::support::{Scratch, WAIT, error_code, is_error, send_call, text};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -55,9 +55,7 @@ async fn sampling_is_forwarded_and_the_answer_routed_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elicitation_and_roots_are_forwarded() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, all_client_caps(), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(all_client_caps()).await;
     let c = &mut hub.client;
 
     let call = send_call(c, "b:elicit", json!({"message": "Proceed?"})).await;
@@ -92,9 +90,7 @@ async fn elicitation_and_roots_are_forwarded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_capability_servers_are_refused_and_the_client_is_not_asked() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
     for (tool, args, cap) in [
         ("a:sample", json!({"prompt": "hi"}), "sampling"),
@@ -121,9 +117,7 @@ async fn without_the_capability_servers_are_refused_and_the_client_is_not_asked(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_sampling_from_two_servers_gets_each_its_own_answer() {
-    let s = Scratch::new();
-    let cfg = two_servers(&s, None);
-    let mut hub = ready_hub(&cfg, all_client_caps(), &["a:echo", "b:echo"]).await;
+    let mut hub = two_ready(all_client_caps()).await;
     let c = &mut hub.client;
 
     // Both fixtures number their requests srv-1, srv-2…: the ids collide upstream.
