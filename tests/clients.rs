@@ -7,7 +7,7 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::support::rmcp::{first_text, obj, transport};
+use crate::support::rmcp::{connect, first_text, obj, transport};
 use crate::support::{
     self, OPENPACT, Peers, Ran, Scratch, assert_lifecycle, fixture, openpact_for, run_in, s,
     sent_methods, state_dir,
@@ -21,7 +21,7 @@ use rmcp::model::{
 #[allow(deprecated)]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
 use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -114,10 +114,7 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
     cmd.arg("serve");
     let (transport, _log) = transport(cmd);
     let handler = RmcpClient::default();
-    let client = tokio::time::timeout(support::WAIT, handler.clone().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect(handler.clone(), transport).await;
 
     // Tools: both servers', namespaced; server-everything was told the client's sampling
     // and roots (so it lists its tools for those) but not elicitation.
@@ -446,10 +443,10 @@ async fn uris_of_a_server_still_starting_wait_for_it() {
     let read = c.request("resources/read", json!({"uri": FEATURES})).await;
     assert_eq!(read["result"]["contents"][0]["uri"], FEATURES, "{read}");
     let complete = c
-        .request(
-            "completion/complete",
-            json!({"ref": {"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"},
-                   "argument": {"name": "resourceId", "value": "4"}}),
+        .complete(
+            json!({"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}),
+            "resourceId",
+            "4",
         )
         .await;
     assert_eq!(

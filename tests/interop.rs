@@ -10,14 +10,14 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::support::rmcp::{first_text, obj, transport};
+use crate::support::rmcp::{connect, first_text, obj, transport};
 use crate::support::{
     self, Client, OPENPACT, Peers, Scratch, StderrLog, assert_lifecycle, fixture, names,
     openpact_for, run_in, sent_methods, spawn_direct, state_dir,
 };
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -130,10 +130,7 @@ async fn rmcp_client_lists_and_calls_qualified_tools() {
     let sc = Scratch::new();
     let config = fx_config(&sc, "qualified");
     let (transport, _log) = rmcp_transport(&config);
-    let client = tokio::time::timeout(support::WAIT, ().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect((), transport).await;
     exercise_with_rmcp(&client, |t| format!("fx:{t}")).await;
     client.cancel().await.expect("close");
 }
@@ -143,10 +140,7 @@ async fn rmcp_client_lists_and_calls_portable_tools() {
     let sc = Scratch::new();
     let config = fx_config(&sc, "portable");
     let (transport, _log) = rmcp_transport(&config);
-    let client = tokio::time::timeout(support::WAIT, ().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect((), transport).await;
     exercise_with_rmcp(&client, |t| format!("fx__{t}")).await;
     let tools = client.list_all_tools().await.unwrap();
     for t in &tools {

@@ -2,9 +2,19 @@
 //! cursors (the hub's own and the upstream's).
 
 use super::{direct_fixture, fixture_tools};
-use crate::support::{Scratch, fixture, names, ready, serve, serve_ready, text};
+use crate::support::{Hub, Scratch, fixture, names, ready, serve, serve_ready, text};
 use serde_json::{Value, json};
 use std::collections::HashSet;
+
+/// A hub over a fixture with 30 extra tools, listed 7 to a page, once the last is listed.
+async fn paged_hub() -> Hub {
+    serve_ready(
+        json!({"a": fixture(&["--tools", "30"])}),
+        Some(json!({"pageSize": 7})),
+        &["a:tool_0029"],
+    )
+    .await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
@@ -54,12 +64,7 @@ async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_pages_with_cursors_and_rejects_garbage_cursors() {
     let base = fixture_tools().await;
-    let mut hub = serve_ready(
-        json!({"a": fixture(&["--tools", "30"])}),
-        Some(json!({"pageSize": 7})),
-        &["a:tool_0029"],
-    )
-    .await;
+    let mut hub = paged_hub().await;
     let c = &mut hub.client;
     let total = base + 30;
     let mut seen = Vec::new();
@@ -108,12 +113,7 @@ async fn tools_list_pages_with_cursors_and_rejects_garbage_cursors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_rejects_a_cursor_that_is_not_a_string() {
-    let mut hub = serve_ready(
-        json!({"a": fixture(&["--tools", "30"])}),
-        Some(json!({"pageSize": 7})),
-        &["a:tool_0029"],
-    )
-    .await;
+    let mut hub = paged_hub().await;
     let c = &mut hub.client;
     for garbage in [json!(12), json!({"offset": 7}), json!(["x"])] {
         let r = c.request("tools/list", json!({"cursor": garbage})).await;

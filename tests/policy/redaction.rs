@@ -86,6 +86,12 @@ impl RawHub {
         r
     }
 
+    /// `tools/call`; the whole response.
+    async fn call(&mut self, name: &str, arguments: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await
+    }
+
     /// Collects whatever else arrives within `d`.
     async fn drain(&mut self, d: Duration) {
         while let Ok(Some(line)) = tokio::time::timeout(d, self.rx.recv()).await {
@@ -142,22 +148,16 @@ async fn secrets_never_leave_in_responses_logs_or_the_audit() {
         .await;
     let red = "[REDACTED:OPENPACT_TEST_SECRET]";
     let red_token = "[REDACTED:OPENPACT_TEST_TOKEN]";
-    let call = |name: &str, args: Value| json!({"name": name, "arguments": args});
 
     for _ in 0..2 {
         // (the second time from the cache)
-        let r = hub
-            .request("tools/call", call("fx:echo", json!({"message": SECRET})))
-            .await;
+        let r = hub.call("fx:echo", json!({"message": SECRET})).await;
         assert_eq!(r["result"]["content"][0]["text"], red, "{r}");
     }
     let r = hub
-        .request(
-            "tools/call",
-            call(
-                "fx:echo",
-                json!({"message": format!("before {SECRET} after")}),
-            ),
+        .call(
+            "fx:echo",
+            json!({"message": format!("before {SECRET} after")}),
         )
         .await;
     assert_eq!(
@@ -166,10 +166,7 @@ async fn secrets_never_leave_in_responses_logs_or_the_audit() {
         "{r}"
     );
     let r = hub
-        .request(
-            "tools/call",
-            call("fx:echo_structured", json!({"value": {"k": SECRET}})),
-        )
+        .call("fx:echo_structured", json!({"value": {"k": SECRET}}))
         .await;
     assert_eq!(r["result"]["structuredContent"]["value"]["k"], red, "{r}");
     assert!(
@@ -180,44 +177,28 @@ async fn secrets_never_leave_in_responses_logs_or_the_audit() {
         "{r}"
     );
     let r = hub
-        .request(
-            "tools/call",
-            call("fx:error_with", json!({"message": format!("x {SECRET} y")})),
-        )
+        .call("fx:error_with", json!({"message": format!("x {SECRET} y")}))
         .await;
     assert_eq!(r["error"]["message"], format!("x {red} y"), "{r}");
     // A value openpact injected into the child's environment.
-    let r = hub
-        .request("tools/call", call("fx:env", json!({"name": "TOKEN"})))
-        .await;
+    let r = hub.call("fx:env", json!({"name": "TOKEN"})).await;
     assert_eq!(r["result"]["content"][0]["text"], red_token, "{r}");
     let r = hub
-        .request(
-            "tools/call",
-            call("fx:env", json!({"name": "OPENPACT_TEST_SECRET"})),
-        )
+        .call("fx:env", json!({"name": "OPENPACT_TEST_SECRET"}))
         .await;
     assert_eq!(r["result"]["content"][0]["text"], red, "{r}");
     // Short values are not secrets worth hiding.
-    let r = hub
-        .request("tools/call", call("fx:echo", json!({"message": SHORT})))
-        .await;
+    let r = hub.call("fx:echo", json!({"message": SHORT})).await;
     assert_eq!(r["result"]["content"][0]["text"], SHORT, "{r}");
     // The server's stderr, logged by the hub.
     let r = hub
-        .request(
-            "tools/call",
-            call("fx:stderr", json!({"text": format!("leak {TOKEN}")})),
-        )
+        .call("fx:stderr", json!({"text": format!("leak {TOKEN}")}))
         .await;
     assert_eq!(r["result"]["content"][0]["text"], "written", "{r}");
     // A log notification.
-    hub.request(
-        "tools/call",
-        call(
-            "fx:log",
-            json!({"level": "error", "message": format!("log {SECRET}")}),
-        ),
+    hub.call(
+        "fx:log",
+        json!({"level": "error", "message": format!("log {SECRET}")}),
     )
     .await;
     // Prompts and resources.

@@ -2,13 +2,13 @@
 //! Python SDK's elicitation callback.
 
 use super::{asking, decisions, fx_config, serve_command};
-use crate::support::rmcp::{first_text, obj, transport};
+use crate::support::rmcp::{connect, first_text, obj, transport};
 use crate::support::{OPENPACT, Peers, Ran, Scratch, WAIT, s, state_dir};
 use rmcp::model::{
     CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -65,10 +65,7 @@ async fn rmcp_client_answers_permission_prompts() {
         ElicitResult::new(ElicitationAction::Cancel),
         ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": "deny"})),
     ]);
-    let client = tokio::time::timeout(WAIT, handler.clone().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect(handler.clone(), transport).await;
     let (client, log) = (&client, &log);
     let call = |name: &'static str, args: Value| async move {
         tokio::time::timeout(

@@ -135,23 +135,38 @@ impl Client {
 
     /// All tools, following `nextCursor`.
     pub async fn list_tools(&mut self) -> Vec<Value> {
+        self.list_pages("tools/list", "tools").await.0
+    }
+
+    /// Every item of a paginated list (`field` of each page's result), following
+    /// `nextCursor`; also the number of pages.
+    pub async fn list_pages(&mut self, method: &str, field: &str) -> (Vec<Value>, usize) {
         let mut out = Vec::new();
         let mut params = json!({});
+        let mut pages = 0;
         loop {
-            let r = self.request("tools/list", params).await;
-            let result = &r["result"];
-            out.extend(
-                result["tools"]
-                    .as_array()
-                    .unwrap_or_else(|| panic!("no tools in {r}"))
-                    .iter()
-                    .cloned(),
-            );
-            match result.get("nextCursor").and_then(Value::as_str) {
-                Some(c) => params = json!({"cursor": c}),
-                None => return out,
+            let r = self.request(method, params).await;
+            pages += 1;
+            let items = r["result"][field]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {field} in {r}"));
+            out.extend(items.iter().cloned());
+            match r["result"].get("nextCursor").and_then(Value::as_str) {
+                Some(cursor) => params = json!({"cursor": cursor}),
+                None => return (out, pages),
             }
+            assert!(pages < 100, "{method} never ends");
         }
+    }
+
+    /// `completion/complete` of `argument`, typed so far as `value`, for `reference` (a prompt
+    /// or a resource template); the whole response.
+    pub async fn complete(&mut self, reference: Value, argument: &str, value: &str) -> Value {
+        self.request(
+            "completion/complete",
+            json!({"ref": reference, "argument": {"name": argument, "value": value}}),
+        )
+        .await
     }
 
     /// `tools/call`; returns the whole response message.

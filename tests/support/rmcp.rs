@@ -1,8 +1,10 @@
 //! Adapters for tests that drive the hub with rmcp (the Rust SDK) as its client.
 
-use super::StderrLog;
+use super::{StderrLog, WAIT};
 use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, Service, ServiceExt};
 use serde_json::Value;
 use std::process::Stdio;
 use tokio::process::Command;
@@ -18,6 +20,17 @@ pub fn transport(cmd: Command) -> (TokioChildProcess, StderrLog) {
         transport,
         StderrLog::drain("openpact", stderr.expect("stderr is piped")),
     )
+}
+
+/// `client` connected over `transport`: the handshake done within [`WAIT`].
+pub async fn connect<S: Service<RoleClient>>(
+    client: S,
+    transport: TokioChildProcess,
+) -> RunningService<RoleClient, S> {
+    tokio::time::timeout(WAIT, client.serve(transport))
+        .await
+        .expect("handshake in time")
+        .expect("rmcp initialize")
 }
 
 /// Tool arguments as rmcp wants them.

@@ -104,26 +104,6 @@ async fn two_ready(capabilities: Value) -> Hub {
     hub.owning(s)
 }
 
-/// All resources (or templates), following `nextCursor`; also the number of pages.
-async fn list_all(c: &mut Client, method: &str, field: &str) -> (Vec<Value>, usize) {
-    let mut out = Vec::new();
-    let mut params = json!({});
-    let mut pages = 0;
-    loop {
-        let r = c.request(method, params).await;
-        pages += 1;
-        let items = r["result"][field]
-            .as_array()
-            .unwrap_or_else(|| panic!("no {field} in {r}"));
-        out.extend(items.iter().cloned());
-        match r["result"].get("nextCursor").and_then(Value::as_str) {
-            Some(cursor) => params = json!({"cursor": cursor}),
-            None => return (out, pages),
-        }
-        assert!(pages < 100, "{method} never ends");
-    }
-}
-
 /// Waits for a `notifications/resources/updated` for `uri`; other updates are failures.
 async fn expect_update(c: &mut Client, uri: &str, limit: Duration) {
     let n = c

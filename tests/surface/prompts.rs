@@ -3,7 +3,7 @@
 
 use super::{ready_hub, two_ready, two_servers};
 use crate::support::{Scratch, error_code};
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_are_namespaced_and_routed_by_name() {
@@ -84,11 +84,7 @@ async fn portable_prompt_names_are_listed_and_both_forms_work() {
             "{name}: {r}"
         );
         let r = c
-            .request(
-                "completion/complete",
-                json!({"ref": {"type": "ref/prompt", "name": name},
-                       "argument": {"name": "name", "value": "c"}}),
-            )
+            .complete(json!({"type": "ref/prompt", "name": name}), "name", "c")
             .await;
         assert_eq!(
             r["result"]["completion"]["values"],
@@ -103,19 +99,16 @@ async fn completion_routes_prompts_by_name_and_resources_by_template() {
     let mut hub = two_ready(json!({})).await;
     let c = &mut hub.client;
 
-    let complete = |reference: Value, value: &str| json!({"ref": reference, "argument": {"name": "name", "value": value}});
     let r = c
-        .request(
-            "completion/complete",
-            complete(json!({"type": "ref/prompt", "name": "a:greet"}), "b"),
+        .complete(
+            json!({"type": "ref/prompt", "name": "a:greet"}),
+            "name",
+            "b",
         )
         .await;
     assert_eq!(r["result"]["completion"]["values"], json!(["bob"]), "{r}");
     let r = c
-        .request(
-            "completion/complete",
-            complete(json!({"type": "ref/prompt", "name": "b:greet"}), ""),
-        )
+        .complete(json!({"type": "ref/prompt", "name": "b:greet"}), "name", "")
         .await;
     assert_eq!(
         r["result"]["completion"]["values"],
@@ -123,10 +116,10 @@ async fn completion_routes_prompts_by_name_and_resources_by_template() {
         "{r}"
     );
     let r = c
-        .request(
-            "completion/complete",
-            json!({"ref": {"type": "ref/resource", "uri": "fixture://item/{id}"},
-                   "argument": {"name": "id", "value": ""}}),
+        .complete(
+            json!({"type": "ref/resource", "uri": "fixture://item/{id}"}),
+            "id",
+            "",
         )
         .await;
     assert_eq!(
@@ -136,17 +129,13 @@ async fn completion_routes_prompts_by_name_and_resources_by_template() {
     );
 
     let r = c
-        .request(
-            "completion/complete",
-            complete(json!({"type": "ref/prompt", "name": "zz:greet"}), ""),
+        .complete(
+            json!({"type": "ref/prompt", "name": "zz:greet"}),
+            "name",
+            "",
         )
         .await;
     assert_eq!(error_code(&r), -32602, "{r}");
-    let r = c
-        .request(
-            "completion/complete",
-            complete(json!({"type": "ref/nothing"}), ""),
-        )
-        .await;
+    let r = c.complete(json!({"type": "ref/nothing"}), "name", "").await;
     assert_eq!(error_code(&r), -32602, "{r}");
 }

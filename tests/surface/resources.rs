@@ -2,7 +2,7 @@
 //! a URI two servers share, and reads routed by URI and by template.
 
 use super::{
-    expect_no_update, expect_update, initialize_with, list_all, ready_hub, two_ready, two_servers,
+    expect_no_update, expect_update, initialize_with, ready_hub, two_ready, two_servers,
     until_tools,
 };
 use crate::support::{Scratch, WAIT, error_code, fixture, serve_config, text};
@@ -64,7 +64,7 @@ async fn resources_are_merged_paginated_and_a_shared_uri_is_warned_about_once() 
     let mut hub = ready_hub(&cfg, json!({}), &["a:echo", "b:echo"]).await;
     let c = &mut hub.client;
 
-    let (resources, pages) = list_all(c, "resources/list", "resources").await;
+    let (resources, pages) = c.list_pages("resources/list", "resources").await;
     let uris: Vec<&str> = resources.iter().filter_map(|r| r["uri"].as_str()).collect();
     // Each server lists static/1..3; a URI is served once, by the first server.
     assert_eq!(
@@ -90,7 +90,9 @@ async fn resources_are_merged_paginated_and_a_shared_uri_is_warned_about_once() 
         .await;
     assert_eq!(error_code(&r), -32602, "{r}");
 
-    let (templates, _) = list_all(c, "resources/templates/list", "resourceTemplates").await;
+    let (templates, _) = c
+        .list_pages("resources/templates/list", "resourceTemplates")
+        .await;
     assert_eq!(
         templates,
         [json!({"uriTemplate": "fixture://item/{id}", "name": "item"})]
