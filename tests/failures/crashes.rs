@@ -2,7 +2,9 @@
 //! keeps crashing), hung calls time out and cancellation reaches the server.
 
 use super::{error_message, pids, send_call_with_id, until_received};
-use crate::support::{FIXTURE, alive, fixture, serve_ready, text, wait_for_tool, wait_for_tools};
+use crate::support::{
+    FIXTURE, alive, fixture, serve_fixtures, serve_ready, text, wait_for_tool, wait_for_tools,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -54,12 +56,7 @@ async fn crash_fails_the_call_fast_and_others_keep_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_server_is_restarted_and_announced() {
-    let mut hub = serve_ready(
-        json!({"good": fixture(&[]), "bad": fixture(&[])}),
-        None,
-        &["good:echo", "bad:echo"],
-    )
-    .await;
+    let mut hub = serve_fixtures(&["good", "bad"]).await;
     let c = &mut hub.client;
     let (old_pid, _) = pids(c, "bad").await;
 
@@ -183,12 +180,7 @@ async fn hung_call_times_out_and_is_cancelled_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_cancellation_reaches_the_server_and_silences_the_answer() {
-    let mut hub = serve_ready(
-        json!({"a": fixture(&[]), "b": fixture(&[])}),
-        None,
-        &["a:echo", "b:echo"],
-    )
-    .await;
+    let mut hub = serve_fixtures(&["a", "b"]).await;
     let c = &mut hub.client;
 
     send_call_with_id(c, &json!(77), "a:slow", json!({"ms": 5000})).await;

@@ -2,7 +2,7 @@
 //! messages both ways and malformed client input.
 
 use super::error_message;
-use crate::support::{FIXTURE, Scratch, fixture, ready, serve, serve_ready, text};
+use crate::support::{FIXTURE, Scratch, fixture, ready, serve, serve_fixtures, serve_ready, text};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -189,7 +189,7 @@ async fn oversized_request_is_rejected_and_the_session_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_client_input_gets_errors_and_the_session_goes_on() {
-    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
+    let mut hub = serve_fixtures(&["a"]).await;
     let c = &mut hub.client;
 
     c.send_raw("this is not json").await;

@@ -4,8 +4,8 @@
 
 use super::{all_gone, error_message, pids, send_call_with_id, until_received};
 use crate::support::{
-    FIXTURE, Hub, Scratch, WAIT, alive, fixture, names, ready, serve, serve_config, serve_ready,
-    text, wait_for_tool, wait_for_tools,
+    FIXTURE, Hub, Scratch, WAIT, alive, fixture, names, ready, serve, serve_config, serve_fixtures,
+    serve_ready, text, wait_for_tool, wait_for_tools,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -107,7 +107,7 @@ async fn piped_one_shot_gets_its_answers_before_exit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_still_running_at_exit_is_answered_with_an_error() {
-    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
+    let mut hub = serve_fixtures(&["a"]).await;
     let c = &mut hub.client;
     send_call_with_id(c, &json!("long"), "a:slow", json!({"ms": 10_000})).await;
     until_received(c, "a", 1).await;

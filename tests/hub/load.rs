@@ -2,19 +2,16 @@
 //! server→client requests without a client capability, and requests at startup.
 
 use super::{fixture_tools, initialize_params};
-use crate::support::{FIXTURE, Scratch, fixture, ready, serve, serve_ready, serve_with, text};
+use crate::support::{
+    FIXTURE, Scratch, fixture, ready, serve, serve_fixtures, serve_ready, serve_with, text,
+};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_calls_each_get_their_own_answer() {
-    let mut hub = serve_ready(
-        json!({"a": fixture(&[]), "b": fixture(&[])}),
-        None,
-        &["a:echo", "b:echo"],
-    )
-    .await;
+    let mut hub = serve_fixtures(&["a", "b"]).await;
     let c = &mut hub.client;
     const N: usize = 200;
     let mut batch = String::new();
@@ -54,7 +51,7 @@ async fn many_concurrent_calls_each_get_their_own_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_array_gets_every_answer() {
-    let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
+    let mut hub = serve_fixtures(&["a"]).await;
     let c = &mut hub.client;
     let batch = json!([
         {"jsonrpc": "2.0", "id": "one", "method": "tools/call", "params": {"name": "a:echo", "arguments": {"message": "first"}}},

@@ -2,7 +2,7 @@
 //! stderr is drained into a buffer that tests can read (and that is printed when a test
 //! fails, via `Hub::drop`).
 
-use super::{Client, OPENPACT, Scratch, ready, state_dir};
+use super::{Client, OPENPACT, Scratch, fixture, ready, state_dir};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Stdio;
@@ -37,6 +37,18 @@ pub async fn serve_ready(servers: Value, openpact: Option<Value>, tools: &[&str]
     let mut hub = serve_config(servers, openpact).await;
     ready(&mut hub.client, tools).await;
     hub
+}
+
+/// A hub over plain fixture servers called `names`, in that order, once each one's `echo` is
+/// listed.
+pub async fn serve_fixtures(names: &[&str]) -> Hub {
+    let servers: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), fixture(&[])))
+        .collect();
+    let echoes: Vec<String> = names.iter().map(|n| format!("{n}:echo")).collect();
+    let echoes: Vec<&str> = echoes.iter().map(String::as_str).collect();
+    serve_ready(Value::Object(servers), None, &echoes).await
 }
 
 pub async fn serve_with(config: &Path, args: &[&str], env: &[(&str, &str)]) -> Hub {

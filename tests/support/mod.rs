@@ -24,7 +24,8 @@ pub use catalog::{
 };
 pub use client::Client;
 pub use hub::{
-    Hub, collect_lines, openpact_for, serve, serve_config, serve_ready, serve_with, spawn_piped,
+    Hub, collect_lines, openpact_for, serve, serve_config, serve_fixtures, serve_ready, serve_with,
+    spawn_piped,
 };
 pub use peers::{Peers, assert_lifecycle, sent_methods};
 pub use process::{Ran, StderrLog, run_in, spawn_direct};
