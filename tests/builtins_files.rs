@@ -2,32 +2,10 @@
 //! under bare names beside a server's namespaced tools, real files round-tripped, traversal
 //! refused as `isError` results, and the vault's git sync against a local bare repository.
 
-use crate::support::{Client, Scratch, WAIT, fixture, serve, text};
+use crate::support::{Client, Scratch, WAIT, fixture, is_error, ready_polling, serve, text};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
-
-/// `initialize`, then lists tools until every name in `want` is there.
-async fn ready(c: &mut Client, want: &[&str]) -> Vec<Value> {
-    c.initialize().await;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let tools = c.list_tools().await;
-        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-        if want.iter().all(|w| names.contains(w)) {
-            return tools;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "tools {want:?} not all listed within {WAIT:?}; got {names:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
-fn is_error(r: &Value) -> bool {
-    r["result"]["isError"] == true
-}
 
 /// The result text of a call that must succeed.
 async fn ok(c: &mut Client, tool: &str, args: Value) -> Value {
@@ -67,7 +45,7 @@ async fn workspace_and_memory_tools_round_trip_through_the_hub() {
     ];
     let mut want = vec!["fx:echo"];
     want.extend(five);
-    let tools = ready(c, &want).await;
+    let tools = ready_polling(c, &want).await;
     for name in five {
         let t = tools.iter().find(|t| t["name"] == name).unwrap();
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
@@ -255,7 +233,7 @@ async fn vault_tools_search_and_sync_through_the_hub() {
     }));
     let mut hub = serve(&cfg).await;
     let c = &mut hub.client;
-    ready(
+    ready_polling(
         c,
         &[
             "fx:echo",
@@ -334,7 +312,7 @@ async fn builtins_pass_permission_rate_limit_cache_and_audit() {
     let mut hub = serve(&cfg).await;
     let c = &mut hub.client;
     c.initialize().await;
-    ready(c, &["workspace_read"]).await;
+    ready_polling(c, &["workspace_read"]).await;
 
     // Denied by a rule naming the built-in by its bare name, as an isError result.
     let r = c

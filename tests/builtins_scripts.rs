@@ -28,11 +28,9 @@ fn setup(scratch: &Scratch) -> (PathBuf, PathBuf) {
 }
 
 /// Approves a script the way an administrator does: `openpact scripts approve NAME` against
-/// the hub's config and state dir. Until that command exists, the library function it
-/// wraps stands in (same store, same hash).
-/// Approves through the real CLI, as an administrator would.
+/// the hub's config and state dir.
 fn approve(config: &Path, name: &str) {
-    let state = config.parent().unwrap().join("state");
+    let state = state_dir(config);
     let out = std::process::Command::new(OPENPACT)
         .arg("--config")
         .arg(config)

@@ -4,10 +4,9 @@
 //! environment. The stand-ins check what the real APIs expect: method, path, query, headers
 //! and JSON body.
 
-use crate::support::{Client, Scratch, WAIT, fixture, serve_with, text};
+use crate::support::{Scratch, fixture, is_error, ready_polling, serve_with, text};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// A request a stand-in received.
 #[derive(Debug, Clone)]
@@ -87,28 +86,6 @@ impl Stand {
     }
 }
 
-/// `initialize`, then lists tools until every name in `want` is there.
-async fn ready(c: &mut Client, want: &[&str]) -> Vec<Value> {
-    c.initialize().await;
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let tools = c.list_tools().await;
-        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-        if want.iter().all(|w| names.contains(w)) {
-            return tools;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "tools {want:?} not all listed within {WAIT:?}; got {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn is_error(r: &Value) -> bool {
-    r["result"]["isError"] == true
-}
-
 const PAGE: &str = "<!doctype html><html><head><title>Loopback &amp; Co</title>\
     <style>p{color:red}</style><script>var leak = 1;</script></head>\
     <body><h1>Hello</h1><p>Fish &amp; chips &euro;5</p></body></html>";
@@ -130,7 +107,7 @@ async fn web_fetch_reads_a_loopback_page_when_private_addresses_are_allowed() {
     }));
     let mut hub = serve_with(&cfg, &[], &[]).await;
     let c = &mut hub.client;
-    let tools = ready(c, &["fx:echo", "web_fetch"]).await;
+    let tools = ready_polling(c, &["fx:echo", "web_fetch"]).await;
     let t = tools.iter().find(|t| t["name"] == "web_fetch").unwrap();
     assert_eq!(t["inputSchema"]["required"], json!(["url"]));
     assert_eq!(t["annotations"]["readOnlyHint"], true);
@@ -191,7 +168,7 @@ async fn web_fetch_refuses_loopback_by_default() {
     }));
     let mut hub = serve_with(&cfg, &[], &[]).await;
     let c = &mut hub.client;
-    ready(c, &["web_fetch"]).await;
+    ready_polling(c, &["web_fetch"]).await;
     for url in [
         format!("{}/page", site.base),
         site.base.replace("127.0.0.1", "localhost") + "/page",
@@ -251,7 +228,7 @@ async fn github_tools_talk_to_the_configured_api() {
 
     // Without the token variable the tools are simply absent.
     let mut hub = serve_with(&cfg, &[], &[("GITHUB_TOKEN", "")]).await;
-    let names: Vec<String> = ready(&mut hub.client, &["fx:echo"])
+    let names: Vec<String> = ready_polling(&mut hub.client, &["fx:echo"])
         .await
         .iter()
         .filter_map(|t| t["name"].as_str().map(str::to_string))
@@ -261,7 +238,7 @@ async fn github_tools_talk_to_the_configured_api() {
 
     let mut hub = serve_with(&cfg, &[], &[("GITHUB_TOKEN", TOKEN)]).await;
     let c = &mut hub.client;
-    ready(c, &["github_list_issues", "github_create_issue"]).await;
+    ready_polling(c, &["github_list_issues", "github_create_issue"]).await;
     let r = c
         .call(
             "github_list_issues",
@@ -372,7 +349,7 @@ async fn chat_send_reaches_each_provider() {
     ];
     let mut hub = serve_with(&cfg, &[], &env).await;
     let c = &mut hub.client;
-    let tools = ready(c, &["chat_send"]).await;
+    let tools = ready_polling(c, &["chat_send"]).await;
     let t = tools.iter().find(|t| t["name"] == "chat_send").unwrap();
     assert_eq!(
         t["inputSchema"]["properties"]["provider"]["enum"],

@@ -7,31 +7,43 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::everything::StderrLog;
-use crate::support::{self, OPENPACT, Peers, Scratch, fixture};
+use crate::support::rmcp::{connect, first_text, obj, transport};
+use crate::support::{
+    self, OPENPACT, Peers, Ran, Scratch, assert_lifecycle, fixture, openpact_for, run_in, s,
+    sent_methods, state_dir,
+};
+
 // Sampling and roots are deprecated for 2026-07-28 (SEP-2577) but current in 2025-11-25,
 // which is what the hub speaks.
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, GetPromptRequestParams, JsonObject,
-    ReadResourceRequestParams,
+    CallToolRequestParams, ClientConfig, GetPromptRequestParams, ReadResourceRequestParams,
 };
 #[allow(deprecated)]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
 use rmcp::service::RequestContext;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::process::Command;
-
-/// How long a whole external client run (Inspector, Python) may take; they finish in a
-/// second or two.
-const CLIENT_LIMIT: Duration = Duration::from_secs(90);
 
 const FEATURES: &str = "demo://resource/static/document/features.md";
+
+/// Every prompt of both servers, as the hub lists them.
+const PROMPTS: [&str; 6] = [
+    "fx:greet",
+    "fx:plain",
+    "everything:simple-prompt",
+    "everything:args-prompt",
+    "everything:completable-prompt",
+    "everything:resource-prompt",
+];
+
+/// Every resource template of both servers, as the hub lists them.
+const TEMPLATES: [&str; 3] = [
+    "fixture://item/{id}",
+    "demo://resource/dynamic/text/{resourceId}",
+    "demo://resource/dynamic/blob/{resourceId}",
+];
 
 /// The fixture as `fx` and server-everything as `everything`. `listWait` is generous so
 /// that a busy machine never shows a client a server still starting.
@@ -40,25 +52,6 @@ fn config(peers: &Peers, sc: &Scratch) -> PathBuf {
         json!({"fx": fixture(&[]), "everything": peers.entry("PEER_EVERYTHING", &[])}),
         Some(json!({"listWait": "30s"})),
     )
-}
-
-fn state_dir(config: &Path) -> PathBuf {
-    config.parent().unwrap().join("state")
-}
-
-fn obj(v: Value) -> JsonObject {
-    match v {
-        Value::Object(m) => m,
-        other => panic!("not an object: {other}"),
-    }
-}
-
-fn first_text(r: &CallToolResult) -> String {
-    let content = serde_json::to_value(&r.content).unwrap();
-    content[0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content in {content}"))
-        .to_string()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -117,22 +110,11 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
     let config = config(&peers, &sc);
-    let mut cmd = Command::new(OPENPACT);
-    cmd.arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(state_dir(&config))
-        .arg("serve");
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn openpact");
-    let _log = StderrLog::drain("openpact", stderr.expect("stderr is piped"));
+    let mut cmd = openpact_for(&config, None);
+    cmd.arg("serve");
+    let (transport, _log) = transport(cmd);
     let handler = RmcpClient::default();
-    let client = tokio::time::timeout(support::WAIT, handler.clone().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect(handler.clone(), transport).await;
 
     // Tools: both servers', namespaced; server-everything was told the client's sampling
     // and roots (so it lists its tools for those) but not elicitation.
@@ -210,14 +192,7 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
         .iter()
         .map(|t| t.uri_template.to_string())
         .collect();
-    assert_eq!(
-        templates,
-        [
-            "fixture://item/{id}",
-            "demo://resource/dynamic/text/{resourceId}",
-            "demo://resource/dynamic/blob/{resourceId}"
-        ],
-    );
+    assert_eq!(templates, TEMPLATES,);
     for (uri, want) in [
         ("fixture://static/2", "content of fixture://static/2"),
         ("fixture://item/xyz", "content of fixture://item/xyz"),
@@ -240,17 +215,7 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
     // Prompts.
     let prompts = client.list_all_prompts().await.expect("prompts/list");
     let prompt_names: Vec<String> = prompts.iter().map(|p| p.name.to_string()).collect();
-    assert_eq!(
-        prompt_names,
-        [
-            "fx:greet",
-            "fx:plain",
-            "everything:simple-prompt",
-            "everything:args-prompt",
-            "everything:completable-prompt",
-            "everything:resource-prompt"
-        ],
-    );
+    assert_eq!(prompt_names, PROMPTS,);
     let simple = client
         .get_prompt(GetPromptRequestParams::new("everything:simple-prompt"))
         .await
@@ -287,67 +252,23 @@ async fn rmcp_client_uses_tools_resources_prompts_and_completion() {
 // ---------------------------------------------------------------------------------------
 // MCP Inspector CLI
 
-struct Ran {
-    words: Vec<String>,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "{:?}\nstdout:\n{}\nstderr:\n{}",
-            self.words,
-            self.stdout,
-            self.stderr
-        );
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{:?}: not JSON ({e}):\n{}\nstderr:\n{}",
-                self.words, self.stdout, self.stderr
-            )
-        })
-    }
-
-    /// The `result` of a successful run.
-    fn result(&self) -> Value {
-        let v = self.json();
-        assert!(v["result"].is_object(), "{:?}: {v}", self.words);
-        v["result"].clone()
-    }
-}
-
 /// Runs a command to its end (HOME pointed at `cwd`, so nothing lands in the real one).
 async fn run(words: Vec<String>, cwd: PathBuf) -> Ran {
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .current_dir(&cwd)
-        .env("HOME", &cwd)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(CLIENT_LIMIT, out)
-        .await
-        .unwrap_or_else(|_| panic!("{words:?} did not finish within {CLIENT_LIMIT:?}"))
-        .unwrap_or_else(|e| panic!("run {words:?}: {e}"));
-    Ran {
-        words,
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_in(&words, &cwd, &[("HOME", &cwd)]).await
+}
+
+/// `field` of each item of the array `items`.
+fn field_of(items: &Value, field: &str) -> Vec<String> {
+    items
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {items}"))
+        .iter()
+        .map(|t| t[field].as_str().unwrap().to_string())
+        .collect()
 }
 
 fn tool_names(list: &Value) -> Vec<String> {
-    list["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {list}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
+    field_of(&list["tools"], "name")
 }
 
 /// The Inspector CLI running `openpact serve` with `config`, doing `method`.
@@ -450,52 +371,20 @@ async fn inspector_cli_uses_tools_resources_and_prompts() {
         json!([{"type": "text", "text": "The sum of 2 and 3 is 5."}])
     );
 
-    let uris: Vec<String> = resources.result()["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["uri"].as_str().unwrap().to_string())
-        .collect();
+    let uris = field_of(&resources.result()["resources"], "uri");
     for u in ["fixture://static/1", FEATURES] {
         assert!(uris.contains(&u.to_string()), "{u} missing from {uris:?}");
     }
     assert_eq!(uris.len(), 3 + 7, "{uris:?}");
-    let templates: Vec<Value> = templates.result()["resourceTemplates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["uriTemplate"].clone())
-        .collect();
-    assert_eq!(
-        templates,
-        [
-            "fixture://item/{id}",
-            "demo://resource/dynamic/text/{resourceId}",
-            "demo://resource/dynamic/blob/{resourceId}"
-        ]
-    );
+    let templates = field_of(&templates.result()["resourceTemplates"], "uriTemplate");
+    assert_eq!(templates, TEMPLATES);
     assert_eq!(
         item7.result()["contents"][0]["text"],
         "content of fixture://item/7"
     );
 
-    let prompt_names: Vec<String> = prompts.result()["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(
-        prompt_names,
-        [
-            "fx:greet",
-            "fx:plain",
-            "everything:simple-prompt",
-            "everything:args-prompt",
-            "everything:completable-prompt",
-            "everything:resource-prompt"
-        ]
-    );
+    let prompt_names = field_of(&prompts.result()["prompts"], "name");
+    assert_eq!(prompt_names, PROMPTS);
     assert_eq!(
         args_prompt.result()["messages"][0]["content"]["text"],
         "What's weather in Paris, Texas?"
@@ -554,10 +443,10 @@ async fn uris_of_a_server_still_starting_wait_for_it() {
     let read = c.request("resources/read", json!({"uri": FEATURES})).await;
     assert_eq!(read["result"]["contents"][0]["uri"], FEATURES, "{read}");
     let complete = c
-        .request(
-            "completion/complete",
-            json!({"ref": {"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"},
-                   "argument": {"name": "resourceId", "value": "4"}}),
+        .complete(
+            json!({"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}),
+            "resourceId",
+            "4",
         )
         .await;
     assert_eq!(
@@ -684,29 +573,16 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
     let sent = |mode: &str| sc.path().join(format!("sent-{mode}.jsonl"));
     let state = |mode: &str| sc.path().join(format!("state-{mode}"));
     let client = |mode: &str| {
-        let log = sent(mode);
         let state = state(mode);
-        let shell: Vec<&str> = [
-            "-c",
-            "tee \"$0\" | exec \"$@\"",
-            log.to_str().unwrap(),
+        let hub = [
             OPENPACT,
             "--config",
-            config.to_str().unwrap(),
+            s(&config),
             "--state-dir",
-            state.to_str().unwrap(),
+            s(&state),
             "serve",
-        ]
-        .into_iter()
-        .collect();
-        let mut w = peers.command("PEER_PYTHON");
-        w.extend([
-            script.to_str().unwrap().to_string(),
-            mode.to_string(),
-            "/bin/sh".into(),
-            json!(shell).to_string(),
-        ]);
-        w
+        ];
+        peers.python_via_tee(&script, mode, &sent(mode), &hub)
     };
     let (auto, legacy) = tokio::join!(
         run(client("auto"), sc.path().to_path_buf()),
@@ -750,15 +626,7 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
         let resources = v["resources"].as_array().unwrap();
         assert_eq!(resources.len(), 3 + 7, "{ctx}");
         assert!(resources.contains(&json!(FEATURES)), "{ctx}");
-        assert_eq!(
-            v["templates"],
-            json!([
-                "fixture://item/{id}",
-                "demo://resource/dynamic/text/{resourceId}",
-                "demo://resource/dynamic/blob/{resourceId}"
-            ]),
-            "{ctx}"
-        );
+        assert_eq!(v["templates"], json!(TEMPLATES), "{ctx}");
         assert!(
             v["read_features"]["contents"][0]["text"]
                 .as_str()
@@ -776,18 +644,7 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
             "{ctx}"
         );
 
-        assert_eq!(
-            v["prompts"],
-            json!([
-                "fx:greet",
-                "fx:plain",
-                "everything:simple-prompt",
-                "everything:args-prompt",
-                "everything:completable-prompt",
-                "everything:resource-prompt"
-            ]),
-            "{ctx}"
-        );
+        assert_eq!(v["prompts"], json!(PROMPTS), "{ctx}");
         assert_eq!(
             v["args_prompt"]["messages"][0]["content"]["text"], "What's weather in Paris?",
             "{ctx}"
@@ -845,24 +702,9 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
             "{ctx}"
         );
 
-        // What the client sent: auto probes with server/discover first, then initializes on
-        // the same pipe after the hub's -32601; legacy goes straight to initialize.
-        let log = std::fs::read_to_string(sent(mode)).unwrap();
-        let methods: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|m| m["method"].as_str().map(String::from))
-            .collect();
-        let want_first: &[&str] = if mode == "auto" {
-            &["server/discover", "initialize"]
-        } else {
-            &["initialize"]
-        };
-        assert_eq!(
-            methods[..want_first.len()],
-            *want_first,
-            "{mode}: client sent {methods:?}"
-        );
+        // What the client sent.
+        let methods = sent_methods(&sent(mode));
+        assert_lifecycle(mode, &methods);
         for m in [
             "completion/complete",
             "resources/read",

@@ -1,6 +1,6 @@
 //! The one integration-test binary: real processes over real pipes.
 //!
-//! - `support`: the hub harness and a JSON-RPC test client.
+//! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.

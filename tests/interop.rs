@@ -10,21 +10,18 @@
 //! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::support::{self, Client, OPENPACT, Peers, Scratch, fixture};
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProtocolVersion};
+use crate::support::rmcp::{connect, first_text, obj, transport};
+use crate::support::{
+    self, Client, OPENPACT, Peers, Scratch, StderrLog, assert_lifecycle, fixture, names,
+    openpact_for, run_in, sent_methods, spawn_direct, state_dir,
+};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-/// How long a whole external client run (Inspector, Python) may take; they finish in a
-/// second or two.
-const CLIENT_LIMIT: Duration = Duration::from_secs(90);
+use tokio::process::Child;
 
 /// A config with the fixture as `fx`. `listWait` is generous so that a busy machine never
 /// shows a client an empty list.
@@ -35,84 +32,14 @@ fn fx_config(sc: &Scratch, tool_names: &str) -> PathBuf {
     )
 }
 
-fn state_dir(config: &Path) -> PathBuf {
-    config.parent().unwrap().join("state")
-}
-
-fn obj(v: Value) -> JsonObject {
-    match v {
-        Value::Object(m) => m,
-        other => panic!("not an object: {other}"),
-    }
-}
-
-/// The text of a result's first content block.
-fn first_text(r: &CallToolResult) -> String {
-    let content = serde_json::to_value(&r.content).unwrap();
-    content[0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content in {content}"))
-        .to_string()
-}
-
-/// A child's stderr, collected in the background and printed if the test fails.
-struct StderrLog {
-    what: &'static str,
-    text: Arc<Mutex<String>>,
-}
-
-impl StderrLog {
-    fn drain(
-        what: &'static str,
-        pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    ) -> StderrLog {
-        let text = Arc::new(Mutex::new(String::new()));
-        let sink = text.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(pipe).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut s = sink.lock().unwrap();
-                if s.len() < 1 << 20 {
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-            }
-        });
-        StderrLog { what, text }
-    }
-}
-
-impl Drop for StderrLog {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "---- {} stderr ----\n{}",
-                self.what,
-                self.text.lock().unwrap()
-            );
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // rmcp as the client
 
 /// `openpact --config CONFIG --state-dir … serve` as an rmcp child-process transport.
 fn rmcp_transport(config: &Path) -> (TokioChildProcess, StderrLog) {
-    let mut cmd = Command::new(OPENPACT);
-    cmd.arg("--config")
-        .arg(config)
-        .arg("--state-dir")
-        .arg(state_dir(config))
-        .arg("serve");
-    let (transport, stderr) = TokioChildProcess::builder(cmd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn openpact");
-    (
-        transport,
-        StderrLog::drain("openpact", stderr.expect("stderr is piped")),
-    )
+    let mut cmd = openpact_for(config, None);
+    cmd.arg("serve");
+    transport(cmd)
 }
 
 /// Lists and calls the fixture's tools through a connected rmcp client; `name` turns a
@@ -203,10 +130,7 @@ async fn rmcp_client_lists_and_calls_qualified_tools() {
     let sc = Scratch::new();
     let config = fx_config(&sc, "qualified");
     let (transport, _log) = rmcp_transport(&config);
-    let client = tokio::time::timeout(support::WAIT, ().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect((), transport).await;
     exercise_with_rmcp(&client, |t| format!("fx:{t}")).await;
     client.cancel().await.expect("close");
 }
@@ -216,10 +140,7 @@ async fn rmcp_client_lists_and_calls_portable_tools() {
     let sc = Scratch::new();
     let config = fx_config(&sc, "portable");
     let (transport, _log) = rmcp_transport(&config);
-    let client = tokio::time::timeout(support::WAIT, ().serve(transport))
-        .await
-        .expect("handshake in time")
-        .expect("rmcp initialize");
+    let client = connect((), transport).await;
     exercise_with_rmcp(&client, |t| format!("fx__{t}")).await;
     let tools = client.list_all_tools().await.unwrap();
     for t in &tools {
@@ -272,17 +193,7 @@ struct Direct {
 }
 
 async fn direct(what: &'static str, words: &[String], cwd: &Path) -> Direct {
-    let mut child = Command::new(&words[0])
-        .args(&words[1..])
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {words:?}: {e}"));
-    let log = StderrLog::drain(what, child.stderr.take().unwrap());
-    let mut client = Client::over(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let (child, mut client, log) = spawn_direct(what, words, cwd);
     let init = client.initialize().await;
     assert!(
         init["protocolVersion"].is_string(),
@@ -302,13 +213,6 @@ fn without_name(tool: &Value) -> Value {
         .expect("a tool is an object")
         .remove("name");
     t
-}
-
-fn names(tools: &[Value]) -> Vec<String> {
-    tools
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 /// The first of `candidates` that the server lists.
@@ -543,45 +447,6 @@ async fn real_server_instructions_reach_the_client() {
 // ---------------------------------------------------------------------------------------
 // The MCP Inspector CLI and the Python SDK as clients of the hub
 
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-async fn run(words: &[String], cwd: &Path) -> Ran {
-    let out = Command::new(&words[0])
-        .args(&words[1..])
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(CLIENT_LIMIT, out)
-        .await
-        .unwrap_or_else(|_| panic!("{words:?} did not finish within {CLIENT_LIMIT:?}"))
-        .unwrap_or_else(|e| panic!("run {words:?}: {e}"));
-    Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-impl Ran {
-    fn json(&self) -> Value {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout,
-            self.stderr
-        );
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!("not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
-        })
-    }
-}
-
 #[tokio::test]
 async fn inspector_cli_lists_and_calls_through_the_hub() {
     let Some(peers) = Peers::get() else { return };
@@ -624,9 +489,9 @@ async fn inspector_cli_lists_and_calls_through_the_hub() {
         "b=3",
     ]);
     let (list, echo, add) = tokio::join!(
-        run(&list, sc.path()),
-        run(&echo, sc.path()),
-        run(&add, sc.path())
+        run_in(&list, sc.path(), &[]),
+        run_in(&echo, sc.path(), &[]),
+        run_in(&add, sc.path(), &[])
     );
 
     let list = list.json();
@@ -687,23 +552,12 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
         state.to_str().unwrap(),
         "serve",
     ];
-    let client = |mode: &str| {
-        let log = sent(mode);
-        let shell: Vec<&str> = ["-c", "tee \"$0\" | exec \"$@\"", log.to_str().unwrap()]
-            .into_iter()
-            .chain(hub)
-            .collect();
-        let mut w = peers.command("PEER_PYTHON");
-        w.extend([
-            script.to_str().unwrap().to_string(),
-            mode.to_string(),
-            "/bin/sh".into(),
-            json!(shell).to_string(),
-        ]);
-        w
-    };
+    let client = |mode: &str| peers.python_via_tee(&script, mode, &sent(mode), &hub);
     let (auto_words, legacy_words) = (client("auto"), client("legacy"));
-    let (auto, legacy) = tokio::join!(run(&auto_words, sc.path()), run(&legacy_words, sc.path()));
+    let (auto, legacy) = tokio::join!(
+        run_in(&auto_words, sc.path(), &[]),
+        run_in(&legacy_words, sc.path(), &[])
+    );
 
     for (mode, ran) in [("auto", auto), ("legacy", legacy)] {
         let v = ran.json();
@@ -732,24 +586,9 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
             "{mode}: {v:#}"
         );
 
-        // What the client sent: auto probes with server/discover first, then initializes on
-        // the same pipe after the hub's -32601; legacy goes straight to initialize.
-        let log = std::fs::read_to_string(sent(mode)).unwrap();
-        let methods: Vec<String> = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|m| m["method"].as_str().map(String::from))
-            .collect();
-        let want_first: &[&str] = if mode == "auto" {
-            &["server/discover", "initialize"]
-        } else {
-            &["initialize"]
-        };
-        assert_eq!(
-            methods.iter().take(want_first.len()).collect::<Vec<_>>(),
-            want_first,
-            "{mode}: client sent {methods:?}"
-        );
+        // What the client sent.
+        let methods = sent_methods(&sent(mode));
+        assert_lifecycle(mode, &methods);
         assert!(
             methods.contains(&"tools/call".to_string()),
             "{mode}: {methods:?}"

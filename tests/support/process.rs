@@ -1,0 +1,141 @@
+//! Processes other than the harness's hub: a child's stderr kept for the failure report, and
+//! commands (the CLI, external clients) run to their end.
+
+use super::{Client, collect_lines};
+use serde_json::Value;
+use std::fmt;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+/// How long a whole external client run (Inspector, Python) may take; they finish in a
+/// second or two.
+const CLIENT_LIMIT: Duration = Duration::from_secs(90);
+
+/// A child's stderr, collected in the background and printed if the test fails.
+pub struct StderrLog {
+    what: String,
+    text: Arc<Mutex<String>>,
+}
+
+impl StderrLog {
+    pub fn drain(what: &str, pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Self {
+        StderrLog {
+            what: what.to_string(),
+            text: collect_lines(pipe, 1 << 20),
+        }
+    }
+
+    /// What the child has written so far.
+    pub fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+}
+
+impl Drop for StderrLog {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "---- {} stderr ----\n{}",
+                self.what,
+                self.text.lock().unwrap()
+            );
+        }
+    }
+}
+
+/// What a finished command left behind.
+#[derive(Debug)]
+pub struct Ran {
+    /// The command, for failure messages.
+    pub what: String,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Runs `cmd` to its end (stdin from /dev/null unless the command says otherwise);
+    /// panics if it takes longer than `limit`. `what` names it in failure messages.
+    pub async fn of(mut cmd: Command, what: impl fmt::Debug, limit: Duration) -> Ran {
+        let what = format!("{what:?}");
+        let out = tokio::time::timeout(limit, cmd.kill_on_drop(true).output())
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+            .unwrap_or_else(|e| panic!("run {what}: {e}"));
+        Ran::from_output(what, &out)
+    }
+
+    pub fn from_output(what: String, out: &std::process::Output) -> Ran {
+        Ran {
+            what,
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Panics with everything the run printed unless it exited with `code`.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "unexpected exit code; run was {self:#?}"
+        );
+        self
+    }
+
+    /// Stdout as one JSON value, of a run that must have succeeded.
+    pub fn json(&self) -> Value {
+        assert_eq!(self.code, Some(0), "{self}");
+        serde_json::from_str(self.stdout.trim())
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{self}"))
+    }
+
+    /// The `result` of a successful JSON-RPC exchange printed on stdout.
+    pub fn result(&self) -> Value {
+        let v = self.json();
+        assert!(v["result"].is_object(), "{}: {v}", self.what);
+        v["result"].clone()
+    }
+}
+
+impl fmt::Display for Ran {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.what, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the program `words[0]` with the other words as arguments in `cwd`, with `env` added,
+/// to its end within [`CLIENT_LIMIT`].
+pub async fn run_in(words: &[String], cwd: &Path, env: &[(&str, &Path)]) -> Ran {
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..])
+        .current_dir(cwd)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    Ran::of(cmd, words, CLIENT_LIMIT).await
+}
+
+/// A server (`words`) run directly in `cwd`, no hub, with the harness client on its pipes;
+/// its stderr is kept as `what`'s log.
+pub fn spawn_direct(what: &str, words: &[String], cwd: &Path) -> (Child, Client, StderrLog) {
+    let mut child = Command::new(&words[0])
+        .args(&words[1..])
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {words:?}: {e}"));
+    let log = StderrLog::drain(what, child.stderr.take().unwrap());
+    let client = Client::over(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    (child, client, log)
+}
