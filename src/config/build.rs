@@ -3,8 +3,8 @@
 use super::expand::{self, Unset};
 use super::suggest::{child, closest, closest_key, index, unknown_key};
 use super::{
-    Config, ConfigError, DEFAULT_TIMEOUT, HubSettings, OAuthSettings, Problem, Protocol,
-    ServerConfig, ToolNames, Transport, jsonc, resolve, units,
+    Config, ConfigError, DEFAULT_TIMEOUT, HubSettings, Problem, Protocol, ServerConfig, ToolNames,
+    Transport, jsonc, resolve, units,
 };
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,7 @@ const SERVER_KEYS: &[&str] = &[
     "headers",
     "protocol",
     "envFile",
+    "oauth",
 ];
 const REMOTE_KINDS: &[&str] = &["http", "sse", "streamable-http"];
 const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
@@ -175,7 +176,7 @@ pub(super) fn kind_of(value: &Value) -> &'static str {
 }
 
 /// Optional fields treat `null` like an absent key.
-fn get<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+pub(super) fn get<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
     map.get(key).filter(|v| !v.is_null())
 }
 
@@ -580,8 +581,10 @@ impl Builder<'_> {
         };
         match remote {
             None => {
-                if has_url {
-                    self.warn(&child(path, "url"), "ignored for a stdio server");
+                for key in ["url", "headers", "oauth"] {
+                    if get(entry, key).is_some() {
+                        self.warn(&child(path, key), "ignored for a stdio server");
+                    }
                 }
                 self.stdio(entry, path, disabled)
             }
@@ -591,7 +594,7 @@ impl Builder<'_> {
                         self.warn(&child(path, key), format!("ignored for a {kind} server"));
                     }
                 }
-                self.remote(entry, path, kind)
+                self.remote(entry, path, kind, disabled)
             }
         }
     }
@@ -632,7 +635,7 @@ impl Builder<'_> {
     }
 
     /// An object of string values, expanded, in file order.
-    fn string_map(
+    pub(super) fn string_map(
         &mut self,
         entry: &Map<String, Value>,
         key: &str,
@@ -767,53 +770,6 @@ impl Builder<'_> {
         })
     }
 
-    fn remote(
-        &mut self,
-        entry: &Map<String, Value>,
-        path: &str,
-        kind: String,
-    ) -> Option<Transport> {
-        let mut discard = Vec::new();
-        let url_path = child(path, "url");
-        let url = match get(entry, "url") {
-            Some(v) => self.expanded(v, &url_path, Unset::Fail, &mut discard),
-            None => {
-                self.error(
-                    path,
-                    format!("\"type\": \"{kind}\" needs a `url`; add \"url\": \"https://…\""),
-                );
-                None
-            }
-        };
-        let url = url.filter(|u| {
-            let lower = u.to_ascii_lowercase();
-            let ok = lower.starts_with("http://") || lower.starts_with("https://");
-            if !ok {
-                self.error(
-                    &url_path,
-                    format!(
-                        "\"{u}\" is not an http:// or https:// URL; give the server's full URL"
-                    ),
-                );
-            }
-            ok
-        });
-        let headers = self.string_map(
-            entry,
-            "headers",
-            path,
-            Unset::Fail,
-            &mut discard,
-            check_header_name,
-        );
-        Some(Transport::Http {
-            url: url?,
-            headers,
-            kind,
-            oauth: OAuthSettings::default(),
-        })
-    }
-
     fn collisions(&mut self, claims: &[Claim]) {
         for (i, later) in claims.iter().enumerate() {
             let Some(first) = claims[..i].iter().find(|c| c.prefix == later.prefix) else {
@@ -883,7 +839,7 @@ fn check_env_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_header_name(name: &str) -> Result<(), String> {
+pub(super) fn check_header_name(name: &str) -> Result<(), String> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(token) {
         return Err("is not a valid HTTP header name".to_string());
