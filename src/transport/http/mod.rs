@@ -11,6 +11,8 @@
 //! answered 5xx, forgot the session, or wants a login) it says so once, through the receiver
 //! [`Link::open`] returns.
 
+#[cfg(test)]
+mod auth_tests;
 mod events;
 mod legacy;
 mod shared;
