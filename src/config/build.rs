@@ -678,11 +678,7 @@ impl Builder<'_> {
         path: &str,
         disabled: bool,
     ) -> Option<Transport> {
-        let unset = if disabled {
-            Unset::KeepAsWritten
-        } else {
-            Unset::Fail
-        };
+        let unset = Unset::for_server(disabled);
         // Only `env` values are recorded: they are what a child may echo back in logs.
         let mut discard = Vec::new();
         let mut injected = Vec::new();

@@ -23,11 +23,7 @@ impl Builder<'_> {
         kind: String,
         disabled: bool,
     ) -> Option<Transport> {
-        let unset = if disabled {
-            Unset::KeepAsWritten
-        } else {
-            Unset::Fail
-        };
+        let unset = Unset::for_server(disabled);
         let mut discard = Vec::new();
         let url_path = child(path, "url");
         let url = match get(entry, "url") {

@@ -81,6 +81,16 @@ struct Fake {
     needs_login: bool,
 }
 
+impl Fake {
+    fn new(token: &str, needs_login: bool) -> Arc<Fake> {
+        Arc::new(Fake {
+            token: Mutex::new(token.into()),
+            challenges: Mutex::new(Vec::new()),
+            needs_login,
+        })
+    }
+}
+
 impl Credentials for Fake {
     fn authorization(&self) -> Option<String> {
         Some(format!("Bearer {}", self.token.lock().unwrap()))
@@ -144,11 +154,7 @@ async fn one_request(
 #[tokio::test]
 async fn a_401_is_answered_by_the_credentials_and_the_request_retried() {
     let server = Server::start(false);
-    let fake = Arc::new(Fake {
-        token: Mutex::new("stale".into()),
-        challenges: Mutex::new(Vec::new()),
-        needs_login: false,
-    });
+    let fake = Fake::new("stale", false);
     let (frames, end) = one_request(server.port, Some(fake.clone())).await;
     assert_eq!(end, None);
     assert_eq!(frames, [r#"{"jsonrpc":"2.0","id":7,"result":{"ok":true}}"#]);
@@ -168,11 +174,7 @@ async fn a_401_is_answered_by_the_credentials_and_the_request_retried() {
 #[tokio::test]
 async fn step_up_is_retried_a_bounded_number_of_times() {
     let server = Server::start(true);
-    let fake = Arc::new(Fake {
-        token: Mutex::new("t".into()),
-        challenges: Mutex::new(Vec::new()),
-        needs_login: false,
-    });
+    let fake = Fake::new("t", false);
     let (frames, end) = one_request(server.port, Some(fake.clone())).await;
     assert_eq!(end, None);
     assert_eq!(frames.len(), 1, "{frames:?}");
@@ -189,11 +191,7 @@ async fn step_up_is_retried_a_bounded_number_of_times() {
 #[tokio::test]
 async fn a_login_only_the_user_can_do_ends_the_link_saying_so() {
     let server = Server::start(false);
-    let fake = Arc::new(Fake {
-        token: Mutex::new("stale".into()),
-        challenges: Mutex::new(Vec::new()),
-        needs_login: true,
-    });
+    let fake = Fake::new("stale", true);
     let (frames, end) = one_request(server.port, Some(fake)).await;
     assert!(frames.is_empty(), "{frames:?}");
     assert_eq!(end, Some(LinkEnd::NeedsLogin("log in first".into())));
