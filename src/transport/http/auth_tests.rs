@@ -127,7 +127,8 @@ async fn one_request(
     let spec = Arc::new(RemoteSpec {
         label: "t".into(),
         url: Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap(),
-        headers: Vec::new(),
+        // Replaced by the credentials' header, when they give one.
+        headers: vec![("Authorization".into(), "Bearer configured".into())],
         kind: RemoteKind::Streamable,
         max_message_size: 1 << 20,
         deadline: Duration::from_secs(10),
@@ -197,6 +198,10 @@ async fn a_login_only_the_user_can_do_ends_the_link_saying_so() {
     assert_eq!(end, Some(LinkEnd::NeedsLogin("log in first".into())));
     // Without credentials at all, the same: the user has to act.
     let (_, end) = one_request(server.port, None).await;
+    assert_eq!(
+        server.seen.lock().unwrap().last(),
+        Some(&Some("Bearer configured".to_string()))
+    );
     assert_eq!(
         end,
         Some(LinkEnd::NeedsLogin(

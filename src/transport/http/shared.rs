@@ -14,6 +14,15 @@ use url::Url;
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Headers the transport sets itself; configured ones of these names are dropped.
+const MANAGED: [&str; 6] = [
+    "accept",
+    "content-type",
+    "content-length",
+    SESSION_HEADER,
+    VERSION_HEADER,
+    "last-event-id",
+];
 /// How many times one request is retried after the credentials answered a challenge
 /// (a refresh, a step-up to more scopes); a server that keeps refusing gets its answer back.
 const MAX_CHALLENGES: usize = 3;
@@ -48,6 +57,10 @@ impl Shared {
     ) -> Result<Shared, String> {
         let mut headers = HeaderMap::new();
         for (name, value) in &spec.headers {
+            if MANAGED.iter().any(|m| m.eq_ignore_ascii_case(name)) {
+                tracing::warn!(server = %spec.label, header = %name, "configured header ignored: openpact sets it itself");
+                continue;
+            }
             let name = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("header `{name}` is not a valid HTTP header name"))?;
             let mut value = HeaderValue::from_str(value).map_err(|_| {
@@ -161,7 +174,10 @@ impl Shared {
                 && let Ok(mut value) = HeaderValue::from_str(&auth)
             {
                 value.set_sensitive(true);
-                req = req.header(AUTHORIZATION, value);
+                // `headers` replaces a configured Authorization; `header` would add a second.
+                let mut auth = HeaderMap::new();
+                auth.insert(AUTHORIZATION, value);
+                req = req.headers(auth);
             }
             let resp = req
                 .send()
