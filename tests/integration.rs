@@ -33,4 +33,6 @@ mod hub;
 mod interleave;
 mod interop;
 mod policy;
+mod remote;
+mod remote_faults;
 mod surface;

@@ -3,10 +3,11 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use super::Listing;
-use crate::config::{Config, ConfigError, Transport};
+use crate::config::{Config, ConfigError, OAuthSettings, Transport};
 use crate::hub::{Catalog, Hub, HubStatus, ServerStatus};
 use crate::jsonrpc::{Message, RawObject};
-use crate::upstream::{State, human_duration};
+use crate::transport::http::{RemoteKind, display_url};
+use crate::upstream::{RemoteStatus, State, human_duration};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -374,13 +375,13 @@ pub fn servers_human(servers: &[ServerStatus]) {
         .unwrap_or(4)
         .max(4);
     println!(
-        "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS",
+        "{:w$}  {:12}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS",
         "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN"
     );
     for s in servers {
         let dash = || "-".to_string();
         println!(
-            "{:w$}  {:10}  {:10}  {:>5}  {:20}  {:>8}  {}",
+            "{:w$}  {:12}  {:10}  {:>5}  {:20}  {:>8}  {}",
             s.name,
             s.state,
             s.protocol_version.clone().unwrap_or_else(dash),
@@ -392,6 +393,12 @@ pub fn servers_human(servers: &[ServerStatus]) {
                 ))),
             s.restarts
         );
+        if let Some(r) = remote_of(s) {
+            println!("{:w$}  url: {} ({})", "", r.url, r.transport);
+        }
+        if s.state == State::NeedsLogin(String::new()).label() {
+            println!("{:w$}  login: run `openpact auth login {}`", "", s.name);
+        }
         if let Some(reason) = &s.reason {
             println!("{:w$}  reason: {reason}", "");
         } else if let Some(e) = &s.last_error {
@@ -403,6 +410,13 @@ pub fn servers_human(servers: &[ServerStatus]) {
             }
         }
     }
+}
+
+/// A remote server's URL (without credentials) and transport, from the status's `remote`
+/// member (read through serde, so this works whether or not the hub's status carries it).
+fn remote_of(s: &ServerStatus) -> Option<RemoteStatus> {
+    let v = serde_json::to_value(s).ok()?;
+    serde_json::from_value(v.get("remote")?.clone()).ok()
 }
 
 pub fn servers_json(servers: &[ServerStatus]) -> anyhow::Result<()> {
@@ -473,12 +487,24 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                     println!("  cwd: {}", cwd.display());
                 }
             }
-            Transport::Http { url, kind, .. } => {
-                println!("  {kind}: {url} (remote servers are not supported yet)")
+            Transport::Http {
+                url,
+                kind,
+                headers,
+                oauth,
+            } => {
+                println!("  url: {}", display_url(url));
+                println!("  transport: {}", transport_plan(kind));
+                if !headers.is_empty() {
+                    let names: Vec<String> =
+                        headers.iter().map(|(k, _)| format!("{k}: …")).collect();
+                    println!("  headers: {}", names.join(", "));
+                }
+                println!("  auth: {}", auth_plan(headers, oauth));
             }
         }
         let keys = super::env_keys(&s.transport);
-        if !keys.is_empty() {
+        if !keys.is_empty() && matches!(s.transport, Transport::Stdio { .. }) {
             println!(
                 "  env: {}",
                 keys.iter()
@@ -525,9 +551,26 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                     v["args"] = json!(args);
                     v["cwd"] = json!(cwd);
                 }
-                Transport::Http { url, kind, .. } => {
+                Transport::Http {
+                    url,
+                    kind,
+                    headers,
+                    oauth,
+                } => {
                     v["type"] = json!(kind);
-                    v["url"] = json!(url);
+                    v["transport"] = json!(RemoteKind::from_config(kind).label());
+                    v["url"] = json!(display_url(url));
+                    // Header names only: values are credentials.
+                    v["env"] = json!([]);
+                    v["headers"] = json!(headers.iter().map(|(k, _)| k).collect::<Vec<_>>());
+                    v["auth"] = json!(auth_plan(headers, oauth));
+                    v["oauth"] = json!({
+                        "clientId": oauth.client_id,
+                        "clientSecretSet": oauth.client_secret.is_some(),
+                        "scopes": oauth.scopes,
+                        "redirectPort": oauth.redirect_port,
+                        "callbackPath": oauth.callback_path,
+                    });
                 }
             }
             v
@@ -541,6 +584,40 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// How a remote server will be reached, from its `type`.
+fn transport_plan(kind: &str) -> &'static str {
+    match RemoteKind::from_config(kind) {
+        RemoteKind::Auto => "Streamable HTTP, falling back to legacy HTTP+SSE (auto)",
+        RemoteKind::Streamable => "Streamable HTTP",
+        RemoteKind::Sse => "legacy HTTP+SSE",
+    }
+}
+
+/// How a remote server will be authorized; never a value.
+fn auth_plan(headers: &[(String, String)], oauth: &OAuthSettings) -> String {
+    if headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        return "Authorization header from the config (OAuth if the server refuses it)".into();
+    }
+    let mut plan = "OAuth login if the server asks for one".to_string();
+    let mut details = Vec::new();
+    if let Some(id) = &oauth.client_id {
+        details.push(format!("client id {id}"));
+    }
+    if !oauth.scopes.is_empty() {
+        details.push(format!("scopes {}", oauth.scopes.join(" ")));
+    }
+    if let Some(port) = oauth.redirect_port {
+        details.push(format!("callback port {port}"));
+    }
+    if !details.is_empty() {
+        plan.push_str(&format!(" ({})", details.join(", ")));
+    }
+    plan
 }
 
 pub fn config_problems(e: &ConfigError) {

@@ -52,6 +52,17 @@ pub(crate) enum Unset {
     KeepAsWritten,
 }
 
+impl Unset {
+    /// The rule for a server entry: fail, unless the server is disabled.
+    pub(crate) fn for_server(disabled: bool) -> Unset {
+        if disabled {
+            Unset::KeepAsWritten
+        } else {
+            Unset::Fail
+        }
+    }
+}
+
 /// Expands `text`, appending every (name, value) taken from `env` to `injected`
 /// (deduplicated; empty values are skipped since there is nothing to redact).
 pub(crate) fn expand(

@@ -14,6 +14,8 @@ mod suggest;
 mod units;
 
 #[cfg(test)]
+mod remote_tests;
+#[cfg(test)]
 mod tests;
 
 pub use builtins::{
@@ -108,9 +110,13 @@ pub enum Transport {
         injected: Vec<(String, String)>,
     },
     Http {
+        /// After variable expansion; may hold credentials (show it with
+        /// [`crate::transport::http::display_url`]).
         url: String,
+        /// Expanded; values may be secrets and are never shown.
         headers: Vec<(String, String)>,
-        /// "http" | "sse" | "streamable-http".
+        /// "http" (also what an entry with a `url` and no `type` gets: Streamable HTTP,
+        /// falling back to legacy SSE), "streamable-http" or "sse".
         kind: String,
         /// The server's `oauth` object; all defaults when absent.
         oauth: OAuthSettings,

@@ -27,8 +27,9 @@ pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError}
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
 
+use crate::auth::{Opener, ServerAuth, TokenStore};
 use crate::builtins::Builtins;
-use crate::config::{Config, HubSettings, ToolNames};
+use crate::config::{Config, HubSettings, ToolNames, Transport};
 use crate::jsonrpc::RawObject;
 use crate::policy::Policy;
 use crate::upstream::Entry;
@@ -36,6 +37,7 @@ use crate::upstream::{State, Upstream};
 use events::event_loop;
 use relay::HubSink;
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -118,7 +120,12 @@ impl Hub {
         state_dir: &Path,
         pick: impl Fn(&str) -> bool,
     ) -> Arc<Hub> {
-        let secrets = Self::secrets_of(config);
+        let auths = Self::auths_of(config, state_dir, &pick);
+        let mut secrets = Self::secrets_of(config);
+        for auth in auths.iter().flatten() {
+            let name = format!("OAUTH_TOKEN_{}", auth.server().to_ascii_uppercase());
+            secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
+        }
         let policy = Arc::new(Self::policy_for(config, state_dir, &secrets));
         let builtins = if config.hub.builtins.enabled {
             crate::builtins::from_settings(&config.hub.builtins, &secrets, state_dir)
@@ -158,6 +165,11 @@ impl Hub {
             })
             .collect();
         drop(ev_tx);
+        for (up, auth) in upstreams.iter().zip(auths) {
+            if let Some(auth) = auth {
+                up.set_credentials(Arc::new(auth));
+            }
+        }
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_tools);
         let hub = Arc::new(Hub {
@@ -191,8 +203,46 @@ impl Hub {
         hub
     }
 
-    /// Secret values to redact: the configured secret variables and every value openpact
-    /// injects into a server's environment.
+    /// The OAuth credentials of each enabled remote server (`None` for the others), over one
+    /// token store. Logins run in the browser where someone can finish them: with a browser
+    /// command configured (`OPENPACT_OAUTH_BROWSER`) or a terminal on stderr; otherwise a
+    /// server that needs one waits as "needs login" and says how.
+    fn auths_of(
+        config: &Config,
+        state_dir: &Path,
+        pick: &impl Fn(&str) -> bool,
+    ) -> Vec<Option<ServerAuth>> {
+        fn remote<'a>(
+            s: &'a crate::config::ServerConfig,
+            pick: &impl Fn(&str) -> bool,
+        ) -> Option<(&'a String, &'a crate::config::OAuthSettings)> {
+            match &s.transport {
+                Transport::Http { url, oauth, .. } if !s.disabled && pick(&s.name) => {
+                    Some((url, oauth))
+                }
+                _ => None,
+            }
+        }
+        if !config.servers.iter().any(|s| remote(s, pick).is_some()) {
+            return config.servers.iter().map(|_| None).collect();
+        }
+        let store = Arc::new(TokenStore::open(state_dir));
+        let interactive =
+            matches!(Opener::from_env(), Opener::Command(_)) || std::io::stderr().is_terminal();
+        config
+            .servers
+            .iter()
+            .map(|s| {
+                remote(s, pick).map(|(url, oauth)| {
+                    ServerAuth::new(&s.name, url, oauth, store.clone(), interactive)
+                })
+            })
+            .collect()
+    }
+
+    /// Secret values to redact: the configured secret variables, every value openpact
+    /// injects into a server's environment, remote servers' header values and OAuth client
+    /// secrets.
     fn secrets_of(config: &Config) -> Vec<(String, String)> {
         let mut secrets: Vec<(String, String)> = config
             .hub
@@ -203,8 +253,20 @@ impl Hub {
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
             .collect();
         for s in &config.servers {
-            if let crate::config::Transport::Stdio { injected, .. } = &s.transport {
-                secrets.extend(injected.iter().cloned());
+            match &s.transport {
+                Transport::Stdio { injected, .. } => secrets.extend(injected.iter().cloned()),
+                Transport::Http { headers, oauth, .. } => {
+                    let upper = s.name.to_ascii_uppercase();
+                    secrets.extend(headers.iter().map(|(k, v)| {
+                        (
+                            format!("{upper}_HEADER_{}", k.to_ascii_uppercase()),
+                            v.clone(),
+                        )
+                    }));
+                    if let Some(secret) = &oauth.client_secret {
+                        secrets.push((format!("{upper}_CLIENT_SECRET"), secret.clone()));
+                    }
+                }
             }
         }
         secrets

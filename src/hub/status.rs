@@ -22,6 +22,9 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     pub pid: Option<u32>,
     pub stderr: Vec<String>,
+    /// For a remote server: its URL (without credentials) and transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::upstream::RemoteStatus>,
 }
 
 /// What a running `openpact serve` publishes about itself.
@@ -48,7 +51,7 @@ impl Hub {
                     name: up.name().to_string(),
                     state: s.state.label().to_string(),
                     reason: match &s.state {
-                        State::Failed(r) => Some(r.clone()),
+                        State::Failed(r) | State::NeedsLogin(r) => Some(r.clone()),
                         _ => None,
                     },
                     protocol_version: info.map(|i| i.protocol_version.clone()),
@@ -60,6 +63,7 @@ impl Hub {
                     last_error: s.last_error.clone(),
                     pid: s.pid,
                     stderr: s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
+                    remote: s.remote.clone(),
                 }
             })
             .collect()

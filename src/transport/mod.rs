@@ -1,9 +1,11 @@
-//! Moving lines of JSON between processes: child servers over pipes, our own stdin/stdout.
+//! Moving JSON-RPC messages between processes: child servers over pipes, remote servers
+//! over HTTP ([`http`]), our own stdin/stdout.
 //!
-//! Knows nothing of JSON-RPC beyond framing; never writes to our stdout except through
-//! [`stdio::StdioPipes`], which the serve face owns.
+//! Knows nothing of JSON-RPC beyond framing and ids; never writes to our stdout except
+//! through [`stdio::StdioPipes`], which the serve face owns.
 
 pub mod child;
+pub mod http;
 pub mod lines;
 pub mod stdio;
 

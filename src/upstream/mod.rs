@@ -1,15 +1,18 @@
-//! One upstream server: its process, connection, handshake and lifecycle
-//! (disabled → starting → ready → restarting / failed → stopped).
+//! One upstream server: its process or remote link, connection, handshake and lifecycle
+//! (disabled → starting → ready → restarting / reconnecting / needs login / failed → stopped).
 //!
 //! A supervisor task per server owns the process. Crashes fail in-flight calls at once with
 //! the exit status and last stderr lines, then the server is restarted with exponential
-//! backoff and jitter; a server that keeps crashing is parked as failed. Knows one server only.
+//! backoff and jitter; a server that keeps crashing is parked as failed. Remote servers are
+//! supervised alike (see [`remote`]). Knows one server only.
 
 mod connection;
 mod handshake;
+mod remote;
 
 pub use connection::{CallError, Connection, Incoming, code};
 pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
+pub use remote::RemoteStatus;
 
 use crate::config::{HubSettings, RestartPolicy, ServerConfig, Transport};
 use crate::jsonrpc::Message;
@@ -28,6 +31,11 @@ pub enum State {
     Ready,
     /// Crashed after having been ready; waiting to start again.
     Restarting,
+    /// A remote server that could not be reached or lost its connection; trying again with
+    /// backoff (the reason is in `last_error`).
+    Reconnecting,
+    /// A remote server that wants a login before it answers; the text says how to log in.
+    NeedsLogin(String),
     Failed(String),
     Stopped,
 }
@@ -39,6 +47,8 @@ impl State {
             State::Starting => "starting",
             State::Ready => "ready",
             State::Restarting => "restarting",
+            State::Reconnecting => "reconnecting",
+            State::NeedsLogin(_) => "needs login",
             State::Failed(_) => "failed",
             State::Stopped => "stopped",
         }
@@ -69,6 +79,8 @@ pub struct Snapshot {
     pub stderr: Option<Arc<StderrLog>>,
     /// Bumps every time a new process becomes ready (caches key on it).
     pub generation: u64,
+    /// For a remote server: where it is and how it is reached.
+    pub remote: Option<RemoteStatus>,
 }
 
 /// What an upstream tells the hub through its event channel (coalesced there).
@@ -107,6 +119,8 @@ pub struct Upstream {
     seq: Arc<AtomicU64>,
     /// The client capabilities to declare in `initialize` (JSON text), once known.
     client_caps: watch::Receiver<Option<String>>,
+    /// What a remote server needs across reconnects (credentials, the transport that worked).
+    remote: remote::Remote,
 }
 
 /// How long a server's `initialize` waits for the downstream client to say what it supports
@@ -150,7 +164,9 @@ impl Upstream {
             pid: None,
             stderr: None,
             generation: 0,
+            remote: RemoteStatus::of(&config),
         };
+        let remote = remote::Remote::new();
         Arc::new(Upstream {
             index,
             config,
@@ -162,6 +178,7 @@ impl Upstream {
             sink,
             seq,
             client_caps,
+            remote,
         })
     }
 
@@ -221,8 +238,14 @@ impl Upstream {
 
     /// A one-line description of the state, with the reason when failed.
     pub fn describe_state(&self) -> String {
-        match &self.snapshot().state {
+        let snap = self.snapshot();
+        match &snap.state {
             State::Failed(reason) => format!("failed: {reason}"),
+            State::NeedsLogin(how) => format!("waiting for a login; {how}"),
+            State::Reconnecting => match &snap.last_error {
+                Some(e) => format!("reconnecting (last error: {e})"),
+                None => "reconnecting".to_string(),
+            },
             other => other.label().to_string(),
         }
     }
@@ -263,16 +286,7 @@ impl Upstream {
                     Some(Arc::new(move |line: &str| sink.scrub(line)))
                 },
             },
-            Transport::Http { url, .. } => {
-                let reason =
-                    format!("remote servers ({url}) are not supported yet; only stdio servers are");
-                tracing::warn!(server = %self.name(), "{reason}");
-                self.update(|s| {
-                    s.state = State::Failed(reason.clone());
-                    s.last_error = Some(reason);
-                });
-                return;
-            }
+            Transport::Http { .. } => return self.supervise_remote(shutdown).await,
         };
         let mut crashes: VecDeque<Instant> = VecDeque::new();
         let mut ever_ready = false;
@@ -408,29 +422,8 @@ impl Upstream {
             exit_tx,
         ));
 
-        let handshake = async {
-            let caps = self.client_capabilities().await;
-            let info = handshake::initialize(&conn, &caps, self.config.timeout).await?;
-            let lists = self.fetch_lists(&conn, &info).await?;
-            Ok::<_, HandshakeError>((info, lists))
-        };
-        match handshake.await {
-            Ok((info, [tools, prompts, resources, templates])) => {
-                let ready_in = t0.elapsed();
-                tracing::info!(server = %self.name(), version = %info.protocol_version, tools = tools.len(), ms = ready_in.as_millis() as u64, "ready");
-                self.set_conn(Some(conn.clone()));
-                self.update(|s| {
-                    s.state = State::Ready;
-                    s.info = Some(info);
-                    s.tools = Arc::new(tools);
-                    s.prompts = Arc::new(prompts);
-                    s.resources = Arc::new(resources);
-                    s.templates = Arc::new(templates);
-                    s.ready_in = Some(ready_in);
-                    s.generation += 1;
-                });
-                Ok(Running { conn, proc, exited })
-            }
+        match self.handshake(&conn, t0, |_| {}).await {
+            Ok(()) => Ok(Running { conn, proc, exited }),
             Err(e) => {
                 let mut reason = e.to_string();
                 // Unwrap our own "server 'x'" prefix: the caller names the server already.
@@ -447,6 +440,34 @@ impl Upstream {
                 Err(reason)
             }
         }
+    }
+
+    /// Runs the handshake on a new connection and publishes the server as ready: `initialize`,
+    /// then `initialized` (called with the negotiated version), then every list.
+    async fn handshake(
+        &self,
+        conn: &Arc<Connection>,
+        t0: Instant,
+        initialized: impl FnOnce(&str),
+    ) -> Result<(), HandshakeError> {
+        let caps = self.client_capabilities().await;
+        let info = handshake::initialize(conn, &caps, self.config.timeout).await?;
+        initialized(&info.protocol_version);
+        let [tools, prompts, resources, templates] = self.fetch_lists(conn, &info).await?;
+        let ready_in = t0.elapsed();
+        tracing::info!(server = %self.name(), version = %info.protocol_version, tools = tools.len(), ms = ready_in.as_millis() as u64, "ready");
+        self.set_conn(Some(conn.clone()));
+        self.update(|s| {
+            s.state = State::Ready;
+            s.info = Some(info);
+            s.tools = Arc::new(tools);
+            s.prompts = Arc::new(prompts);
+            s.resources = Arc::new(resources);
+            s.templates = Arc::new(templates);
+            s.ready_in = Some(ready_in);
+            s.generation += 1;
+        });
+        Ok(())
     }
 
     /// The capabilities to declare upstream: what the downstream client declared, as soon as

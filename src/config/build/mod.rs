@@ -5,6 +5,7 @@
 //! The policy and built-in tool sections are read in `config::policy` and `config::builtins`.
 
 mod hub;
+mod remote;
 mod servers;
 
 use super::expand::{self, Unset};

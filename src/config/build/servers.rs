@@ -5,9 +5,7 @@
 use super::{Builder, get, kind_of};
 use crate::config::expand::Unset;
 use crate::config::suggest::{child, closest_key, index, unknown_key};
-use crate::config::{
-    DEFAULT_TIMEOUT, OAuthSettings, Protocol, ServerConfig, Transport, resolve, units,
-};
+use crate::config::{DEFAULT_TIMEOUT, Protocol, ServerConfig, Transport, resolve, units};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
@@ -24,6 +22,7 @@ const SERVER_KEYS: &[&str] = &[
     "headers",
     "protocol",
     "envFile",
+    "oauth",
 ];
 const REMOTE_KINDS: &[&str] = &["http", "sse", "streamable-http"];
 const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
@@ -236,8 +235,10 @@ impl Builder<'_> {
         };
         match remote {
             None => {
-                if has_url {
-                    self.warn(&child(path, "url"), "ignored for a stdio server");
+                for key in ["url", "headers", "oauth"] {
+                    if get(entry, key).is_some() {
+                        self.warn(&child(path, key), "ignored for a stdio server");
+                    }
                 }
                 self.stdio(entry, path, disabled)
             }
@@ -247,13 +248,13 @@ impl Builder<'_> {
                         self.warn(&child(path, key), format!("ignored for a {kind} server"));
                     }
                 }
-                self.remote(entry, path, kind)
+                self.remote(entry, path, kind, disabled)
             }
         }
     }
 
     /// An object of string values, expanded, in file order.
-    fn string_map(
+    pub(super) fn string_map(
         &mut self,
         entry: &Map<String, Value>,
         key: &str,
@@ -296,11 +297,7 @@ impl Builder<'_> {
         path: &str,
         disabled: bool,
     ) -> Option<Transport> {
-        let unset = if disabled {
-            Unset::KeepAsWritten
-        } else {
-            Unset::Fail
-        };
+        let unset = Unset::for_server(disabled);
         // Only `env` values are recorded: they are what a child may echo back in logs.
         let mut discard = Vec::new();
         let mut injected = Vec::new();
@@ -388,53 +385,6 @@ impl Builder<'_> {
         })
     }
 
-    fn remote(
-        &mut self,
-        entry: &Map<String, Value>,
-        path: &str,
-        kind: String,
-    ) -> Option<Transport> {
-        let mut discard = Vec::new();
-        let url_path = child(path, "url");
-        let url = match get(entry, "url") {
-            Some(v) => self.expanded(v, &url_path, Unset::Fail, &mut discard),
-            None => {
-                self.error(
-                    path,
-                    format!("\"type\": \"{kind}\" needs a `url`; add \"url\": \"https://…\""),
-                );
-                None
-            }
-        };
-        let url = url.filter(|u| {
-            let lower = u.to_ascii_lowercase();
-            let ok = lower.starts_with("http://") || lower.starts_with("https://");
-            if !ok {
-                self.error(
-                    &url_path,
-                    format!(
-                        "\"{u}\" is not an http:// or https:// URL; give the server's full URL"
-                    ),
-                );
-            }
-            ok
-        });
-        let headers = self.string_map(
-            entry,
-            "headers",
-            path,
-            Unset::Fail,
-            &mut discard,
-            check_header_name,
-        );
-        Some(Transport::Http {
-            url: url?,
-            headers,
-            kind,
-            oauth: OAuthSettings::default(),
-        })
-    }
-
     pub(super) fn collisions(&mut self, claims: &[Claim]) {
         for (i, later) in claims.iter().enumerate() {
             let Some(first) = claims[..i].iter().find(|c| c.prefix == later.prefix) else {
@@ -504,7 +454,7 @@ fn check_env_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_header_name(name: &str) -> Result<(), String> {
+pub(super) fn check_header_name(name: &str) -> Result<(), String> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(token) {
         return Err("is not a valid HTTP header name".to_string());

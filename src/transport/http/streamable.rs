@@ -1,0 +1,382 @@
+//! The Streamable HTTP client (2025-03-26 … 2025-11-25), and the task that runs a link:
+//! every message is POSTed to the one endpoint; a request's answer comes as a JSON body or
+//! as an SSE stream (notifications and server requests, then the response), resumed with
+//! `Last-Event-ID` when it drops; a GET stream carries the server's own messages. With the
+//! transport unknown, the first POST decides: 400, 404 or 405 means the legacy HTTP+SSE
+//! transport.
+
+use super::events::{Events, StreamError, message_data};
+use super::legacy;
+use super::shared::{Shared, answers, content_type, status_text};
+use super::{Command, LinkEnd, RemoteKind};
+use crate::jsonrpc::RawObject;
+use crate::transport::lines::Outgoing;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use url::Url;
+
+/// How long the link waits for a notification's POST before sending what follows: the
+/// server should see `notifications/initialized` before the requests after it, but a server
+/// that hangs must not hold everything up.
+const NOTIFY_WAIT: Duration = Duration::from_secs(2);
+/// The wait before reopening a stream when the server named none (`retry:`).
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait a server's `retry:` can ask for.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+/// Resumptions of one response stream in a row that bring no message.
+const MAX_RESUMES: u32 = 5;
+
+/// One message on its way to the server.
+pub(super) struct Outbound {
+    pub body: String,
+    /// For a request: its id (JSON text), which the answer will carry.
+    pub id: Option<String>,
+}
+
+impl Outbound {
+    fn new(body: String) -> Outbound {
+        let id = RawObject::parse(&body).ok().and_then(|o| {
+            let id = o.get("id").filter(|id| *id != "null")?;
+            o.get("method").map(|_| id.to_string())
+        });
+        Outbound { body, id }
+    }
+}
+
+/// What the link does with the next message.
+enum Mode {
+    /// Transport unknown: the first POST decides.
+    Probe,
+    Streamable,
+    /// Legacy HTTP+SSE, POSTing to this endpoint.
+    Legacy(Arc<Url>),
+}
+
+/// Runs a link: sends every line in order until the client closes its side, and owns every
+/// request and stream task (stopped with it).
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    mut lines: mpsc::UnboundedReceiver<Outgoing>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
+    let mut tasks = JoinSet::new();
+    let mut mode = match shared.learned() {
+        Some(RemoteKind::Streamable) => Mode::Streamable,
+        Some(RemoteKind::Sse) => match legacy::open(&shared, &mut tasks).await {
+            Ok(endpoint) => Mode::Legacy(endpoint),
+            Err(end) => return shared.end(end),
+        },
+        Some(RemoteKind::Auto) | None => Mode::Probe,
+    };
+    loop {
+        tokio::select! {
+            biased;
+            Some(command) = commands.recv() => match command {
+                Command::Established(version) => {
+                    shared.set_version(&version);
+                    if matches!(mode, Mode::Streamable) {
+                        tasks.spawn(listen(shared.clone()));
+                    }
+                }
+            },
+            line = lines.recv() => {
+                let Some(Outgoing::Line(line)) = line else { break };
+                let out = Outbound::new(line);
+                match &mode {
+                    Mode::Streamable => send(&shared, &mut tasks, out).await,
+                    Mode::Legacy(endpoint) => legacy::send(&shared, &mut tasks, endpoint, out).await,
+                    Mode::Probe => match probe(&shared, &out).await {
+                        Probe::Streamable => mode = Mode::Streamable,
+                        Probe::Ended => break,
+                        Probe::Fallback(status) => match legacy::open(&shared, &mut tasks).await {
+                            Ok(endpoint) => {
+                                tracing::info!(server = %shared.label(), "the POST was answered with HTTP {}: using the legacy HTTP+SSE transport", status.as_u16());
+                                legacy::send(&shared, &mut tasks, &endpoint, out).await;
+                                mode = Mode::Legacy(endpoint);
+                            }
+                            Err(LinkEnd::Lost(why)) => {
+                                shared.end(LinkEnd::Lost(format!(
+                                    "answered the POST with HTTP {} and, tried as a legacy SSE server, {why}",
+                                    status_text(status)
+                                )));
+                                break;
+                            }
+                            Err(end) => {
+                                shared.end(end);
+                                break;
+                            }
+                        },
+                    },
+                }
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+}
+
+/// Runs `exchange` as a task of the link, bounded by the request deadline. A request's
+/// exchange runs alongside the rest; a notification's or response's is waited for (a
+/// moment), so the server sees them in the order they were sent.
+pub(super) async fn spawn_exchange(
+    shared: &Shared,
+    tasks: &mut JoinSet<()>,
+    is_request: bool,
+    exchange: impl Future<Output = ()> + Send + 'static,
+) {
+    let deadline = shared.spec.deadline;
+    let bounded = async move {
+        let _ = tokio::time::timeout(deadline, exchange).await;
+    };
+    if is_request {
+        tasks.spawn(bounded);
+        return;
+    }
+    let (done, finished) = oneshot::channel();
+    tasks.spawn(async move {
+        bounded.await;
+        let _ = done.send(());
+    });
+    let _ = tokio::time::timeout(NOTIFY_WAIT, finished).await;
+}
+
+fn post(shared: &Shared, body: &str) -> RequestBuilder {
+    shared
+        .request(Method::POST, &shared.spec.url)
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .body(body.to_string())
+}
+
+async fn send(shared: &Arc<Shared>, tasks: &mut JoinSet<()>, out: Outbound) {
+    let is_request = out.id.is_some();
+    let me = shared.clone();
+    spawn_exchange(shared, tasks, is_request, async move {
+        match me.send("POST", || post(&me, &out.body)).await {
+            Ok(resp) => answered(&me, &out, resp).await,
+            Err(end) => me.end(end),
+        }
+    })
+    .await;
+}
+
+enum Probe {
+    Streamable,
+    /// Answered with this status, which the spec reads as "a legacy HTTP+SSE server".
+    Fallback(StatusCode),
+    Ended,
+}
+
+/// POSTs the first message, in line: its answer says which transport the server speaks.
+async fn probe(shared: &Arc<Shared>, out: &Outbound) -> Probe {
+    let resp = match shared.send("POST", || post(shared, &out.body)).await {
+        Ok(resp) => resp,
+        Err(end) => {
+            shared.end(end);
+            return Probe::Ended;
+        }
+    };
+    let status = resp.status();
+    if matches!(status.as_u16(), 400 | 404 | 405) {
+        return Probe::Fallback(status);
+    }
+    shared.learn(RemoteKind::Streamable);
+    let _ = tokio::time::timeout(shared.spec.deadline, answered(shared, out, resp)).await;
+    Probe::Streamable
+}
+
+/// Handles the server's answer to one POST.
+async fn answered(shared: &Arc<Shared>, out: &Outbound, mut resp: Response) {
+    shared.note_session(&resp);
+    let status = resp.status();
+    let id = out.id.as_deref();
+    if status.is_success() {
+        if content_type(&resp) == "text/event-stream" {
+            return stream(shared, resp, id).await;
+        }
+        match shared.body(&mut resp).await {
+            Ok(body) if body.iter().all(u8::is_ascii_whitespace) => {
+                if let Some(id) = id {
+                    shared.fail(
+                        id,
+                        &format!(
+                            "accepted the request (HTTP {}) without answering it",
+                            status_text(status)
+                        ),
+                    );
+                }
+            }
+            Ok(body) => {
+                // A notification's answer has no body; a stray one is passed on only if it
+                // could be JSON-RPC, not a courtesy "Accepted".
+                let first = body.iter().find(|b| !b.is_ascii_whitespace());
+                if id.is_some() || matches!(first, Some(b'{' | b'[')) {
+                    shared.deliver(body);
+                }
+            }
+            Err(Some(len)) => shared.oversized(id, len),
+            Err(None) => {}
+        }
+        return;
+    }
+    if status == StatusCode::NOT_FOUND && shared.has_session() {
+        return shared.end(LinkEnd::SessionExpired);
+    }
+    shared.refused(id, resp).await;
+}
+
+/// Reads a POST's SSE answer until the response to `id` is in, resuming the stream with a
+/// GET and `Last-Event-ID` when it ends early (after the server's `retry:` wait).
+async fn stream(shared: &Arc<Shared>, resp: Response, id: Option<&str>) {
+    let max = shared.spec.max_message_size;
+    let mut events = Events::new(resp, max);
+    let mut last_event: Option<String> = None;
+    let mut retry = DEFAULT_RETRY;
+    let mut resumes = 0;
+    loop {
+        let why = loop {
+            match events.next().await {
+                None => break "the server closed it".to_string(),
+                Some(Err(StreamError::TooLarge(len))) => return shared.oversized(id, len),
+                Some(Err(StreamError::Broken(e))) => break e,
+                Some(Ok(mut ev)) => {
+                    if let Some(event_id) = ev.id.take() {
+                        last_event = Some(event_id);
+                    }
+                    if let Some(ms) = ev.retry {
+                        retry = Duration::from_millis(ms).min(MAX_RETRY);
+                    }
+                    if let Some(data) = message_data(&ev) {
+                        resumes = 0;
+                        let done = id.is_some_and(|id| answers(data, id));
+                        shared.deliver(ev.data.take().unwrap_or_default().into_bytes());
+                        if done {
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        let Some(id) = id else { return };
+        if shared.has_ended() {
+            return;
+        }
+        let Some(last) = &last_event else {
+            return shared.fail(
+                id,
+                &format!("ended the response stream before answering ({why}), with no event id to resume it from"),
+            );
+        };
+        resumes += 1;
+        if resumes > MAX_RESUMES {
+            return shared.fail(
+                id,
+                &format!("ended the response stream {MAX_RESUMES} times without answering ({why})"),
+            );
+        }
+        tracing::debug!(server = %shared.label(), reason = %why, "response stream ended early; resuming");
+        tokio::time::sleep(retry).await;
+        match get_stream(shared, Some(last)).await {
+            Ok(Some(resp)) => events = Events::new(resp, max),
+            Ok(None) => {
+                return shared.fail(
+                    id,
+                    &format!("ended the response stream before answering ({why}) and refused to resume it"),
+                );
+            }
+            Err(end) => return shared.end(end),
+        }
+    }
+}
+
+/// Opens the GET stream (resuming after `last_event` when given). `Ok(None)`: the server
+/// offers none (405, or another refusal).
+async fn get_stream(
+    shared: &Arc<Shared>,
+    last_event: Option<&str>,
+) -> Result<Option<Response>, LinkEnd> {
+    let url = &shared.spec.url;
+    let resp = shared
+        .send("GET", || {
+            let req = shared
+                .request(Method::GET, url)
+                .header(ACCEPT, "text/event-stream");
+            match last_event {
+                Some(last) => req.header("last-event-id", last),
+                None => req,
+            }
+        })
+        .await?;
+    shared.note_session(&resp);
+    let status = resp.status();
+    if status.is_success() && content_type(&resp) == "text/event-stream" {
+        return Ok(Some(resp));
+    }
+    if status == StatusCode::NOT_FOUND && shared.has_session() {
+        return Err(LinkEnd::SessionExpired);
+    }
+    if status.is_server_error() {
+        return Err(LinkEnd::Lost(format!(
+            "answered the GET for its event stream with HTTP {}",
+            status_text(status)
+        )));
+    }
+    if status != StatusCode::METHOD_NOT_ALLOWED {
+        tracing::debug!(server = %shared.label(), status = status.as_u16(), "no event stream on GET");
+    }
+    Ok(None)
+}
+
+/// The GET stream for the server's own messages, reopened (with `Last-Event-ID`) whenever
+/// it ends, for as long as the link lives; a stream that keeps ending at once is reopened
+/// less and less often.
+async fn listen(shared: Arc<Shared>) {
+    let max = shared.spec.max_message_size;
+    let mut last_event: Option<String> = None;
+    let mut retry = DEFAULT_RETRY;
+    let mut quick_ends = 0u32;
+    loop {
+        let resp = match get_stream(&shared, last_event.as_deref()).await {
+            Ok(Some(resp)) => resp,
+            Ok(None) => return,
+            Err(end) => return shared.end(end),
+        };
+        let opened = Instant::now();
+        let mut events = Events::new(resp, max);
+        loop {
+            match events.next().await {
+                None => break,
+                Some(Err(StreamError::TooLarge(len))) => {
+                    shared.oversized(None, len);
+                    break;
+                }
+                Some(Err(StreamError::Broken(e))) => {
+                    tracing::debug!(server = %shared.label(), reason = %e, "event stream broke off");
+                    break;
+                }
+                Some(Ok(mut ev)) => {
+                    if let Some(event_id) = ev.id.take() {
+                        last_event = Some(event_id);
+                    }
+                    if let Some(ms) = ev.retry {
+                        retry = Duration::from_millis(ms).min(MAX_RETRY);
+                    }
+                    if message_data(&ev).is_some() {
+                        shared.deliver(ev.data.take().unwrap_or_default().into_bytes());
+                    }
+                }
+            }
+        }
+        quick_ends = if opened.elapsed() < Duration::from_secs(1) {
+            quick_ends + 1
+        } else {
+            0
+        };
+        let wait = retry.saturating_mul(1 << quick_ends.min(5)).min(MAX_RETRY);
+        tokio::time::sleep(wait).await;
+    }
+}
