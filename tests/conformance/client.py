@@ -39,7 +39,9 @@ def config(url, context):
         oauth["clientSecret"] = context["client_secret"]
     if oauth:
         server["oauth"] = oauth
-    return {"mcpServers": {"conformance": server}}
+    # The scenarios test the client side only: no built-ins, and no permission prompt.
+    hub = {"builtins": False, "permissions": {"default": "allow"}}
+    return {"mcpServers": {"conformance": server}, "openpact": hub}
 
 
 class Hub:
