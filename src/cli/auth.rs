@@ -1,8 +1,8 @@
 //! `openpact auth login | logout | status`: logging in to remote servers from the terminal.
-//! Prints here like [`super::output`] does (never reached in serve mode); token values are
-//! never printed, only scopes, expiry and where the tokens are kept.
-#![allow(clippy::print_stdout)]
+//! Output goes through [`super::output`]'s `out!`; token values are never printed, only
+//! scopes, expiry and where the tokens are kept.
 
+use super::output::out;
 use crate::auth::{self, AuthStatus, Opener, ServerAuth, TokenStore};
 use crate::config::{Config, OAuthSettings, Transport};
 use anyhow::{Result, bail};
@@ -46,12 +46,12 @@ pub async fn run(config: &Config, state: &Path, command: AuthCommand) -> Result<
             let (url, _, oauth) = remote(config, &server)?;
             let auth = ServerAuth::new(&server, url, oauth, store.clone(), false);
             if auth.logout()? {
-                println!(
+                out!(
                     "Logged out of '{server}': its tokens are deleted from the {}.",
                     store.describe()
                 );
             } else {
-                println!("'{server}' had no stored login.");
+                out!("'{server}' had no stored login.");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -67,12 +67,12 @@ pub async fn run(config: &Config, state: &Path, command: AuthCommand) -> Result<
                 })
                 .collect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                out!("{}", serde_json::to_string_pretty(&all)?);
             } else if all.is_empty() {
-                println!("No remote servers in the config.");
+                out!("No remote servers in the config.");
             } else {
                 for s in &all {
-                    println!("{}", status_line(s));
+                    out!("{}", status_line(s));
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -91,7 +91,7 @@ async fn login(
         .await
         .map_err(anyhow::Error::msg)?;
     if (200..300).contains(&probe.status) {
-        println!("'{server}' answered without asking for a login; nothing to do.");
+        out!("'{server}' answered without asking for a login; nothing to do.");
         return Ok(ExitCode::SUCCESS);
     }
     if !probe.wants_login() {
@@ -109,7 +109,7 @@ async fn login(
             &Opener::from_env(),
         )
         .await?;
-    println!("Logged in to '{server}'. {}", details(&status));
+    out!("Logged in to '{server}'. {}", details(&status));
     Ok(ExitCode::SUCCESS)
 }
 

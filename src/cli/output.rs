@@ -12,6 +12,28 @@ use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::Path;
 
+/// Writes one line of the CLI's output to stdout. When the reader has gone away (`openpact
+/// tools | head`), the command ends quietly with success, as Unix tools do, instead of
+/// panicking the way `println!` does on a broken pipe.
+macro_rules! out {
+    () => { $crate::cli::output::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::output::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+pub(crate) use out;
+
+/// The body of [`out!`]; also prints text that brings its own line ends.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("openpact: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 pub fn help() {
     eprintln!(
         "openpact: say what to do, e.g. `openpact serve`, `openpact tools`, `openpact call SERVER:TOOL '{{}}'`; see `openpact --help`"
@@ -84,7 +106,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
         .max()
         .unwrap_or(0);
     for (a, b) in &rows {
-        println!("{a:width$}  {b}");
+        out!("{a:width$}  {b}");
     }
     let ready = hub
         .upstreams()
@@ -96,7 +118,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
         Listing::Prompts => "prompts",
         Listing::Resources => "resources and templates",
     };
-    println!("{} {noun} from {ready} server(s)", rows.len());
+    out!("{} {noun} from {ready} server(s)", rows.len());
     for up in hub.upstreams() {
         if let State::Failed(reason) = &up.snapshot().state {
             eprintln!("server '{}' failed: {reason}", up.name());
@@ -158,7 +180,7 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
             json!({ "resources": listed(&catalog.resources), "templates": listed(&catalog.templates) })
         }
     };
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    out!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
@@ -274,7 +296,7 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
     let v: Value = serde_json::from_str(result)?;
     let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
     if raw {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(is_error);
     }
     let mut lines: Vec<String> = v
@@ -293,7 +315,7 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
     if is_error {
         eprintln!("error: {text}");
     } else {
-        println!("{text}");
+        out!("{text}");
     }
     Ok(is_error)
 }
@@ -302,7 +324,7 @@ pub fn call_result(result: &str, raw: bool) -> anyhow::Result<bool> {
 fn parsed_unless_raw(result: &str, raw: bool) -> anyhow::Result<Option<Value>> {
     let v: Value = serde_json::from_str(result)?;
     if raw {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(None);
     }
     Ok(Some(v))
@@ -314,7 +336,7 @@ pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
         return Ok(false);
     };
     if let Some(d) = v.get("description").and_then(Value::as_str) {
-        println!("# {d}");
+        out!("# {d}");
     }
     for m in v
         .get("messages")
@@ -323,7 +345,7 @@ pub fn prompt_result(result: &str, raw: bool) -> anyhow::Result<bool> {
         .flatten()
     {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
-        println!(
+        out!(
             "{role}: {}",
             content_text(m.get("content").unwrap_or(&Value::Null))
         );
@@ -346,13 +368,13 @@ pub fn read_result(result: &str, raw: bool) -> anyhow::Result<bool> {
             c.get("text").and_then(Value::as_str),
             c.get("blob").and_then(Value::as_str),
         ) {
-            (Some(text), _) => println!("{text}"),
+            (Some(text), _) => out!("{text}"),
             (None, Some(blob)) => {
                 let mime = c
                     .get("mimeType")
                     .and_then(Value::as_str)
                     .unwrap_or("application/octet-stream");
-                println!(
+                out!(
                     "[{mime}, about {} bytes; use --json for the base64]",
                     blob.len() * 3 / 4
                 );
@@ -365,7 +387,7 @@ pub fn read_result(result: &str, raw: bool) -> anyhow::Result<bool> {
 
 pub fn servers_human(servers: &[ServerStatus]) {
     if servers.is_empty() {
-        println!("no servers configured");
+        out!("no servers configured");
         return;
     }
     let w = servers
@@ -374,13 +396,18 @@ pub fn servers_human(servers: &[ServerStatus]) {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    out!(
         "{:w$}  {:12}  {:10}  {:>5}  {:20}  {:>8}  RESTARTS",
-        "NAME", "STATE", "PROTOCOL", "TOOLS", "STARTED", "READY IN"
+        "NAME",
+        "STATE",
+        "PROTOCOL",
+        "TOOLS",
+        "STARTED",
+        "READY IN"
     );
     for s in servers {
         let dash = || "-".to_string();
-        println!(
+        out!(
             "{:w$}  {:12}  {:10}  {:>5}  {:20}  {:>8}  {}",
             s.name,
             s.state,
@@ -394,19 +421,19 @@ pub fn servers_human(servers: &[ServerStatus]) {
             s.restarts
         );
         if let Some(r) = remote_of(s) {
-            println!("{:w$}  url: {} ({})", "", r.url, r.transport);
+            out!("{:w$}  url: {} ({})", "", r.url, r.transport);
         }
         if s.state == State::NeedsLogin(String::new()).label() {
-            println!("{:w$}  login: run `openpact auth login {}`", "", s.name);
+            out!("{:w$}  login: run `openpact auth login {}`", "", s.name);
         }
         if let Some(reason) = &s.reason {
-            println!("{:w$}  reason: {reason}", "");
+            out!("{:w$}  reason: {reason}", "");
         } else if let Some(e) = &s.last_error {
-            println!("{:w$}  last error: {e}", "");
+            out!("{:w$}  last error: {e}", "");
         }
         if s.state != "ready" {
             for line in s.stderr.iter().rev().take(5).rev() {
-                println!("{:w$}  stderr: {line}", "");
+                out!("{:w$}  stderr: {line}", "");
             }
         }
     }
@@ -420,16 +447,16 @@ fn remote_of(s: &ServerStatus) -> Option<RemoteStatus> {
 }
 
 pub fn servers_json(servers: &[ServerStatus]) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(servers)?);
+    out!("{}", serde_json::to_string_pretty(servers)?);
     Ok(())
 }
 
 pub fn live_human(hubs: &[HubStatus]) {
     for (i, h) in hubs.iter().enumerate() {
         if i > 0 {
-            println!();
+            out!();
         }
-        println!(
+        out!(
             "openpact serve (pid {}, config {}, since {}, updated {}):",
             h.pid,
             h.config.as_deref().unwrap_or("none"),
@@ -438,11 +465,11 @@ pub fn live_human(hubs: &[HubStatus]) {
         );
         servers_human(&h.servers);
     }
-    println!("\n(`openpact servers --start` starts the configured servers afresh instead)");
+    out!("\n(`openpact servers --start` starts the configured servers afresh instead)");
 }
 
 pub fn live_json(hubs: &[HubStatus]) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(hubs)?);
+    out!("{}", serde_json::to_string_pretty(hubs)?);
     Ok(())
 }
 
@@ -454,9 +481,9 @@ fn source_label(config: &Config) -> String {
 }
 
 pub fn config_human(config: &Config, state_dir: &Path) {
-    println!("config: {}", source_label(config));
-    println!("state dir: {}", state_dir.display());
-    println!(
+    out!("config: {}", source_label(config));
+    out!("state dir: {}", state_dir.display());
+    out!(
         "tool names: {:?}, page size {}, list wait {}",
         config.hub.tool_names,
         config.hub.page_size,
@@ -464,9 +491,9 @@ pub fn config_human(config: &Config, state_dir: &Path) {
     );
     for s in &config.servers {
         let flag = if s.disabled { " (disabled)" } else { "" };
-        println!("\n{}{flag}", s.name);
+        out!("\n{}{flag}", s.name);
         if s.prefix() != s.name {
-            println!("  namespace: {:?}", s.prefix());
+            out!("  namespace: {:?}", s.prefix());
         }
         match &s.transport {
             Transport::Stdio {
@@ -476,15 +503,15 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                 cwd,
                 ..
             } => {
-                println!("  command: {command} -> {}", program.display());
+                out!("  command: {command} -> {}", program.display());
                 if !args.is_empty() {
-                    println!(
+                    out!(
                         "  args: {}",
                         serde_json::to_string(args).unwrap_or_default()
                     );
                 }
                 if let Some(cwd) = cwd {
-                    println!("  cwd: {}", cwd.display());
+                    out!("  cwd: {}", cwd.display());
                 }
             }
             Transport::Http {
@@ -493,19 +520,19 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                 headers,
                 oauth,
             } => {
-                println!("  url: {}", display_url(url));
-                println!("  transport: {}", transport_plan(kind));
+                out!("  url: {}", display_url(url));
+                out!("  transport: {}", transport_plan(kind));
                 if !headers.is_empty() {
                     let names: Vec<String> =
                         headers.iter().map(|(k, _)| format!("{k}: …")).collect();
-                    println!("  headers: {}", names.join(", "));
+                    out!("  headers: {}", names.join(", "));
                 }
-                println!("  auth: {}", auth_plan(headers, oauth));
+                out!("  auth: {}", auth_plan(headers, oauth));
             }
         }
         let keys = super::env_keys(&s.transport);
         if !keys.is_empty() && matches!(s.transport, Transport::Stdio { .. }) {
-            println!(
+            out!(
                 "  env: {}",
                 keys.iter()
                     .map(|k| format!("{k}=…"))
@@ -513,13 +540,13 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                     .join(" ")
             );
         }
-        println!("  timeout: {}", human_duration(s.timeout));
+        out!("  timeout: {}", human_duration(s.timeout));
     }
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
     let n = config.servers.iter().filter(|s| !s.disabled).count();
-    println!(
+    out!(
         "\nok: {n} server(s) enabled, {} disabled",
         config.servers.len() - n
     );
@@ -582,7 +609,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         "servers": servers,
         "warnings": config.warnings,
     });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    out!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
 
@@ -626,11 +653,11 @@ pub fn config_problems(e: &ConfigError) {
 
 pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Result<()> {
     if records.is_empty() && !raw {
-        println!("the audit log is empty");
+        out!("the audit log is empty");
     }
     for r in records {
         if raw {
-            println!("{}", serde_json::to_string(r)?);
+            out!("{}", serde_json::to_string(r)?);
             continue;
         }
         let decision = if r.source.is_empty() {
@@ -638,7 +665,7 @@ pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Res
         } else {
             format!("{} ({})", r.decision, r.source)
         };
-        println!(
+        out!(
             "{}  {:<12} {:<14} {:<32} {:<22} cache {:<4} {:>8.1} ms  {:<11} {} B",
             r.time,
             r.client,
@@ -651,7 +678,7 @@ pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Res
             r.result_bytes
         );
         if let Some(e) = &r.error {
-            println!("    {e}");
+            out!("    {e}");
         }
     }
     Ok(())
@@ -662,18 +689,18 @@ pub fn decisions(
     raw: bool,
 ) -> anyhow::Result<()> {
     if raw {
-        println!("{}", serde_json::to_string_pretty(map)?);
+        out!("{}", serde_json::to_string_pretty(map)?);
         return Ok(());
     }
     if map.is_empty() {
-        println!("no remembered decisions");
+        out!("no remembered decisions");
     }
     for (name, r) in map {
         let d = match r.decision {
             crate::policy::decisions::Remember::Allow => "allow",
             crate::policy::decisions::Remember::Deny => "deny",
         };
-        println!(
+        out!(
             "{name:<40} {d:<6} since {}  ({})",
             r.at,
             &r.definition[..r.definition.len().min(19)]
@@ -684,9 +711,9 @@ pub fn decisions(
 
 pub fn forgot(name: &str, existed: bool) {
     if existed {
-        println!("forgot the decision about {name}; openpact will ask again");
+        out!("forgot the decision about {name}; openpact will ask again");
     } else {
-        println!("there was no remembered decision about {name}");
+        out!("there was no remembered decision about {name}");
     }
 }
 
@@ -695,7 +722,7 @@ pub fn remembered(name: &str, decision: crate::policy::decisions::Remember) {
         crate::policy::decisions::Remember::Allow => "allowed",
         crate::policy::decisions::Remember::Deny => "denied",
     };
-    println!(
+    out!(
         "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
     );
 }
@@ -706,11 +733,11 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
             .iter()
             .map(|h| json!({"pid": h.pid, "cache": h.cache}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     if hubs.is_empty() {
-        println!("no openpact serve is running (the cache lives in its process)");
+        out!("no openpact serve is running (the cache lives in its process)");
     }
     for h in hubs {
         let c = h.cache.unwrap_or_default();
@@ -720,9 +747,13 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
         } else {
             c.hits as f64 * 100.0 / total as f64
         };
-        println!(
+        out!(
             "openpact serve pid {}: {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
-            h.pid, c.hits, c.misses, c.entries, c.bytes
+            h.pid,
+            c.hits,
+            c.misses,
+            c.entries,
+            c.bytes
         );
     }
     Ok(())
@@ -730,8 +761,8 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
 
 pub fn cache_cleared(n: usize) {
     match n {
-        0 => println!("no openpact serve is running; nothing to clear"),
-        n => println!("asked {n} running openpact serve process(es) to clear their cache"),
+        0 => out!("no openpact serve is running; nothing to clear"),
+        n => out!("asked {n} running openpact serve process(es) to clear their cache"),
     }
 }
 
@@ -745,30 +776,30 @@ pub fn scripts(
             .iter()
             .map(|s| json!({"name": s.name, "description": s.description, "status": s.status, "hash": s.hash, "requiredSecrets": s.required_secrets, "metadata": s.metadata}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        out!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     if list.is_empty() {
-        println!("no scripts in {}", dir.display());
+        out!("no scripts in {}", dir.display());
     }
     let w = list.iter().map(|s| s.name.len()).max().unwrap_or(0);
     for s in list {
-        println!("{:w$}  {:<11}  {}", s.name, s.status, s.description);
+        out!("{:w$}  {:<11}  {}", s.name, s.status, s.description);
     }
     Ok(())
 }
 
 pub fn script_source(source: &str) {
-    print!("{source}");
+    write_out(format_args!("{source}"));
     if !source.ends_with('\n') {
-        println!();
+        out!();
     }
 }
 
 pub fn script_approved(name: &str, hash: &str) {
-    println!("approved {name} ({hash}); editing it will need approval again");
+    out!("approved {name} ({hash}); editing it will need approval again");
 }
 
 pub fn script_rejected(name: &str) {
-    println!("rejected {name}; script_run will refuse it");
+    out!("rejected {name}; script_run will refuse it");
 }
