@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::net::{Fetcher, HttpRequest, HttpResponse};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use crate::config::{ChatProvider, ChatSettings, WebSettings};
 
 /// Discord's message length limit, in characters.
@@ -110,13 +110,7 @@ impl Group for Chat {
                 },
                 "required": ["provider", "target", "message"]
             }),
-            annotations: Some(json!({
-                "title": "Send a chat message",
-                "readOnlyHint": false,
-                "destructiveHint": false,
-                "idempotentHint": false,
-                "openWorldHint": true
-            })),
+            annotations: Some(hints::posts("Send a chat message")),
         }]
     }
 
@@ -124,7 +118,7 @@ impl Group for Chat {
         Box::pin(async move {
             match tool {
                 "chat_send" => self.send(args).await,
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::net::{Fetcher, HttpRequest, HttpResponse};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use crate::config::{GithubSettings, WebSettings};
 
 const DEFAULT_LIMIT: u64 = 30;
@@ -74,11 +74,7 @@ impl Group for Github {
                     },
                     "required": ["owner", "repo"]
                 }),
-                annotations: Some(json!({
-                    "title": "List GitHub issues",
-                    "readOnlyHint": true,
-                    "openWorldHint": true
-                })),
+                annotations: Some(hints::reads_remote("List GitHub issues")),
             },
             ToolDef {
                 name: "github_create_issue",
@@ -94,13 +90,7 @@ impl Group for Github {
                     },
                     "required": ["owner", "repo", "title"]
                 }),
-                annotations: Some(json!({
-                    "title": "Create a GitHub issue",
-                    "readOnlyHint": false,
-                    "destructiveHint": false,
-                    "idempotentHint": false,
-                    "openWorldHint": true
-                })),
+                annotations: Some(hints::posts("Create a GitHub issue")),
             },
         ]
     }
@@ -110,7 +100,7 @@ impl Group for Github {
             match tool {
                 "github_list_issues" => self.list(args).await,
                 "github_create_issue" => self.create(args).await,
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }
