@@ -524,7 +524,7 @@ mod tests {
     #[tokio::test]
     async fn create_issue() {
         let s = Stand::start(|rq| {
-            let sent: Value = serde_json::from_str(&rq.body).unwrap_or(Value::Null);
+            let sent = rq.json();
             if rq.url == "/repos/o/r/issues" && sent["title"] == "Crash on start" {
                 let mut v = issue(42, "Crash on start", &["bug"], false);
                 v["html_url"] = json!("https://github.com/o/r/issues/42");
@@ -551,7 +551,7 @@ mod tests {
         assert_eq!(rq.header("content-type"), Some("application/json"));
         assert_eq!(rq.header("authorization"), Some("Bearer tok"));
         assert_eq!(
-            serde_json::from_str::<Value>(&rq.body).unwrap(),
+            rq.json(),
             json!({"title": "Crash on start", "body": "Steps…", "labels": ["bug"]})
         );
 
@@ -568,10 +568,7 @@ mod tests {
                 "failed to create issue: GitHub API error: 422 - Validation Failed"
             )
         );
-        assert_eq!(
-            serde_json::from_str::<Value>(&s.seen()[1].body).unwrap(),
-            json!({"title": "Other"})
-        );
+        assert_eq!(s.seen()[1].json(), json!({"title": "Other"}));
         let out = g
             .call(
                 "github_create_issue",
