@@ -1,6 +1,8 @@
 //! Files in the state dir: created private (0700 dirs, 0600 files) and written atomically
-//! (temp file + rename), so a reader or a second openpact process never sees half a file.
+//! (temp file + rename), so a reader or a second openpact process never sees half a file;
+//! and the exclusive lock writers hold around a read-change-replace of one.
 
+use nix::fcntl::{Flock, FlockArg};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
@@ -79,6 +81,20 @@ fn write_then_rename(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Blocks until this process holds an exclusive `flock` on `lock_path` (created, with its
+/// dir, if missing), released on drop. A writer that re-reads, changes and replaces a state
+/// file under it never loses another process's change; readers need no lock, as the file is
+/// only ever replaced whole.
+pub fn lock_exclusive(lock_path: &Path) -> std::io::Result<Flock<std::fs::File>> {
+    ensure_dir(lock_path.parent().unwrap_or_else(|| Path::new(".")))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)?;
+    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
 }
 
 fn unique() -> u64 {

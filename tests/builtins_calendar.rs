@@ -5,69 +5,26 @@
 //! The hub runs with `TZ` set to a fixed +05:30 zone, so the expected local times do not
 //! depend on the machine running the tests.
 
-use crate::support::{Scratch, serve_with, text};
+use crate::support::{Scratch, Stand, ics, reply, serve_with, stamp, text};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// The hub's local zone as a POSIX TZ string (needs no tz database); the same offset as
 /// Asia/Kolkata, which the expectations use.
 const HUB_TZ: &str = "IST-5:30";
 const LOCAL: Tz = chrono_tz::Asia::Kolkata;
 
-/// A loopback stand-in answering each path with a status and a body; stops on drop.
-struct FeedServer {
-    base: String,
-    server: Arc<tiny_http::Server>,
-}
-
-impl FeedServer {
-    fn start(routes: Vec<(&'static str, u16, String)>) -> FeedServer {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
-        let srv = server.clone();
-        std::thread::spawn(move || {
-            while let Ok(rq) = srv.recv() {
-                let (status, body) = routes
-                    .iter()
-                    .find(|(path, _, _)| *path == rq.url())
-                    .map(|(_, s, b)| (*s, b.clone()))
-                    .unwrap_or((404, "not found".into()));
-                let resp = tiny_http::Response::from_data(body.into_bytes())
-                    .with_status_code(status)
-                    .with_header(
-                        tiny_http::Header::from_bytes("Content-Type", "text/calendar").unwrap(),
-                    );
-                let _ = rq.respond(resp);
-            }
-        });
-        FeedServer {
-            base: format!("http://127.0.0.1:{port}"),
-            server,
-        }
-    }
-}
-
-impl Drop for FeedServer {
-    fn drop(&mut self) {
-        self.server.unblock();
-    }
-}
-
-fn ics(events: &[String]) -> String {
-    let mut s = String::from("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//openpact tests//EN\r\n");
-    for e in events {
-        s.push_str("BEGIN:VEVENT\r\n");
-        s.push_str(e);
-        s.push_str("END:VEVENT\r\n");
-    }
-    s.push_str("END:VCALENDAR\r\n");
-    s
-}
-
-fn stamp(t: NaiveDateTime) -> String {
-    t.format("%Y%m%dT%H%M%S").to_string()
+/// A loopback stand-in answering each path with a status and a body (404 elsewhere).
+fn feed_server(routes: Vec<(&'static str, u16, String)>) -> Stand {
+    Stand::start(move |rq| {
+        let (status, body) = routes
+            .iter()
+            .find(|(path, _, _)| *path == rq.url)
+            .map(|(_, s, b)| (*s, b.clone()))
+            .unwrap_or((404, "not found".into()));
+        reply(status, "text/calendar", body)
+    })
 }
 
 fn wall(tz: Tz, t: NaiveDateTime) -> DateTime<Utc> {
@@ -133,7 +90,7 @@ async fn lists_events_from_an_http_feed_and_a_file_in_the_local_zone() {
         ),
     ]);
 
-    let feeds = FeedServer::start(vec![
+    let feeds = feed_server(vec![
         ("/team.ics", 200, team),
         ("/flaky.ics", 500, "oops".into()),
     ]);
@@ -261,14 +218,14 @@ async fn lists_events_from_an_http_feed_and_a_file_in_the_local_zone() {
 
 #[tokio::test]
 async fn failing_feeds_are_reported() {
-    let feeds = FeedServer::start(vec![
+    let feeds = feed_server(vec![
         ("/down.ics", 500, "Internal trouble".into()),
         (
             "/login",
             200,
             "<html><body>Please log in</body></html>".into(),
         ),
-        ("/empty.ics", 200, ics(&[])),
+        ("/empty.ics", 200, ics::<&str>(&[])),
     ]);
     let scratch = Scratch::new();
     let cfg = scratch.config(&json!({

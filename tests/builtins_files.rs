@@ -2,9 +2,10 @@
 //! under bare names beside a server's namespaced tools, real files round-tripped, traversal
 //! refused as `isError` results, and the vault's git sync against a local bare repository.
 
-use crate::support::{Client, Scratch, WAIT, fixture, is_error, ready_polling, serve, text};
+use crate::support::{
+    Client, Scratch, WAIT, bare_git, fixture, is_error, ready_polling, serve, synced_vault, text,
+};
 use serde_json::{Value, json};
-use std::path::Path;
 use std::time::Instant;
 
 /// The result text of a call that must succeed.
@@ -167,62 +168,16 @@ async fn workspace_and_memory_tools_round_trip_through_the_hub() {
     assert_eq!(text(&r), "still here");
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[tokio::test]
 async fn vault_tools_search_and_sync_through_the_hub() {
     let s = Scratch::new();
-    let bare = s.path().join("origin.git");
-    let vault = s.path().join("vault");
-    git(s.path(), &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(
+    let (bare, vault) = synced_vault(
         s.path(),
         &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            vault.to_str().unwrap(),
+            ("Home.md", "# Home\nnothing here\n"),
+            ("Projects/Plan.md", "intro\nShip the Rust port\noutro\n"),
         ],
     );
-    for (k, v) in [
-        ("user.name", "Vault Bot"),
-        ("user.email", "vault@example.invalid"),
-        ("commit.gpgsign", "false"),
-    ] {
-        git(&vault, &["config", k, v]);
-    }
-    std::fs::create_dir_all(vault.join("Projects")).unwrap();
-    std::fs::write(vault.join("Home.md"), "# Home\nnothing here\n").unwrap();
-    std::fs::write(
-        vault.join("Projects/Plan.md"),
-        "intro\nShip the Rust port\noutro\n",
-    )
-    .unwrap();
-    git(&vault, &["add", "."]);
-    git(&vault, &["commit", "-q", "-m", "init"]);
-    git(&vault, &["push", "-q", "-u", "origin", "HEAD"]);
 
     let cfg = s.config(&json!({
         "mcpServers": {"fx": fixture(&[])},
@@ -262,16 +217,14 @@ async fn vault_tools_search_and_sync_through_the_hub() {
     )
     .await;
     assert_eq!(text(&r), "Wrote and synced Inbox/Idea.md");
-    let bare_git = |args: &[&str]| {
-        let mut all = vec!["--git-dir", bare.to_str().unwrap()];
-        all.extend_from_slice(args);
-        git(s.path(), &all)
-    };
     assert_eq!(
-        bare_git(&["log", "-1", "--format=%s"]).trim(),
+        bare_git(&bare, &["log", "-1", "--format=%s"]).trim(),
         "Capture idea"
     );
-    assert_eq!(bare_git(&["show", "HEAD:Inbox/Idea.md"]), "an idea\n");
+    assert_eq!(
+        bare_git(&bare, &["show", "HEAD:Inbox/Idea.md"]),
+        "an idea\n"
+    );
     assert_eq!(
         text(&ok(c, "vault_read", json!({"path": "Inbox/Idea.md"})).await),
         "an idea\n"

@@ -4,87 +4,10 @@
 //! environment. The stand-ins check what the real APIs expect: method, path, query, headers
 //! and JSON body.
 
-use crate::support::{Scratch, fixture, is_error, ready_polling, serve_with, text};
+use crate::support::{
+    Scratch, Stand, fixture, is_error, json_reply, ready_polling, reply, serve_with, text,
+};
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-
-/// A request a stand-in received.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    url: String,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// A loopback HTTP server answering with `handler` (status, content type, body).
-struct Stand {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    server: Arc<tiny_http::Server>,
-}
-
-impl Drop for Stand {
-    fn drop(&mut self) {
-        self.server.unblock();
-    }
-}
-
-impl Stand {
-    fn start(handler: impl Fn(&Seen) -> (u16, &'static str, String) + Send + 'static) -> Stand {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (srv, log) = (server.clone(), seen.clone());
-        std::thread::spawn(move || {
-            while let Ok(mut rq) = srv.recv() {
-                let mut body = String::new();
-                let _ = rq.as_reader().read_to_string(&mut body);
-                let s = Seen {
-                    method: rq.method().as_str().to_string(),
-                    url: rq.url().to_string(),
-                    headers: rq
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.as_str().to_string(), h.value.to_string()))
-                        .collect(),
-                    body,
-                };
-                log.lock().unwrap().push(s.clone());
-                let (status, ctype, body) = handler(&s);
-                let resp = tiny_http::Response::from_string(body)
-                    .with_status_code(status)
-                    .with_header(
-                        tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
-                            .unwrap(),
-                    );
-                let _ = rq.respond(resp);
-            }
-        });
-        Stand {
-            base: format!("http://127.0.0.1:{port}"),
-            seen,
-            server,
-        }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
 
 const PAGE: &str = "<!doctype html><html><head><title>Loopback &amp; Co</title>\
     <style>p{color:red}</style><script>var leak = 1;</script></head>\
@@ -92,8 +15,8 @@ const PAGE: &str = "<!doctype html><html><head><title>Loopback &amp; Co</title>\
 
 fn page_server() -> Stand {
     Stand::start(|rq| match rq.url.as_str() {
-        "/page" => (200, "text/html; charset=utf-8", PAGE.to_string()),
-        _ => (404, "text/plain", "no".to_string()),
+        "/page" => reply(200, "text/html; charset=utf-8", PAGE),
+        _ => reply(404, "text/plain", "no"),
     })
 }
 
@@ -171,7 +94,7 @@ async fn web_fetch_refuses_loopback_by_default() {
     ready_polling(c, &["web_fetch"]).await;
     for url in [
         format!("{}/page", site.base),
-        site.base.replace("127.0.0.1", "localhost") + "/page",
+        format!("http://localhost:{}/page", site.port),
         "http://169.254.169.254/latest/meta-data/".to_string(),
     ] {
         let r = c.call("web_fetch", json!({"url": url})).await;
@@ -191,33 +114,25 @@ async fn github_tools_talk_to_the_configured_api() {
     const TOKEN: &str = "t0k3n-abcdef";
     let api = Stand::start(|rq| {
         match (rq.method.as_str(), rq.url.split('?').next().unwrap_or("")) {
-            ("GET", "/repos/octo/hello%20world/issues") => (
+            ("GET", "/repos/octo/hello%20world/issues") => json_reply(
                 200,
-                "application/json",
                 json!([
                     {"number": 3, "title": "Crash", "html_url": "https://gh.example/octo/hw/issues/3",
                      "state": "open", "created_at": "2025-01-02T03:04:05Z", "labels": [{"name": "bug"}]},
                     {"number": 2, "title": "A pull request", "html_url": "https://gh.example/octo/hw/pull/2",
                      "state": "open", "created_at": "2025-01-01T00:00:00Z", "labels": [],
                      "pull_request": {"url": "x"}}
-                ])
-                .to_string(),
+                ]),
             ),
             ("POST", "/repos/octo/hello%20world/issues") => {
                 let title = rq.json()["title"].clone();
-                (
+                json_reply(
                     201,
-                    "application/json",
                     json!({"number": 4, "title": title, "html_url": "https://gh.example/octo/hw/issues/4",
-                           "state": "open", "created_at": "2025-01-03T00:00:00Z", "labels": []})
-                    .to_string(),
+                           "state": "open", "created_at": "2025-01-03T00:00:00Z", "labels": []}),
                 )
             }
-            _ => (
-                404,
-                "application/json",
-                json!({"message": "Not Found"}).to_string(),
-            ),
+            _ => json_reply(404, json!({"message": "Not Found"})),
         }
     });
     let s = Scratch::new();
@@ -309,27 +224,21 @@ async fn chat_send_reaches_each_provider() {
     let api = Stand::start(|rq| {
         let b = rq.json();
         match rq.url.as_str() {
-            "/discord/users/@me/channels" => {
-                (200, "application/json", json!({"id": "9001"}).to_string())
-            }
+            "/discord/users/@me/channels" => json_reply(200, json!({"id": "9001"})),
             "/discord/channels/9001/messages" | "/discord/channels/42/messages" => {
-                (200, "application/json", json!({"id": "1"}).to_string())
+                json_reply(200, json!({"id": "1"}))
             }
-            "/telegram/bot77:tg-token/sendMessage" => (
-                200,
-                "application/json",
-                json!({"ok": true, "result": {}}).to_string(),
-            ),
+            "/telegram/bot77:tg-token/sendMessage" => {
+                json_reply(200, json!({"ok": true, "result": {}}))
+            }
             "/slack/chat.postMessage" if b["channel"] == "C0FFEE" => {
-                (200, "application/json", json!({"ok": true}).to_string())
+                json_reply(200, json!({"ok": true}))
             }
-            "/slack/chat.postMessage" => (
-                200,
-                "application/json",
-                json!({"ok": false, "error": "channel_not_found"}).to_string(),
-            ),
-            "/hook" => (200, "text/plain", "ok".to_string()),
-            _ => (404, "text/plain", "not found".to_string()),
+            "/slack/chat.postMessage" => {
+                json_reply(200, json!({"ok": false, "error": "channel_not_found"}))
+            }
+            "/hook" => reply(200, "text/plain", "ok"),
+            _ => reply(404, "text/plain", "not found"),
         }
     });
     let s = Scratch::new();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::net::{Fetcher, HttpRequest, HttpResponse};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use crate::config::{ChatProvider, ChatSettings, WebSettings};
 
 /// Discord's message length limit, in characters.
@@ -110,13 +110,7 @@ impl Group for Chat {
                 },
                 "required": ["provider", "target", "message"]
             }),
-            annotations: Some(json!({
-                "title": "Send a chat message",
-                "readOnlyHint": false,
-                "destructiveHint": false,
-                "idempotentHint": false,
-                "openWorldHint": true
-            })),
+            annotations: Some(hints::posts("Send a chat message")),
         }]
     }
 
@@ -124,7 +118,7 @@ impl Group for Chat {
         Box::pin(async move {
             match tool {
                 "chat_send" => self.send(args).await,
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }
@@ -360,10 +354,6 @@ mod tests {
         }
     }
 
-    fn body(s: &crate::builtins::net::tests::Seen) -> Value {
-        serde_json::from_str(&s.body).unwrap()
-    }
-
     #[test]
     fn no_usable_provider_no_group() {
         let c = ChatSettings {
@@ -416,9 +406,9 @@ mod tests {
         );
         let seen = s.seen();
         assert_eq!(seen[0].url, "/api/v10/users/@me/channels");
-        assert_eq!(body(&seen[0]), json!({"recipient_id": "42"}));
+        assert_eq!(seen[0].json(), json!({"recipient_id": "42"}));
         assert_eq!(seen[1].url, "/api/v10/channels/555/messages");
-        assert_eq!(body(&seen[1]), json!({"content": "hi"}));
+        assert_eq!(seen[1].json(), json!({"content": "hi"}));
         for rq in &seen {
             assert_eq!(rq.header("authorization"), Some("Bot d-secret"));
             assert!(
@@ -450,7 +440,7 @@ mod tests {
         assert!(!out.is_error);
         let lens: Vec<usize> = s.seen()[4..]
             .iter()
-            .map(|r| body(r)["content"].as_str().unwrap().len())
+            .map(|r| r.json()["content"].as_str().unwrap().len())
             .collect();
         assert_eq!(lens, [2000, 2000, 500]);
 
@@ -501,7 +491,7 @@ mod tests {
     #[tokio::test]
     async fn telegram() {
         let s = Stand::start(|rq| {
-            let b: Value = serde_json::from_str(&rq.body).unwrap_or(Value::Null);
+            let b = rq.json();
             if rq.url != "/bot123:tg-secret/sendMessage" {
                 json_reply(
                     404,
@@ -532,8 +522,8 @@ mod tests {
         }
         let rq = &s.seen()[0];
         assert_eq!(rq.method, "POST");
-        assert_eq!(body(rq), json!({"chat_id": -100123, "text": "héllo"}));
-        assert!(body(rq)["chat_id"].is_i64());
+        assert_eq!(rq.json(), json!({"chat_id": -100123, "text": "héllo"}));
+        assert!(rq.json()["chat_id"].is_i64());
 
         let out = g
             .call(
@@ -559,7 +549,7 @@ mod tests {
     #[tokio::test]
     async fn slack_and_webhook() {
         let s = Stand::start(|rq| {
-            let b: Value = serde_json::from_str(&rq.body).unwrap_or(Value::Null);
+            let b = rq.json();
             match rq.url.as_str() {
                 "/api/chat.postMessage" if b["channel"] == "C123" => {
                     json_reply(200, json!({"ok": true, "ts": "1.2"}))
@@ -597,7 +587,7 @@ mod tests {
             rq.header("content-type"),
             Some("application/json; charset=utf-8")
         );
-        assert_eq!(body(rq), json!({"channel": "C123", "text": "hi"}));
+        assert_eq!(rq.json(), json!({"channel": "C123", "text": "hi"}));
 
         let out = g
             .call(
@@ -626,6 +616,6 @@ mod tests {
         let rq = &s.seen()[2];
         assert_eq!((rq.method.as_str(), rq.url.as_str()), ("POST", "/hook"));
         assert_eq!(rq.header("authorization"), None);
-        assert_eq!(body(rq), json!({"text": "deploy done", "target": "ops"}));
+        assert_eq!(rq.json(), json!({"text": "deploy done", "target": "ops"}));
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::net::{Fetcher, HttpRequest, HttpResponse};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use crate::config::{GithubSettings, WebSettings};
 
 const DEFAULT_LIMIT: u64 = 30;
@@ -74,11 +74,7 @@ impl Group for Github {
                     },
                     "required": ["owner", "repo"]
                 }),
-                annotations: Some(json!({
-                    "title": "List GitHub issues",
-                    "readOnlyHint": true,
-                    "openWorldHint": true
-                })),
+                annotations: Some(hints::reads_remote("List GitHub issues")),
             },
             ToolDef {
                 name: "github_create_issue",
@@ -94,13 +90,7 @@ impl Group for Github {
                     },
                     "required": ["owner", "repo", "title"]
                 }),
-                annotations: Some(json!({
-                    "title": "Create a GitHub issue",
-                    "readOnlyHint": false,
-                    "destructiveHint": false,
-                    "idempotentHint": false,
-                    "openWorldHint": true
-                })),
+                annotations: Some(hints::posts("Create a GitHub issue")),
             },
         ]
     }
@@ -110,7 +100,7 @@ impl Group for Github {
             match tool {
                 "github_list_issues" => self.list(args).await,
                 "github_create_issue" => self.create(args).await,
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }
@@ -534,7 +524,7 @@ mod tests {
     #[tokio::test]
     async fn create_issue() {
         let s = Stand::start(|rq| {
-            let sent: Value = serde_json::from_str(&rq.body).unwrap_or(Value::Null);
+            let sent = rq.json();
             if rq.url == "/repos/o/r/issues" && sent["title"] == "Crash on start" {
                 let mut v = issue(42, "Crash on start", &["bug"], false);
                 v["html_url"] = json!("https://github.com/o/r/issues/42");
@@ -561,7 +551,7 @@ mod tests {
         assert_eq!(rq.header("content-type"), Some("application/json"));
         assert_eq!(rq.header("authorization"), Some("Bearer tok"));
         assert_eq!(
-            serde_json::from_str::<Value>(&rq.body).unwrap(),
+            rq.json(),
             json!({"title": "Crash on start", "body": "Steps…", "labels": ["bug"]})
         );
 
@@ -578,10 +568,7 @@ mod tests {
                 "failed to create issue: GitHub API error: 422 - Validation Failed"
             )
         );
-        assert_eq!(
-            serde_json::from_str::<Value>(&s.seen()[1].body).unwrap(),
-            json!({"title": "Other"})
-        );
+        assert_eq!(s.seen()[1].json(), json!({"title": "Other"}));
         let out = g
             .call(
                 "github_create_issue",

@@ -7,6 +7,7 @@
 pub mod calendar;
 pub mod chat;
 pub mod github;
+mod hints;
 pub mod net;
 pub mod paths;
 pub mod scripts;
@@ -78,6 +79,11 @@ impl ToolOutput {
             structured: None,
             is_error: true,
         }
+    }
+
+    /// The answer to a call naming no tool there is.
+    pub fn unknown_tool(tool: &str) -> ToolOutput {
+        ToolOutput::error(format!("Unknown tool: {tool}"))
     }
 
     /// The `tools/call` result object.

@@ -408,7 +408,7 @@ impl Group for Scripts {
                 "script_run" => self.script_run(args).await,
                 "script_exec" => self.script_exec(args).await,
                 "script_reload" => self.script_reload(),
-                other => ToolOutput::error(format!("unknown script tool {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::net::{Fetcher, HttpRequest, HttpResponse, NetError};
-use super::{BoxFuture, Group, ToolDef, ToolOutput, cap_chars};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, cap_chars, hints};
 
 const DEFAULT_MAX_LENGTH: usize = 50_000;
 
@@ -56,11 +56,7 @@ impl Group for Web {
                 },
                 "required": ["url"]
             }),
-            annotations: Some(json!({
-                "title": "Fetch a web page",
-                "readOnlyHint": true,
-                "openWorldHint": true
-            })),
+            annotations: Some(hints::reads_remote("Fetch a web page")),
         }]
     }
 
@@ -68,7 +64,7 @@ impl Group for Web {
         Box::pin(async move {
             match tool {
                 "web_fetch" => self.fetch(args).await,
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }

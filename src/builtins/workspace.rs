@@ -9,7 +9,7 @@
 //! place, so a reader never sees half a file.
 
 use super::paths::{self, PathError};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ impl Group for Workspace {
                     },
                     "required": ["path"]
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
             ToolDef {
                 name: "workspace_write",
@@ -77,12 +77,7 @@ impl Group for Workspace {
                     },
                     "required": ["path", "content"]
                 }),
-                annotations: Some(json!({
-                    "readOnlyHint": false,
-                    "destructiveHint": true,
-                    "idempotentHint": true,
-                    "openWorldHint": false
-                })),
+                annotations: Some(hints::overwrites(false)),
             },
             ToolDef {
                 name: "workspace_list",
@@ -97,7 +92,7 @@ impl Group for Workspace {
                         "path": {"type": "string", "description": "Folder relative to the workspace root (default: the root)"}
                     }
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
             ToolDef {
                 name: "memory_read",
@@ -112,7 +107,7 @@ impl Group for Workspace {
                         "file": {"type": "string", "description": "MEMORY.md (default), SOUL.md, USER.md or memory/YYYY-MM-DD.md"}
                     }
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
             ToolDef {
                 name: "memory_write",
@@ -163,14 +158,10 @@ impl Group for Workspace {
                     let _guard = self.write_lock.lock().await;
                     blocking(move || memory_write(&root, &file, &content, append)).await
                 }
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }
-}
-
-pub(crate) fn read_only() -> Value {
-    json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false})
 }
 
 /// A string argument, or "" when absent (schemas already checked the type).

@@ -8,7 +8,6 @@
 //! without a `stat` of the file; where no watch can be trusted, its mtime decides.
 
 use crate::state;
-use nix::fcntl::{Flock, FlockArg};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -283,16 +282,7 @@ impl DecisionStore {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-        state::ensure_dir(dir).map_err(|e| self.io(e))?;
-        let lock_file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|e| self.io(e))?;
-        let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| self.io(errno.into()))?;
+        let _lock = state::lock_exclusive(&self.lock_path).map_err(|e| self.io(e))?;
         let mut map = self.read()?;
         let out = change(&mut map);
         let bytes = serde_json::to_vec_pretty(&File {

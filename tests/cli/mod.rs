@@ -20,7 +20,7 @@ use crate::support::{OPENPACT, Ran, Scratch, fixture, s};
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -168,25 +168,10 @@ const FIXTURE_TOOLS: [&str; 24] = [
     "change_tools",
 ];
 
-/// `SystemTime` as `YYYY-MM-DDTHH:MM:SSZ` (these sort like the times they stand for).
-fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+/// Now as `YYYY-MM-DDTHH:MM:SSZ` (these sort like the times they stand for), written by
+/// chrono rather than `openpact::time`, so a check never grades the hub's formatter by itself.
+fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `2026-11-21T06:40:01Z`: exactly this shape, digits where digits go.

@@ -1,10 +1,10 @@
 //! `openpact servers`: each server's state, protocol, tools, start time and failure, as a
 //! table and as JSON; and the view of a running `openpact serve` from its state dir.
 
-use super::{Cli, FIXTURE_TOOLS, is_rfc3339_z, rfc3339, stdout_json, with_servers};
+use super::{Cli, FIXTURE_TOOLS, is_rfc3339_z, now_rfc3339, stdout_json, with_servers};
 use crate::support::{self, fixture, s};
 use serde_json::{Value, json};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// The words of the table row for server `name`.
 fn row<'a>(lines: &[&'a str], name: &str) -> Vec<&'a str> {
@@ -24,9 +24,9 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
     );
     let tools = FIXTURE_TOOLS.len() + 3;
 
-    let before = rfc3339(SystemTime::now());
+    let before = now_rfc3339();
     let out = cli.run(&["servers", "--json"]).await;
-    let after = rfc3339(SystemTime::now());
+    let after = now_rfc3339();
     out.expect_code(0);
     let v = stdout_json(&out);
     let list = v.as_array().expect("a JSON array");

@@ -7,29 +7,41 @@
 //! - `client`: a JSON-RPC client over a pair of pipes.
 //! - `catalog`: waiting for tools to be listed, sending calls, reading results.
 //! - `process`: other processes: stderr logs, commands run to their end.
+//! - `git`: git under a test identity, and a vault cloned from a local bare repository (the
+//!   library's unit tests compile the same file).
+//! - `ics`: iCalendar feed text for the calendar tests (the library's unit tests compile the
+//!   same file).
 //! - `rmcp`: small adapters for tests that drive the hub with the rmcp SDK.
+//! - `stand`: a loopback HTTP stand-in for the services the network built-ins call (the
+//!   library's unit tests compile the same file).
 //! - `peers`: the real community servers and clients from `.ci/peers.sh`.
 
 mod catalog;
 mod client;
+mod git;
 mod hub;
+mod ics;
 mod peers;
 mod process;
 pub mod rmcp;
 mod scratch;
+mod stand;
 
 pub use catalog::{
     LOG_LEVELS, error_code, is_error, names, ready, ready_polling, send_call, send_request, text,
     wait_for_tool, wait_for_tools,
 };
 pub use client::Client;
+pub use git::{bare_git, synced_vault};
 pub use hub::{
     Hub, collect_lines, openpact_for, serve, serve_config, serve_fixtures, serve_ready, serve_with,
     spawn_piped,
 };
+pub use ics::{ics, stamp};
 pub use peers::{Peers, assert_lifecycle, sent_methods};
 pub use process::{Ran, StderrLog, run_in, spawn_direct};
 pub use scratch::Scratch;
+pub use stand::{Stand, json_reply, reply};
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -93,7 +93,7 @@ impl Group for Calendars {
     fn call<'a>(&'a self, tool: &'a str, args: &'a Value) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             if tool != TOOL {
-                return ToolOutput::error(format!("Unknown tool: {tool}"));
+                return ToolOutput::unknown_tool(tool);
             }
             self.read(args).await
         })

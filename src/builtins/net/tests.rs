@@ -1,10 +1,14 @@
-//! Tests of the HTTP fetcher, and the stand-in server the other built-ins' tests use
-//! (`Stand`, `reply`, `web`).
+//! Tests of the HTTP fetcher, and what the other built-ins' tests share: `web` settings and
+//! the loopback stand-in server (`Stand`, `reply`, `json_reply`).
 
 use super::*;
 use crate::config::WebSettings;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+// The integration tests use the same stand-in: one file, compiled into both.
+#[path = "../../../tests/support/stand.rs"]
+mod stand;
+pub(crate) use stand::{Stand, json_reply, reply};
 
 pub(crate) fn web(allow_private: bool) -> WebSettings {
     WebSettings {
@@ -14,106 +18,6 @@ pub(crate) fn web(allow_private: bool) -> WebSettings {
         timeout: Duration::from_secs(10),
         max_redirects: 5,
     }
-}
-
-/// What a stand-in server saw.
-#[derive(Debug, Clone)]
-pub(crate) struct Seen {
-    pub method: String,
-    pub url: String,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// A reply from a stand-in: status, headers, body.
-pub(crate) type Reply = (u16, Vec<(String, String)>, Vec<u8>);
-
-/// A loopback HTTP server on 127.0.0.1:0 answering with `handler`, recording requests.
-pub(crate) struct Stand {
-    pub base: String,
-    pub port: u16,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
-    server: Arc<tiny_http::Server>,
-}
-
-impl Drop for Stand {
-    fn drop(&mut self) {
-        self.server.unblock();
-    }
-}
-
-impl Stand {
-    pub fn start<F>(handler: F) -> Stand
-    where
-        F: Fn(&Seen) -> Reply + Send + Sync + 'static,
-    {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let handler = Arc::new(handler);
-        let (srv, log) = (server.clone(), seen.clone());
-        std::thread::spawn(move || {
-            while let Ok(mut rq) = srv.recv() {
-                let mut body = String::new();
-                let _ = rq.as_reader().read_to_string(&mut body);
-                let s = Seen {
-                    method: rq.method().as_str().to_string(),
-                    url: rq.url().to_string(),
-                    headers: rq
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.as_str().to_string(), h.value.to_string()))
-                        .collect(),
-                    body,
-                };
-                log.lock().unwrap().push(s.clone());
-                let handler = handler.clone();
-                // One thread per request so a slow reply does not hold up the others.
-                std::thread::spawn(move || {
-                    let (status, headers, body) = handler(&s);
-                    let mut resp = tiny_http::Response::from_data(body).with_status_code(status);
-                    for (k, v) in headers {
-                        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-                            resp.add_header(h);
-                        }
-                    }
-                    let _ = rq.respond(resp);
-                });
-            }
-        });
-        Stand {
-            base: format!("http://127.0.0.1:{port}"),
-            port,
-            seen,
-            server,
-        }
-    }
-
-    pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-pub(crate) fn reply(status: u16, ctype: &str, body: impl Into<Vec<u8>>) -> Reply {
-    (
-        status,
-        vec![("Content-Type".to_string(), ctype.to_string())],
-        body.into(),
-    )
-}
-
-/// A JSON reply (what the API-backed tools' stand-ins answer).
-pub(crate) fn json_reply(status: u16, v: serde_json::Value) -> Reply {
-    reply(status, "application/json", v.to_string())
 }
 
 #[test]

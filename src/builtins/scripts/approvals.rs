@@ -9,7 +9,6 @@
 //! process counts on the next call.
 
 use crate::state;
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -163,16 +162,7 @@ impl Approvals {
 
     /// Records `decision` for `file` at `hash`, under the lock.
     pub fn set(&self, file: &str, decision: Decision, hash: &str) -> Result<(), String> {
-        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-        state::ensure_dir(dir).map_err(|e| self.io(e))?;
-        let lock_file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|e| self.io(e))?;
-        let _lock =
-            Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| self.io(errno))?;
+        let _lock = state::lock_exclusive(&self.lock_path).map_err(|e| self.io(e))?;
         let mut scripts = self.all()?;
         scripts.insert(
             file.to_string(),

@@ -19,8 +19,8 @@ mod sync;
 mod tests;
 
 use super::paths;
-use super::workspace::{MAX_LIST_ENTRIES, blocking, path_error, read_only, str_arg};
-use super::{BoxFuture, Group, ToolDef, ToolOutput};
+use super::workspace::{MAX_LIST_ENTRIES, blocking, path_error, str_arg};
+use super::{BoxFuture, Group, ToolDef, ToolOutput, hints};
 use notes::{list_tool, read_tool, write_note};
 use search::search_tool;
 use serde_json::{Value, json};
@@ -78,7 +78,7 @@ impl Group for Vault {
                     },
                     "required": ["path"]
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
             ToolDef {
                 name: "vault_write",
@@ -101,12 +101,7 @@ impl Group for Vault {
                     },
                     "required": ["path", "content"]
                 }),
-                annotations: Some(json!({
-                    "readOnlyHint": false,
-                    "destructiveHint": true,
-                    "idempotentHint": true,
-                    "openWorldHint": self.git_sync
-                })),
+                annotations: Some(hints::overwrites(self.git_sync)),
             },
             ToolDef {
                 name: "vault_list",
@@ -124,7 +119,7 @@ impl Group for Vault {
                         "recursive": {"type": "boolean", "description": "Walk subfolders, listing folders and .md notes (default false)"}
                     }
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
             ToolDef {
                 name: "vault_search",
@@ -147,7 +142,7 @@ impl Group for Vault {
                     },
                     "required": ["query"]
                 }),
-                annotations: Some(read_only()),
+                annotations: Some(hints::read_only()),
             },
         ]
     }
@@ -189,7 +184,7 @@ impl Group for Vault {
                     let message = str_arg(args, "commit_message");
                     self.write(path, content, message).await
                 }
-                other => ToolOutput::error(format!("unknown tool: {other}")),
+                other => ToolOutput::unknown_tool(other),
             }
         })
     }

@@ -153,9 +153,7 @@ impl Session {
                     .builtins
                     .call(tool, &args)
                     .await
-                    .unwrap_or_else(|| {
-                        crate::builtins::ToolOutput::error(format!("Unknown tool: {tool}"))
-                    });
+                    .unwrap_or_else(|| crate::builtins::ToolOutput::unknown_tool(tool));
                 let line = jsonrpc::result("0", &output.to_result().to_string());
                 Message::parse(line.into_boxed_str()).map_err(|e| CallError::Closed {
                     server: crate::hub::catalog::BUILTIN_SERVER.into(),

@@ -5,12 +5,7 @@ use super::*;
 
 #[test]
 fn events_relative_to_now_in_two_zones_with_a_weekly_series() {
-    // Mid-morning UTC so the fixture's wall times are all in the future of "now".
-    let now = Utc::now()
-        .date_naive()
-        .and_hms_opt(6, 0, 0)
-        .unwrap()
-        .and_utc();
+    let now = this_morning();
     let f = fixture(now);
     let out = listing(&[feed("work", &f.text)], now, 7, local());
     assert!(!out.is_error, "{}", out.text);
@@ -102,11 +97,7 @@ fn events_relative_to_now_in_two_zones_with_a_weekly_series() {
 
 #[test]
 fn text_format_in_the_local_zone() {
-    let now = Utc::now()
-        .date_naive()
-        .and_hms_opt(6, 0, 0)
-        .unwrap()
-        .and_utc();
+    let now = this_morning();
     let f = fixture(now);
     let out = listing(&[feed("work", &f.text)], now, 7, local());
     let hm = |t: DateTime<Utc>| t.with_timezone(&KOLKATA).format("%H:%M").to_string();
@@ -167,14 +158,18 @@ fn text_format_in_the_local_zone() {
 fn fixed_now_across_a_daylight_saving_change() {
     // 2025-03-09 is the US spring-forward; Berlin changes on 2025-03-30.
     let now = Utc.with_ymd_and_hms(2025, 3, 5, 12, 0, 0).unwrap();
-    let text = ics(&[
-        "UID:w\r\nDTSTART;TZID=America/New_York:20250226T090000\r\nDTEND;TZID=America/New_York:20250226T100000\r\nRRULE:FREQ=WEEKLY;UNTIL=20250320T000000Z\r\nEXDATE;TZID=America/New_York:20250312T090000\r\nSUMMARY:NY weekly\r\n".to_string(),
-        // Moved instance of the series (RECURRENCE-ID override).
-        "UID:d\r\nDTSTART;TZID=Europe/Berlin:20250303T080000\r\nDURATION:PT30M\r\nRRULE:FREQ=DAILY;COUNT=5\r\nSUMMARY:Berlin daily\r\n".to_string(),
-        "UID:d\r\nRECURRENCE-ID;TZID=Europe/Berlin:20250306T080000\r\nDTSTART;TZID=Europe/Berlin:20250306T110000\r\nDTEND;TZID=Europe/Berlin:20250306T113000\r\nSUMMARY:Berlin daily (moved)\r\n".to_string(),
-        "UID:d\r\nRECURRENCE-ID;TZID=Europe/Berlin:20250307T080000\r\nDTSTART;TZID=Europe/Berlin:20250307T080000\r\nSTATUS:CANCELLED\r\nSUMMARY:Berlin daily\r\n".to_string(),
-    ]);
-    let out = listing(&[feed("c", &text)], now, 15, rrule::Tz::UTC);
+    let out = list_events(
+        &[
+            "UID:w\r\nDTSTART;TZID=America/New_York:20250226T090000\r\nDTEND;TZID=America/New_York:20250226T100000\r\nRRULE:FREQ=WEEKLY;UNTIL=20250320T000000Z\r\nEXDATE;TZID=America/New_York:20250312T090000\r\nSUMMARY:NY weekly\r\n",
+            // Moved instance of the series (RECURRENCE-ID override).
+            "UID:d\r\nDTSTART;TZID=Europe/Berlin:20250303T080000\r\nDURATION:PT30M\r\nRRULE:FREQ=DAILY;COUNT=5\r\nSUMMARY:Berlin daily\r\n",
+            "UID:d\r\nRECURRENCE-ID;TZID=Europe/Berlin:20250306T080000\r\nDTSTART;TZID=Europe/Berlin:20250306T110000\r\nDTEND;TZID=Europe/Berlin:20250306T113000\r\nSUMMARY:Berlin daily (moved)\r\n",
+            "UID:d\r\nRECURRENCE-ID;TZID=Europe/Berlin:20250307T080000\r\nDTSTART;TZID=Europe/Berlin:20250307T080000\r\nSTATUS:CANCELLED\r\nSUMMARY:Berlin daily\r\n",
+        ],
+        now,
+        15,
+        rrule::Tz::UTC,
+    );
     let evs = events(&out);
     let starts = |s: &str| -> Vec<DateTime<Utc>> {
         find(&evs, s).iter().map(|e| utc(&e["start"])).collect()
@@ -204,12 +199,16 @@ fn fixed_now_across_a_daylight_saving_change() {
 #[test]
 fn recurring_all_day_and_floating_series() {
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 3, 0, 0).unwrap(); // a Monday
-    let text = ics(&[
-        "UID:a\r\nDTSTART;VALUE=DATE:20250101\r\nRRULE:FREQ=MONTHLY;BYMONTHDAY=3;UNTIL=20251231\r\nEXDATE;VALUE=DATE:20250703\r\nSUMMARY:Rent\r\n".to_string(),
-        "UID:f\r\nDTSTART:20250526T073000\r\nDTEND:20250526T080000\r\nRRULE:FREQ=WEEKLY;BYDAY=MO,WE\r\nSUMMARY:Gym\r\n".to_string(),
-        "UID:r\r\nDTSTART:20250601T120000Z\r\nRDATE:20250604T120000Z,20250605T120000Z\r\nSUMMARY:Extra\r\n".to_string(),
-    ]);
-    let out = listing(&[feed("c", &text)], now, 45, local());
+    let out = list_events(
+        &[
+            "UID:a\r\nDTSTART;VALUE=DATE:20250101\r\nRRULE:FREQ=MONTHLY;BYMONTHDAY=3;UNTIL=20251231\r\nEXDATE;VALUE=DATE:20250703\r\nSUMMARY:Rent\r\n",
+            "UID:f\r\nDTSTART:20250526T073000\r\nDTEND:20250526T080000\r\nRRULE:FREQ=WEEKLY;BYDAY=MO,WE\r\nSUMMARY:Gym\r\n",
+            "UID:r\r\nDTSTART:20250601T120000Z\r\nRDATE:20250604T120000Z,20250605T120000Z\r\nSUMMARY:Extra\r\n",
+        ],
+        now,
+        45,
+        local(),
+    );
     let evs = events(&out);
     let rent: Vec<&str> = find(&evs, "Rent")
         .iter()
@@ -246,8 +245,14 @@ fn floating_series_in_the_machine_zone() {
     // Production reads floating times in chrono's Local (rrule's Tz::LOCAL), whatever
     // zone this machine has; UNTIL written as a floating time bounds it the same way.
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 0, 0, 0).unwrap();
-    let text = ics(&["UID:1\r\nDTSTART:20250520T120000\r\nDTEND:20250520T123000\r\nRRULE:FREQ=WEEKLY;UNTIL=20250610T120000\r\nSUMMARY:Lunch\r\n".to_string()]);
-    let out = listing(&[feed("c", &text)], now, 30, rrule::Tz::LOCAL);
+    let out = list_events(
+        &[
+            "UID:1\r\nDTSTART:20250520T120000\r\nDTEND:20250520T123000\r\nRRULE:FREQ=WEEKLY;UNTIL=20250610T120000\r\nSUMMARY:Lunch\r\n",
+        ],
+        now,
+        30,
+        rrule::Tz::LOCAL,
+    );
     let got: Vec<DateTime<Utc>> = find(&events(&out), "Lunch")
         .iter()
         .map(|e| utc(&e["start"]))
@@ -269,13 +274,17 @@ fn floating_series_in_the_machine_zone() {
 #[test]
 fn ongoing_and_multi_day_events_are_kept() {
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 12, 0, 0).unwrap();
-    let text = ics(&[
-        "UID:1\r\nDTSTART:20250602T110000Z\r\nDTEND:20250602T130000Z\r\nSUMMARY:In progress\r\n".to_string(),
-        "UID:2\r\nDTSTART;VALUE=DATE:20250530\r\nDTEND;VALUE=DATE:20250604\r\nSUMMARY:Conference\r\n".to_string(),
-        "UID:3\r\nDTSTART:20250602T100000Z\r\nDTEND:20250602T113000Z\r\nSUMMARY:Over\r\n".to_string(),
-        "UID:4\r\nDTSTART:20250603T100000Z\r\nSUMMARY:Reminder\r\n".to_string(),
-    ]);
-    let out = listing(&[feed("c", &text)], now, 7, rrule::Tz::UTC);
+    let out = list_events(
+        &[
+            "UID:1\r\nDTSTART:20250602T110000Z\r\nDTEND:20250602T130000Z\r\nSUMMARY:In progress\r\n",
+            "UID:2\r\nDTSTART;VALUE=DATE:20250530\r\nDTEND;VALUE=DATE:20250604\r\nSUMMARY:Conference\r\n",
+            "UID:3\r\nDTSTART:20250602T100000Z\r\nDTEND:20250602T113000Z\r\nSUMMARY:Over\r\n",
+            "UID:4\r\nDTSTART:20250603T100000Z\r\nSUMMARY:Reminder\r\n",
+        ],
+        now,
+        7,
+        rrule::Tz::UTC,
+    );
     let names: Vec<String> = events(&out)
         .iter()
         .map(|e| e["summary"].as_str().unwrap().to_string())
@@ -345,9 +354,12 @@ END:VCALENDAR\r\n";
 #[test]
 fn unknown_zone_is_read_as_utc_with_a_note() {
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 0, 0, 0).unwrap();
-    let text =
-        ics(&["UID:1\r\nDTSTART;TZID=Mars/Olympus:20250603T100000\r\nSUMMARY:Odd\r\n".to_string()]);
-    let out = listing(&[feed("c", &text)], now, 7, rrule::Tz::UTC);
+    let out = list_events(
+        &["UID:1\r\nDTSTART;TZID=Mars/Olympus:20250603T100000\r\nSUMMARY:Odd\r\n"],
+        now,
+        7,
+        rrule::Tz::UTC,
+    );
     assert_eq!(
         utc(&events(&out)[0]["start"]),
         Utc.with_ymd_and_hms(2025, 6, 3, 10, 0, 0).unwrap()
@@ -364,7 +376,7 @@ fn unknown_zone_is_read_as_utc_with_a_note() {
 #[test]
 fn bad_feeds_are_reported() {
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 0, 0, 0).unwrap();
-    let good = ics(&["UID:1\r\nDTSTART:20250603T100000Z\r\nSUMMARY:Fine\r\n".to_string()]);
+    let good = ics(&["UID:1\r\nDTSTART:20250603T100000Z\r\nSUMMARY:Fine\r\n"]);
     let feeds = [
         feed("good", &good),
         feed("html", "<html><body>Login</body></html>"),
@@ -416,12 +428,15 @@ fn bad_feeds_are_reported() {
 #[test]
 fn bad_rules_fall_back_to_the_first_instance() {
     let now = Utc.with_ymd_and_hms(2025, 6, 2, 0, 0, 0).unwrap();
-    let text = ics(&[
-        "UID:1\r\nDTSTART:20250603T100000Z\r\nRRULE:FREQ=SOMETIMES\r\nSUMMARY:Odd rule\r\n"
-            .to_string(),
-        "UID:2\r\nDTSTART:20250101T000000Z\r\nRRULE:FREQ=SECONDLY\r\nSUMMARY:Busy\r\n".to_string(),
-    ]);
-    let out = listing(&[feed("c", &text)], now, 7, rrule::Tz::UTC);
+    let out = list_events(
+        &[
+            "UID:1\r\nDTSTART:20250603T100000Z\r\nRRULE:FREQ=SOMETIMES\r\nSUMMARY:Odd rule\r\n",
+            "UID:2\r\nDTSTART:20250101T000000Z\r\nRRULE:FREQ=SECONDLY\r\nSUMMARY:Busy\r\n",
+        ],
+        now,
+        7,
+        rrule::Tz::UTC,
+    );
     let evs = events(&out);
     assert_eq!(find(&evs, "Odd rule").len(), 1);
     assert!(

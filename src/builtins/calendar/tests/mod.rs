@@ -4,6 +4,11 @@ mod listing;
 mod tool;
 mod values;
 
+// The integration tests write their feeds the same way: one file, compiled into both.
+#[path = "../../../../tests/support/ics.rs"]
+mod ics_text;
+use ics_text::{ics, stamp};
+
 use super::ics::{Raw, VTimezone, normalize, parse_duration, parse_offset, parse_time};
 use super::zones::{WINDOWS_ZONES, localize, resolve_tzid};
 use super::*;
@@ -30,19 +35,18 @@ fn feed(name: &str, text: &str) -> Feed {
     }
 }
 
-fn ics(events: &[String]) -> String {
-    let mut s = String::from("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\n");
-    for e in events {
-        s.push_str("BEGIN:VEVENT\r\n");
-        s.push_str(e);
-        s.push_str("END:VEVENT\r\n");
-    }
-    s.push_str("END:VCALENDAR\r\n");
-    s
+/// `events` as one feed, `c`, listed at `now` for `days` with floating times in `local`.
+fn list_events(events: &[&str], now: DateTime<Utc>, days: i64, local: rrule::Tz) -> ToolOutput {
+    listing(&[feed("c", &ics(events))], now, days, local)
 }
 
-fn stamp(t: NaiveDateTime) -> String {
-    t.format("%Y%m%dT%H%M%S").to_string()
+/// 06:00 UTC today: mid-morning, so every wall time of the [`fixture`] is still ahead.
+fn this_morning() -> DateTime<Utc> {
+    Utc::now()
+        .date_naive()
+        .and_hms_opt(6, 0, 0)
+        .unwrap()
+        .and_utc()
 }
 
 fn events(out: &ToolOutput) -> Vec<Value> {

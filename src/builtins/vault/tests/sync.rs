@@ -2,79 +2,15 @@
 
 use super::*;
 
-/// `git -c identity … ARGS` in `dir`, asserting success; returns stdout.
-fn sh_git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A bare `origin.git` and a clone of it, `vault`, with an identity in its own config
-/// (as a real vault needs) and one pushed commit.
-fn synced_vault() -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let bare = tmp.path().join("origin.git");
-    sh_git(
-        tmp.path(),
-        &["init", "-q", "--bare", bare.to_str().unwrap()],
-    );
-    let vault = clone_of(&bare, tmp.path(), "vault");
-    for (k, v) in [
-        ("user.name", "Vault Bot"),
-        ("user.email", "vault@example.invalid"),
-        ("commit.gpgsign", "false"),
-    ] {
-        sh_git(&vault, &["config", k, v]);
-    }
-    std::fs::write(vault.join("Home.md"), "# Home\n").unwrap();
-    sh_git(&vault, &["add", "Home.md"]);
-    sh_git(&vault, &["commit", "-q", "-m", "init"]);
-    sh_git(&vault, &["push", "-q", "-u", "origin", "HEAD"]);
-    (tmp, bare, vault)
-}
-
-/// Clones `bare` into `dir/name`; returns the clone's path.
-fn clone_of(bare: &Path, dir: &Path, name: &str) -> PathBuf {
-    let into = dir.join(name);
-    sh_git(
-        dir,
-        &[
-            "clone",
-            "-q",
-            bare.to_str().unwrap(),
-            into.to_str().unwrap(),
-        ],
-    );
-    into
-}
-
-fn bare_git(bare: &Path, args: &[&str]) -> String {
-    let mut all = vec!["--git-dir", bare.to_str().unwrap()];
-    all.extend_from_slice(args);
-    sh_git(bare.parent().unwrap(), &all)
-}
+// The integration tests drive git the same way: one file, compiled into both.
+#[path = "../../../../tests/support/git.rs"]
+mod git_as_tester;
+use git_as_tester::{bare_git, clone_of, sh_git, synced_vault};
 
 #[tokio::test]
 async fn git_sync_commits_pushes_and_pulls() {
-    let (tmp, bare, vault) = synced_vault();
+    let tmp = tempfile::tempdir().unwrap();
+    let (bare, vault) = synced_vault(tmp.path(), &[("Home.md", "# Home\n")]);
     let b = tools(vault.clone(), true);
     let call = |tool: &'static str, args: Value| {
         let b = b.clone();
@@ -184,7 +120,8 @@ async fn git_sync_commits_pushes_and_pulls() {
 
 #[tokio::test]
 async fn a_conflicting_pull_leaves_no_rebase_behind() {
-    let (tmp, bare, vault) = synced_vault();
+    let tmp = tempfile::tempdir().unwrap();
+    let (bare, vault) = synced_vault(tmp.path(), &[("Home.md", "# Home\n")]);
     let b = tools(vault.clone(), true);
     let other = clone_of(&bare, tmp.path(), "other");
     std::fs::write(other.join("Home.md"), "theirs\n").unwrap();
