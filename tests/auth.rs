@@ -3,10 +3,14 @@
 //! rotating refresh tokens, bearer-protected Streamable HTTP). `openpact auth login | status |
 //! logout` run as real processes, with a headless "browser" (curl following the redirect);
 //! refresh and the non-interactive "needs login" path are driven through
-//! `openpact::auth::ServerAuth` exactly as the remote transport uses it. Token values must
-//! never appear in any output.
+//! `openpact::auth::ServerAuth` exactly as the remote transport uses it, and through the hub
+//! (`openpact call`, `openpact serve` over stdio, `openpact servers`). Token values must never
+//! appear in any output, the audit log included. `client_login`: logging in through the
+//! downstream client (URL-mode elicitation).
 
-use crate::support::{OPENPACT, Peers, Scratch};
+mod client_login;
+
+use crate::support::{Hub, OPENPACT, Peers, Scratch, wait_for_tool};
 use openpact::auth::{AuthError, Credentials, Opener, ServerAuth, TokenStore};
 use openpact::config::OAuthSettings;
 use serde_json::{Value, json};
@@ -132,7 +136,8 @@ fn setup(url: &str) -> (Scratch, PathBuf, PathBuf) {
             "remote": {"url": url},
             "local": {"command": crate::support::FIXTURE},
         }),
-        None,
+        // Arguments too, so a token in them would have a way into the log.
+        Some(json!({"audit": {"enabled": true, "arguments": true}})),
     );
     let state = sc.path().join("state");
     (sc, cfg, state)
@@ -164,6 +169,109 @@ fn assert_no_secret(outputs: &[&str], secrets: &[String]) {
             );
         }
     }
+    // Also the tokens no test saw (those the hub refreshed in between): the fixture's are
+    // `at_` / `rt_` and 32 URL-safe characters.
+    for out in outputs {
+        for prefix in ["at_", "rt_"] {
+            for (at, _) in out.match_indices(prefix) {
+                let tail = out[at + 3..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                    .count();
+                assert!(
+                    tail < 32,
+                    "a token-like value leaked into the output:\n{out}"
+                );
+            }
+        }
+    }
+}
+
+/// `openpact serve` with `env` over stdio, tokens in the file store of `state`.
+fn serve(cfg: &Path, state: &Path, env: &[(&str, &str)]) -> Hub {
+    let mut cmd = command(cfg, state, &["serve"], env);
+    // Debug logs too: any of them could quote a token.
+    cmd.env("OPENPACT_LOG", "info,openpact=debug");
+    Hub::spawn(cmd)
+}
+
+/// The text of a `tools/call` response, which must not be an error.
+fn text_of(r: &Value) -> String {
+    assert!(r["result"]["isError"] != json!(true), "{r}");
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {r}"))
+        .to_string()
+}
+
+/// Logged in by `openpact auth login`: a call through `openpact call`, then calls through
+/// `openpact serve` before and after the token expires (the hub refreshes it), and what
+/// `openpact servers` shows meanwhile. Returns every output to check for tokens.
+async fn through_the_hub(server: &OAuthServer, cfg: &Path, state: &Path) -> Vec<String> {
+    let mut outputs = Vec::new();
+    let call = openpact(
+        cfg,
+        state,
+        &["call", "remote:echo", r#"{"text":"via the cli"}"#],
+        &[],
+    )
+    .await;
+    assert_eq!(call.code, Some(0), "{call:#?}");
+    assert!(call.stdout.contains("echo: via the cli"), "{call:#?}");
+    outputs.extend([call.stdout, call.stderr]);
+
+    let refreshes = server.stats().await["refreshes"].as_u64().unwrap();
+    let mut hub = serve(cfg, state, &[]);
+    hub.client.initialize().await;
+    wait_for_tool(&mut hub.client, "remote:echo", LIMIT).await;
+    let r = hub
+        .client
+        .call("remote:echo", json!({"text": "before expiry"}))
+        .await;
+    assert_eq!(text_of(&r), "echo: before expiry");
+    let servers = openpact(cfg, state, &["servers"], &[]).await;
+    assert_eq!(servers.code, Some(0), "{servers:#?}");
+    assert!(servers.stdout.contains("remote"), "{servers:#?}");
+    let servers_json = openpact(cfg, state, &["servers", "--json", "--start"], &[]).await;
+    assert_eq!(servers_json.code, Some(0), "{servers_json:#?}");
+    assert!(
+        servers_json.stdout.contains(server.url.as_str()),
+        "{servers_json:#?}"
+    );
+    // The token lives 3 s: the next call needs the refreshed one.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let r = hub
+        .client
+        .call("remote:echo", json!({"text": "after expiry"}))
+        .await;
+    assert_eq!(text_of(&r), "echo: after expiry");
+    let stats = server.stats().await;
+    assert!(
+        stats["refreshes"].as_u64().unwrap() > refreshes,
+        "the hub refreshed the token: {stats}"
+    );
+    assert_eq!(stats["code_exchanges"], 1, "no new login: {stats}");
+    assert_eq!(stats["token_requests_without_resource"], 0, "{stats}");
+    let (code, _) = hub.close().await;
+    assert_eq!(code, Some(0), "{}", hub.stderr());
+    let audit = std::fs::read_to_string(state.join("audit.jsonl")).expect("the audit log");
+    assert!(
+        audit.matches("remote:echo").count() >= 2,
+        "every call is audited: {audit}"
+    );
+    assert!(
+        audit.contains("after expiry"),
+        "arguments are audited: {audit}"
+    );
+    outputs.extend([
+        hub.stderr(),
+        audit,
+        servers.stdout,
+        servers.stderr,
+        servers_json.stdout,
+        servers_json.stderr,
+    ]);
+    outputs
 }
 
 /// A minimal Streamable HTTP client session through [`Credentials`], as the transport does:
@@ -323,6 +431,25 @@ async fn login_call_refresh_status_logout() {
     let human = openpact(&cfg, &state, &["auth", "status"], &[]).await;
     assert!(human.stdout.contains("remote: logged in"), "{human:#?}");
 
+    // Through the hub: `openpact call`, `openpact serve` across an expiry, `openpact servers`.
+    let hub_outputs = through_the_hub(&server, &cfg, &state).await;
+    let by_hub = stored(&state);
+    let hub_access = by_hub["access_token"].as_str().unwrap().to_string();
+    let hub_refresh = by_hub["refresh_token"].as_str().unwrap().to_string();
+    assert_ne!(
+        hub_access, first_access,
+        "the hub stored the refreshed token"
+    );
+    assert_eq!(
+        std::fs::metadata(token_file(&state).unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600,
+        "still 0600 after the hub rewrote it"
+    );
+
     // The transport's view: a session with the stored token, then one after it expired.
     let store = Arc::new(TokenStore::file(&state));
     let auth = ServerAuth::new(
@@ -367,6 +494,21 @@ async fn login_call_refresh_status_logout() {
     let again = openpact(&cfg, &state, &["auth", "logout", "remote"], &[]).await;
     assert!(again.stdout.contains("had no stored login"), "{again:#?}");
 
+    // Logged out, through the hub without a user: the call says how to log in.
+    let refused = openpact(
+        &cfg,
+        &state,
+        &["call", "remote:echo", r#"{"text":"logged out"}"#],
+        &[("OPENPACT_OAUTH_BROWSER", "none")],
+    )
+    .await;
+    assert_ne!(refused.code, Some(0), "{refused:#?}");
+    assert!(
+        format!("{}{}", refused.stdout, refused.stderr).contains("openpact auth login remote"),
+        "{refused:#?}"
+    );
+    assert!(token_file(&state).is_none(), "no login without a user");
+
     // Without tokens and without a user (serve): a clear "how to log in".
     let auth = ServerAuth::new(
         "remote",
@@ -389,20 +531,24 @@ async fn login_call_refresh_status_logout() {
         second_access,
         second_refresh,
         first["client_secret"].as_str().unwrap_or("").to_string(),
+        hub_access,
+        hub_refresh,
     ];
-    assert_no_secret(
-        &[
-            &login.stdout,
-            &login.stderr,
-            &status.stdout,
-            &status.stderr,
-            &human.stdout,
-            &logout.stdout,
-            &logout.stderr,
-            &e.to_string(),
-        ],
-        &all,
-    );
+    let mut outputs: Vec<&str> = vec![
+        &login.stdout,
+        &login.stderr,
+        &status.stdout,
+        &status.stderr,
+        &human.stdout,
+        &logout.stdout,
+        &logout.stderr,
+        &refused.stdout,
+        &refused.stderr,
+    ];
+    let e = e.to_string();
+    outputs.push(&e);
+    outputs.extend(hub_outputs.iter().map(String::as_str));
+    assert_no_secret(&outputs, &all);
 }
 
 #[tokio::test]

@@ -135,6 +135,12 @@ impl ServerAuth {
         &self.inner.server
     }
 
+    /// Changes whenever the tokens in hand do (login, refresh, tokens another process
+    /// stored): a caller that saw no usable token can tell whether someone got one since.
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
     /// How logins started by [`Credentials::challenge`] show the authorization URL (default:
     /// from `OPENPACT_OAUTH_BROWSER`); e.g. [`Opener::Notify`] to hand it to the downstream
     /// client as a URL elicitation.

@@ -9,11 +9,12 @@
 //! This file holds the hub itself: starting it, its state, waiting for servers, what it
 //! declares to clients, and stopping. `routing` finds the server for a name or URI;
 //! `relay` carries traffic between servers and sessions; `events` keeps the catalogue
-//! current.
+//! current; `login` logs in to remote servers through the client whose call needs it.
 
 pub mod catalog;
 mod events;
 pub mod local;
+mod login;
 pub mod names;
 mod relay;
 mod routing;
@@ -105,6 +106,8 @@ pub struct Hub {
     rebuilt: AtomicU64,
     /// OpenPact's own tools, served in process.
     pub builtins: Builtins,
+    /// Per server: its OAuth credentials, for logins through a client (remote servers only).
+    logins: Vec<Option<login::LoginSeat>>,
 }
 
 impl Hub {
@@ -165,11 +168,15 @@ impl Hub {
             })
             .collect();
         drop(ev_tx);
-        for (up, auth) in upstreams.iter().zip(auths) {
-            if let Some(auth) = auth {
-                up.set_credentials(Arc::new(auth));
-            }
-        }
+        let logins = upstreams
+            .iter()
+            .zip(auths)
+            .map(|(up, auth)| {
+                let auth = auth?;
+                up.set_credentials(Arc::new(auth.clone()));
+                Some(login::LoginSeat::new(auth))
+            })
+            .collect();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_tools);
         let hub = Arc::new(Hub {
@@ -191,6 +198,7 @@ impl Hub {
             seq,
             rebuilt: AtomicU64::new(0),
             builtins,
+            logins,
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub

@@ -87,6 +87,11 @@ impl Upstream {
     /// Asks a remote server that waits for a login, or to reconnect, to try at once (after a
     /// login, say).
     pub fn retry_now(&self) {
+        // Reconnecting until this attempt ends, so whoever asked can tell its outcome from
+        // the "needs login" it ends a wait for.
+        if matches!(self.snapshot().state, State::NeedsLogin(_)) {
+            self.update(|s| s.state = State::Reconnecting);
+        }
         self.remote.retry.notify_one();
     }
 

@@ -48,9 +48,9 @@ impl Session {
             )
             .into();
         };
-        let (route, named) = match self.hub.route_name(kind, &name).await {
+        let (route, named) = match self.route_or_login(m, kind, &name).await {
             Ok(found) => found,
-            Err(e) => return jsonrpc::error(m.id(), e.code(), &e.to_string(), None).into(),
+            Err(line) => return line.into(),
         };
         let arguments = obj.get("arguments").unwrap_or("{}");
         let target = Target {

@@ -1,9 +1,9 @@
 //! Requests to the client: servers' requests forwarded under ids of ours (their answers
 //! and cancellations, and what happens when the server that asked is gone), and the hub's
-//! own permission questions (elicitation).
+//! own questions: permissions (form elicitation) and login URLs (URL elicitation).
 
 use super::{Forwarded, Session, lock};
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::{self, Message, RawObject};
 use crate::policy::prompt::Asker;
 use crate::upstream::Connection;
 use std::future::Future;
@@ -121,6 +121,78 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Whether the client declared URL-mode elicitation (`elicitation.url`, 2025-11-25).
+    pub(crate) fn can_open_urls(&self) -> bool {
+        lock(&self.capabilities)
+            .as_deref()
+            .and_then(|c| {
+                RawObject::parse(c)
+                    .ok()?
+                    .get("elicitation")
+                    .map(str::to_string)
+            })
+            .and_then(|e| RawObject::parse(&e).ok()?.get("url").map(|v| v != "null"))
+            .unwrap_or(false)
+    }
+
+    /// Asks the client to open `url` (URL-mode elicitation under `elicitation_id`). True when
+    /// the user agreed; false on decline, cancel, an error or a client that went away.
+    /// Dropped before the answer, the request is withdrawn.
+    pub(crate) async fn open_url(&self, elicitation_id: &str, message: &str, url: &str) -> bool {
+        let params = format!(
+            "{{\"mode\":\"url\",\"message\":{},\"elicitationId\":{},\"url\":{}}}",
+            jsonrpc::quote(message),
+            jsonrpc::quote(elicitation_id),
+            jsonrpc::quote(url)
+        );
+        let reply = self.ask_client(&params, None, "no longer needed").await;
+        let accepted = reply.and_then(|m| {
+            let result: serde_json::Value = serde_json::from_str(m.result()?).ok()?;
+            Some(result.get("action")?.as_str()? == "accept")
+        });
+        accepted.unwrap_or(false)
+    }
+
+    /// Sends the hub's own `elicitation/create` with `params`; the client's answer, or None
+    /// when `timeout` passes first. Withdrawn (with `dropped` as the reason) if this is
+    /// dropped first, so the client does not keep showing a dead dialog.
+    async fn ask_client(
+        &self,
+        params: &str,
+        timeout: Option<Duration>,
+        dropped: &'static str,
+    ) -> Option<Message> {
+        let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.own).insert(id, tx);
+        let mut pending = Withdraw {
+            session: self,
+            id,
+            reason: dropped,
+        };
+        self.send(jsonrpc::request(
+            &id.to_string(),
+            "elicitation/create",
+            Some(params),
+        ));
+        let reply = match timeout {
+            Some(limit) => tokio::time::timeout(limit, rx).await.ok(),
+            None => Some(rx.await),
+        };
+        match reply {
+            Some(Ok(reply)) => {
+                pending.reason = "";
+                Some(reply)
+            }
+            _ => {
+                pending.reason = "timed out";
+                None
+            }
+        }
+    }
+}
+
 impl Asker for Session {
     fn can_elicit(&self) -> bool {
         self.client_has("elicitation")
@@ -133,35 +205,13 @@ impl Asker for Session {
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>> {
         Box::pin(async move {
-            let id = self.next_forward_id.fetch_add(1, Ordering::Relaxed);
-            let (tx, rx) = oneshot::channel();
-            lock(&self.own).insert(id, tx);
-            // Withdraws the question if this call ends first (timeout, or the client cancelled
-            // the call), so the client does not keep showing a dead dialog.
-            let mut pending = Withdraw {
-                session: self,
-                id,
-                reason: "the call was cancelled",
-            };
             let params = format!(
                 "{{\"message\":{},\"requestedSchema\":{schema}}}",
                 jsonrpc::quote(&message)
             );
-            self.send(jsonrpc::request(
-                &id.to_string(),
-                "elicitation/create",
-                Some(&params),
-            ));
-            match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(reply)) => {
-                    pending.reason = "";
-                    reply.result().map(str::to_string)
-                }
-                _ => {
-                    pending.reason = "timed out";
-                    None
-                }
-            }
+            self.ask_client(&params, Some(timeout), "the call was cancelled")
+                .await
+                .and_then(|reply| reply.result().map(str::to_string))
         })
     }
 }

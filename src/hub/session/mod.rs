@@ -42,7 +42,7 @@ impl Forwarded {
 }
 
 pub struct Session {
-    hub: Arc<Hub>,
+    pub(super) hub: Arc<Hub>,
     out: Outbox,
     /// Downstream request id (JSON text) → the task serving it, numbered so that a task
     /// finishing after its answer went out never removes a newer request's entry that
