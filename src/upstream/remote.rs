@@ -161,8 +161,11 @@ impl Upstream {
             failures = if was_stable { 1 } else { failures + 1 };
             let reason = end.reason();
             let delay = match &end {
-                LinkEnd::NeedsLogin(detail) => {
-                    let how = format!("run `openpact auth login {}` ({detail})", self.name());
+                LinkEnd::NeedsLogin { detail, how } => {
+                    let how = match how {
+                        Some(how) => format!("{how} ({detail})"),
+                        None => format!("run `openpact auth login {}` ({detail})", self.name()),
+                    };
                     tracing::warn!(server = %self.name(), "needs a login: {how}");
                     self.update(|s| {
                         s.state = State::NeedsLogin(how);
@@ -174,7 +177,7 @@ impl Upstream {
                 LinkEnd::SessionExpired if failures == 1 => Duration::ZERO,
                 _ => backoff(&self.restart, failures),
             };
-            if !matches!(end, LinkEnd::NeedsLogin(_)) {
+            if !matches!(end, LinkEnd::NeedsLogin { .. }) {
                 tracing::warn!(server = %self.name(), "{reason}; reconnecting in {}", human_duration(delay));
                 self.update(|s| {
                     if s.state == State::Ready {

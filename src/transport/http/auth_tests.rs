@@ -195,7 +195,13 @@ async fn a_login_only_the_user_can_do_ends_the_link_saying_so() {
     let fake = Fake::new("stale", true);
     let (frames, end) = one_request(server.port, Some(fake)).await;
     assert!(frames.is_empty(), "{frames:?}");
-    assert_eq!(end, Some(LinkEnd::NeedsLogin("log in first".into())));
+    assert_eq!(
+        end,
+        Some(LinkEnd::NeedsLogin {
+            detail: "it answered HTTP 401 Unauthorized".into(),
+            how: Some("log in first".into()),
+        })
+    );
     // Without credentials at all, the same: the user has to act.
     let (_, end) = one_request(server.port, None).await;
     assert_eq!(
@@ -204,8 +210,9 @@ async fn a_login_only_the_user_can_do_ends_the_link_saying_so() {
     );
     assert_eq!(
         end,
-        Some(LinkEnd::NeedsLogin(
-            "it answered HTTP 401 Unauthorized".into()
-        ))
+        Some(LinkEnd::NeedsLogin {
+            detail: "it answered HTTP 401 Unauthorized".into(),
+            how: None,
+        })
     );
 }

@@ -82,9 +82,9 @@ pub enum LinkEnd {
     /// The server answered 404 to our session id: it has forgotten the session, and the
     /// client must start over with a new `initialize`.
     SessionExpired,
-    /// The server wants authorization that only a login can give; the text says what the
-    /// server answered.
-    NeedsLogin(String),
+    /// The server wants authorization that only a login can give: `detail` says what the
+    /// server answered, `how` what the credentials said to do about it, if they exist.
+    NeedsLogin { detail: String, how: Option<String> },
 }
 
 impl LinkEnd {
@@ -93,7 +93,7 @@ impl LinkEnd {
         match self {
             LinkEnd::Lost(reason) => reason.clone(),
             LinkEnd::SessionExpired => "ended our session (HTTP 404); starting a new one".into(),
-            LinkEnd::NeedsLogin(detail) => format!("needs a login ({detail})"),
+            LinkEnd::NeedsLogin { detail, .. } => format!("needs a login ({detail})"),
         }
     }
 }

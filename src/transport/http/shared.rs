@@ -198,23 +198,31 @@ impl Shared {
                 return Ok(resp);
             }
             let Some(creds) = &self.spec.credentials else {
-                return Err(LinkEnd::NeedsLogin(format!(
-                    "it answered HTTP {}",
-                    status_text(status)
-                )));
+                return Err(LinkEnd::NeedsLogin {
+                    detail: format!("it answered HTTP {}", status_text(status)),
+                    how: None,
+                });
             };
             if attempt == MAX_CHALLENGES {
                 if status == StatusCode::UNAUTHORIZED {
-                    return Err(LinkEnd::NeedsLogin(format!(
-                        "it still answered HTTP {} after {MAX_CHALLENGES} renewed authorizations",
-                        status_text(status)
-                    )));
+                    return Err(LinkEnd::NeedsLogin {
+                        detail: format!(
+                            "it still answered HTTP {} after {MAX_CHALLENGES} renewed authorizations",
+                            status_text(status)
+                        ),
+                        how: None,
+                    });
                 }
                 return Ok(resp);
             }
             match creds.challenge(status.as_u16(), challenge.as_deref()).await {
                 Ok(()) => {}
-                Err(AuthError::NeedsLogin { hint, .. }) => return Err(LinkEnd::NeedsLogin(hint)),
+                Err(AuthError::NeedsLogin { hint, .. }) => {
+                    return Err(LinkEnd::NeedsLogin {
+                        detail: format!("it answered HTTP {}", status_text(status)),
+                        how: Some(hint),
+                    });
+                }
                 Err(AuthError::Failed { reason, .. }) => {
                     return Err(LinkEnd::Lost(format!("could not be authorized: {reason}")));
                 }
