@@ -48,7 +48,12 @@ struct Inner {
     flow: tokio::sync::Mutex<FlowState>,
     /// How interactive logins show the URL; None = `OPENPACT_OAUTH_BROWSER`.
     opener: std::sync::Mutex<Option<Opener>>,
+    /// Told the secret values whenever new tokens arrive (the hub's redaction).
+    watcher: std::sync::Mutex<Option<TokenWatcher>>,
 }
+
+/// Receives a server's secret values (see [`ServerAuth::secrets`]) each time they change.
+pub type TokenWatcher = Arc<dyn Fn(Vec<String>) + Send + Sync>;
 
 #[derive(Default)]
 struct FlowState {
@@ -127,6 +132,7 @@ impl ServerAuth {
                 refreshing: AtomicBool::new(false),
                 flow: tokio::sync::Mutex::new(FlowState::default()),
                 opener: std::sync::Mutex::new(None),
+                watcher: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -179,15 +185,16 @@ impl ServerAuth {
 
     /// The current secret values (access and refresh token, client secret), for redaction.
     pub fn secrets(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(t) = self.current() {
-            out.push(t.access_token);
-            out.extend(t.refresh_token);
-            out.extend(t.client_secret);
-        }
+        let mut out = self.current().map(|t| t.secrets()).unwrap_or_default();
         out.extend(self.inner.settings.client_secret.clone());
         out.retain(|s| !s.is_empty());
         out
+    }
+
+    /// Calls `watcher` with the new secret values whenever tokens change from now on (a
+    /// login, a refresh, tokens another process stored), so they can be redacted at once.
+    pub fn watch_tokens(&self, watcher: TokenWatcher) {
+        *self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
     }
 
     /// What is stored for this server now (read again from the store).
@@ -335,11 +342,20 @@ impl Inner {
 
     /// Replaces the tokens in memory; true when there were some.
     fn set(&self, tokens: Option<StoredTokens>) -> bool {
+        let fresh = tokens.as_ref().map(StoredTokens::secrets);
         let had = {
             let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
             std::mem::replace(&mut *cur, tokens).is_some()
         };
         self.generation.fetch_add(1, Ordering::AcqRel);
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let (Some(watch), Some(values)) = (watcher, fresh) {
+            watch(values);
+        }
         had
     }
 

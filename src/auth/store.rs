@@ -80,6 +80,14 @@ impl std::fmt::Debug for StoredTokens {
 const REFRESH_MARGIN_SECS: u64 = 60;
 
 impl StoredTokens {
+    /// The values here that must never show: the tokens and the client secret.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = vec![self.access_token.clone()];
+        out.extend(self.refresh_token.clone());
+        out.extend(self.client_secret.clone());
+        out
+    }
+
     /// Expired, or expiring within `margin`.
     pub fn expires_within(&self, margin: Duration) -> bool {
         self.expires_at

@@ -125,11 +125,18 @@ impl Hub {
     ) -> Arc<Hub> {
         let auths = Self::auths_of(config, state_dir, &pick);
         let mut secrets = Self::secrets_of(config);
+        let token_name =
+            |auth: &ServerAuth| format!("OAUTH_TOKEN_{}", auth.server().to_ascii_uppercase());
         for auth in auths.iter().flatten() {
-            let name = format!("OAUTH_TOKEN_{}", auth.server().to_ascii_uppercase());
+            let name = token_name(auth);
             secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
         }
         let policy = Arc::new(Self::policy_for(config, state_dir, &secrets));
+        // Tokens from a login or a refresh while serving are redacted from then on too.
+        for auth in auths.iter().flatten() {
+            let (name, policy) = (token_name(auth), policy.clone());
+            auth.watch_tokens(Arc::new(move |values| policy.add_secrets(&name, values)));
+        }
         let builtins = if config.hub.builtins.enabled {
             crate::builtins::from_settings(&config.hub.builtins, &secrets, state_dir)
         } else {

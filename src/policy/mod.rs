@@ -19,6 +19,7 @@ use decisions::{DecisionStore, Remember};
 use prompt::{Answer, Asker, Question};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 /// Where an allow or deny came from (recorded in the audit log).
@@ -75,7 +76,10 @@ pub struct Policy {
     pub cache: cache::ResultCache,
     cache_rules: rules::FirstMatch<Option<Duration>>,
     limiter: ratelimit::Limiter,
-    redactor: redact::Redactor,
+    /// Rebuilt when secrets arrive at run time (tokens from a login or a refresh).
+    redactor: std::sync::RwLock<Arc<redact::Redactor>>,
+    /// Every (name, value) pair the redactor was built from.
+    secrets: std::sync::Mutex<Vec<(String, String)>>,
     audit: Option<audit::AuditLog>,
     state_dir: PathBuf,
     /// Shown in denial messages so users know which file to edit.
@@ -100,7 +104,8 @@ impl Policy {
             cache: cache::ResultCache::new(settings.cache.max_bytes),
             cache_rules: rules::FirstMatch::new(&settings.cache.rules),
             limiter: ratelimit::Limiter::new(&settings.rate_limits, servers),
-            redactor: redact::Redactor::new(secrets),
+            redactor: std::sync::RwLock::new(Arc::new(redact::Redactor::new(secrets))),
+            secrets: std::sync::Mutex::new(secrets.to_vec()),
             audit: settings
                 .audit
                 .enabled
@@ -359,11 +364,37 @@ impl Policy {
     }
 
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        self.redactor.redact(text)
+        self.redactor().redact(text)
     }
 
     pub fn has_secrets(&self) -> bool {
-        !self.redactor.is_empty()
+        !self.redactor().is_empty()
+    }
+
+    /// Adds secret values found at run time (a remote server's new tokens) under `name`;
+    /// results and logs are redacted of them from then on.
+    pub fn add_secrets(&self, name: &str, values: Vec<String>) {
+        let mut all = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = all.len();
+        for v in values {
+            if !all.iter().any(|(_, known)| *known == v) {
+                all.push((name.to_string(), v));
+            }
+        }
+        if all.len() != before {
+            let rebuilt = Arc::new(redact::Redactor::new(&all));
+            *self
+                .redactor
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = rebuilt;
+        }
+    }
+
+    fn redactor(&self) -> Arc<redact::Redactor> {
+        self.redactor
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn audit(&self, record: audit::Record) {
