@@ -4,110 +4,30 @@
 //! sampling and elicitation go through the hub; the transport (Streamable HTTP or, after
 //! the first POST fails, legacy SSE) is found on its own.
 //!
-//! The helpers here (ports, peer processes, a hub with a client that declares sampling and
-//! elicitation) serve `remote_faults` too.
+//! The helpers here (the Python peer, a hub with a client that declares sampling and
+//! elicitation) serve `remote_faults` too; ports and server processes are in `support`.
 
-use crate::support::{Client, Hub, Peers, Scratch, StderrLog, WAIT, fixture, serve, text};
+pub(crate) use crate::support::free_port;
+use crate::support::{
+    Client, Hub, Listening, Peers, Scratch, WAIT, everything_listening as everything, fixture,
+    serve, text,
+};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
 
 /// Watched for "nothing (more) arrives".
 pub(crate) const QUIET: Duration = Duration::from_millis(500);
 
-/// A port nobody listens on (just now).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A server process on a loopback port, killed on drop; its output is kept for failures.
-pub(crate) struct Peer {
-    pub child: Child,
-    pub port: u16,
-    _out: StderrLog,
-    _err: StderrLog,
-}
-
-impl Peer {
-    /// Starts `words` with `env` and waits until the port accepts connections.
-    async fn start(what: &str, words: &[String], env: &[(&str, String)], port: u16) -> Peer {
-        let mut child = Command::new(&words[0])
-            .args(&words[1..])
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {words:?}: {e}"));
-        let out = StderrLog::drain(&format!("{what} stdout"), child.stdout.take().unwrap());
-        let err = StderrLog::drain(what, child.stderr.take().unwrap());
-        let deadline = Instant::now() + WAIT;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "{what} never listened on {port}");
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("{what} exited at start: {status}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Peer {
-            child,
-            port,
-            _out: out,
-            _err: err,
-        }
-    }
-
-    /// Kills the process and waits for it to be gone.
-    pub async fn kill(&mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-/// The project's preload that keeps host-less `listen()` on 127.0.0.1.
-fn localhost_shim() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/remote/localhost.cjs")
-}
-
-/// server-everything in `mode` (`streamableHttp` or `sse`) on `port`, loopback only.
-pub(crate) async fn everything(peers: &Peers, mode: &str, port: u16) -> Peer {
-    // PEER_EVERYTHING is `node …/dist/index.js stdio`.
-    let words = peers.command("PEER_EVERYTHING");
-    let shim = localhost_shim().display().to_string();
-    let cmd = vec![
-        words[0].clone(),
-        "--require".into(),
-        shim,
-        words[1].clone(),
-        mode.into(),
-    ];
-    Peer::start(
-        &format!("server-everything {mode}"),
-        &cmd,
-        &[("PORT", port.to_string())],
-        port,
-    )
-    .await
-}
-
 /// The Python SDK fixture (`fixtures/remote/python_server.py`) on `port`.
-pub(crate) async fn python(peers: &Peers, port: u16) -> Peer {
+pub(crate) async fn python(peers: &Peers, port: u16) -> Listening {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/remote/python_server.py");
     let cmd = vec![
         peers.command("PEER_PYTHON")[0].clone(),
         script.display().to_string(),
         port.to_string(),
     ];
-    Peer::start("python server", &cmd, &[], port).await
+    Listening::start("python server", &cmd, &[], port).await
 }
 
 /// What the test client declares: the hub then declares it upstream.

@@ -1,12 +1,14 @@
-//! server-everything's whole surface, run twice with the same client code: once against the
-//! server spawned directly, once through `openpact serve` (config
-//! `{"mcpServers":{"everything": …}}`). Each scenario records a transcript of normalised
-//! results; the two transcripts must be equal.
+//! server-everything's whole surface, run with the same client code against the server
+//! spawned directly and through `openpact serve` (config `{"mcpServers":{"everything": …}}`)
+//! with server-everything reached three ways: as a stdio child, over Streamable HTTP and over
+//! legacy SSE (its `streamableHttp` and `sse` modes on a loopback port). Each scenario
+//! records a transcript of normalised results; every hub's transcript must equal the direct
+//! one.
 //!
 //! The client declares `sampling`, `elicitation` and `roots` and answers server→client
 //! requests deterministically (see [`answer`]).
 //!
-//! Mapping between the two sides: tool and prompt names get the `everything:` prefix through
+//! Mapping between direct and the hubs: tool and prompt names get the `everything:` prefix through
 //! the hub (transcripts hold the bare names); resource URIs are the same on both sides; log
 //! `logger`s become `everything` / `everything/<logger>` through the hub (checked, not
 //! compared).
@@ -43,7 +45,8 @@ mod resources;
 mod tools;
 
 use crate::support::{
-    self, Client, Hub, LOG_LEVELS, Peers, Scratch, StderrLog, WAIT, spawn_direct,
+    self, Client, Hub, LOG_LEVELS, Listening, Peers, Scratch, StderrLog, WAIT,
+    everything_listening, free_port, spawn_direct,
 };
 use normalise::normalise;
 use serde_json::{Map, Value, json};
@@ -97,7 +100,21 @@ fn rank(level: &str) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Direct,
+    /// The hub with server-everything as its stdio child.
     Hub,
+    /// The hub reaching server-everything (`streamableHttp` mode) over Streamable HTTP.
+    HubHttp,
+    /// The hub reaching server-everything (`sse` mode) over legacy HTTP+SSE.
+    HubSse,
+}
+
+impl Side {
+    /// Every way the hub reaches server-everything.
+    const HUBS: [Side; 3] = [Side::Hub, Side::HubHttp, Side::HubSse];
+
+    fn is_hub(self) -> bool {
+        self != Side::Direct
+    }
 }
 
 enum Conn {
@@ -109,19 +126,40 @@ enum Conn {
     Hub(Hub),
 }
 
-/// The hub config: server-everything as `everything`. `listWait` is generous so that a busy
-/// machine never shows the client a server still starting.
-fn hub_config(peers: &Peers, sc: &Scratch) -> std::path::PathBuf {
-    sc.servers(
-        json!({"everything": peers.entry("PEER_EVERYTHING", &[])}),
+/// A hub on `side`'s server-everything, called `everything` however it is reached (so that
+/// names match), in a scratch dir of its own. `listWait` is generous so that a busy machine
+/// never shows the client a server still starting.
+/// Also the server-everything it reaches over HTTP, if it does.
+async fn start_hub(side: Side, peers: &Peers) -> (Conn, Option<Listening>) {
+    let (entry, server) = match side {
+        Side::Hub => (peers.entry("PEER_EVERYTHING", &[]), None),
+        Side::HubHttp | Side::HubSse => {
+            let (mode, kind, path) = if side == Side::HubHttp {
+                ("streamableHttp", "streamable-http", "mcp")
+            } else {
+                ("sse", "sse", "sse")
+            };
+            let server = everything_listening(peers, mode, free_port()).await;
+            let url = format!("http://127.0.0.1:{}/{path}", server.port);
+            (json!({"type": kind, "url": url}), Some(server))
+        }
+        Side::Direct => unreachable!("not a hub"),
+    };
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"everything": entry}),
         Some(json!({"listWait": "30s"})),
-    )
+    );
+    let hub = support::serve(&config).await.owning(sc);
+    (Conn::Hub(hub), server)
 }
 
 /// One side of the comparison and the client driving it.
 struct Peer {
     side: Side,
     conn: Conn,
+    /// server-everything listening on a port, for the hubs that reach it over HTTP.
+    _server: Option<Listening>,
     /// Notifications and server→client requests, in order of arrival.
     seen: Vec<Value>,
     /// (step, normalised result) in the order the scenario ran them.
@@ -132,36 +170,36 @@ struct Peer {
 impl Peer {
     /// Starts the process; nothing is sent yet.
     async fn start(side: Side, peers: &Peers, sc: &Scratch) -> Peer {
-        let conn = match side {
+        let (conn, server) = match side {
             Side::Direct => {
                 let words = peers.command("PEER_EVERYTHING");
                 let (child, client, log) = spawn_direct("server-everything", &words, sc.path());
-                Conn::Direct {
+                let conn = Conn::Direct {
                     _child: child,
                     client,
                     _log: log,
-                }
+                };
+                (conn, None)
             }
-            Side::Hub => Conn::Hub(support::serve(&hub_config(peers, sc)).await),
+            hub => start_hub(hub, peers).await,
         };
         Peer {
             side,
             conn,
+            _server: server,
             seen: Vec::new(),
             transcript: Vec::new(),
             init: Value::Null,
         }
     }
 
-    /// Starts, initializes with [`client_caps`], and waits until server-everything has
-    /// fetched the client's roots (it asks 350 ms after `initialized`, then logs it).
-    async fn open(side: Side, peers: &Peers, sc: &Scratch) -> Peer {
-        let mut p = Peer::start(side, peers, sc).await;
-        p.initialize(client_caps()).await;
-        p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    /// Initializes a started peer with [`client_caps`], and waits until server-everything
+    /// has fetched the client's roots (it asks 350 ms after `initialized`, then logs it).
+    async fn open(&mut self) {
+        self.initialize(client_caps()).await;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await;
-        p.roots_synced().await;
-        p
+        self.roots_synced().await;
     }
 
     /// Waits until server-everything has asked for the roots (350 ms after `initialized`)
@@ -182,7 +220,7 @@ impl Peer {
             .iter()
             .find(|m| m["method"] == "roots/list")
             .unwrap_or_else(|| panic!("{side:?}: roots/list never asked"));
-        if side == Side::Hub {
+        if side.is_hub() {
             // The hub forwards under ids of its own.
             assert!(ask["id"].is_u64(), "hub-allocated id expected: {ask}");
         }
@@ -222,6 +260,14 @@ impl Peer {
         }
     }
 
+    /// The hub process of a hub side.
+    fn hub(&mut self) -> &mut Hub {
+        match &mut self.conn {
+            Conn::Hub(hub) => hub,
+            Conn::Direct { .. } => panic!("the direct side has no hub"),
+        }
+    }
+
     async fn send(&mut self, m: Value) {
         self.client().send(&m).await;
     }
@@ -230,7 +276,7 @@ impl Peer {
     fn name(&self, bare: &str) -> String {
         match self.side {
             Side::Direct => bare.to_string(),
-            Side::Hub => format!("everything:{bare}"),
+            _ => format!("everything:{bare}"),
         }
     }
 
@@ -238,7 +284,7 @@ impl Peer {
     fn bare(&self, name: &str) -> String {
         match self.side {
             Side::Direct => name.to_string(),
-            Side::Hub => name
+            _ => name
                 .strip_prefix("everything:")
                 .unwrap_or_else(|| panic!("hub name without the everything: prefix: {name}"))
                 .to_string(),
@@ -250,8 +296,8 @@ impl Peer {
     fn logger(&self, upstream: Option<&str>) -> Option<String> {
         match (self.side, upstream) {
             (Side::Direct, l) => l.map(String::from),
-            (Side::Hub, Some(l)) => Some(format!("everything/{l}")),
-            (Side::Hub, None) => Some("everything".into()),
+            (_, Some(l)) => Some(format!("everything/{l}")),
+            (_, None) => Some("everything".into()),
         }
     }
 
@@ -458,32 +504,64 @@ fn block_text(result: &Value, i: usize) -> String {
 
 /// The two transcripts must hold the same steps with equal results.
 fn assert_same(direct: &Peer, hub: &Peer) {
+    let side = hub.side;
     let steps = |p: &Peer| {
         p.transcript
             .iter()
             .map(|(s, _)| s.clone())
             .collect::<Vec<_>>()
     };
-    assert_eq!(steps(hub), steps(direct), "the scenario ran differently");
+    assert_eq!(
+        steps(hub),
+        steps(direct),
+        "{side:?}: the scenario ran differently"
+    );
     for ((step, d), (_, h)) in direct.transcript.iter().zip(&hub.transcript) {
-        assert_eq!(h, d, "{step}: through the hub ≠ direct");
+        assert_eq!(h, d, "{step}: through the hub ({side:?}) ≠ direct");
     }
     assert!(!direct.transcript.is_empty());
 }
 
-/// Opens both sides (in parallel).
-async fn open_both(peers: &Peers, sc: &Scratch) -> (Peer, Peer) {
-    tokio::join!(
-        Peer::open(Side::Direct, peers, sc),
-        Peer::open(Side::Hub, peers, sc)
-    )
+/// Starts the direct side and every hub side, all at once, each going on with `then` as
+/// soon as it has started (a hub declares its client's capabilities upstream only if the
+/// client's `initialize` comes within a second of its start).
+async fn start_all(
+    peers: &Peers,
+    sc: &Scratch,
+    then: impl AsyncFn(&mut Peer),
+) -> (Peer, [Peer; 3]) {
+    let one = async |side| {
+        let mut p = Peer::start(side, peers, sc).await;
+        then(&mut p).await;
+        p
+    };
+    let [a, b, c] = Side::HUBS;
+    let (direct, a, b, c) = tokio::join!(one(Side::Direct), one(a), one(b), one(c));
+    (direct, [a, b, c])
 }
 
-/// Opens both sides, runs `scenario` on each at once and compares the transcripts; the two
-/// sides, for further checks.
-async fn compare(peers: &Peers, sc: &Scratch, scenario: impl AsyncFn(&mut Peer)) -> (Peer, Peer) {
-    let (mut direct, mut hub) = open_both(peers, sc).await;
-    tokio::join!(scenario(&mut direct), scenario(&mut hub));
-    assert_same(&direct, &hub);
-    (direct, hub)
+/// Opens the direct side and every hub side, all at once.
+async fn open_all(peers: &Peers, sc: &Scratch) -> (Peer, [Peer; 3]) {
+    start_all(peers, sc, Peer::open).await
+}
+
+/// Runs `scenario` on the direct side and every hub side at once.
+async fn run_all(direct: &mut Peer, hubs: &mut [Peer; 3], scenario: impl AsyncFn(&mut Peer)) {
+    let [a, b, c] = hubs;
+    tokio::join!(scenario(direct), scenario(a), scenario(b), scenario(c));
+}
+
+/// Opens every side, runs `scenario` on each at once and compares each hub's transcript
+/// with the direct one; the sides, for further checks.
+async fn compare(
+    peers: &Peers,
+    sc: &Scratch,
+    scenario: impl AsyncFn(&mut Peer),
+) -> (Peer, [Peer; 3]) {
+    let (mut direct, mut hubs) = open_all(peers, sc).await;
+    run_all(&mut direct, &mut hubs, scenario).await;
+    for hub in &hubs {
+        assert_same(&direct, hub);
+    }
+    (direct, hubs)
 }

@@ -1,5 +1,6 @@
 //! What varies from run to run in server-everything's answers, made constant before the
-//! transcripts are compared: clock times in text and in base64 blobs.
+//! transcripts are compared: clock times in text and in base64 blobs, and the HTTP session
+//! id server-everything puts into some texts.
 
 use serde_json::{Value, json};
 
@@ -24,6 +25,39 @@ fn untime(s: &str) -> String {
             }
             out.push_str("<time>");
         }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `s` is a session id as server-everything's HTTP transports make them (a UUID).
+fn is_session_id(s: &str) -> bool {
+    s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// Writes server-everything's texts about its HTTP session as it writes them over stdio,
+/// where there is no session: "for session <id>" becomes "for session undefined" and
+/// " from session <id>" (after a subscribed URI) goes. The id is the transport's business
+/// (each connection gets a fresh one), not something the hub forwards differently.
+fn unsession(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("session ") {
+        let after = &rest[i + "session ".len()..];
+        let id = &after[..after.find(char::is_whitespace).unwrap_or(after.len())];
+        if !is_session_id(id) {
+            out.push_str(&rest[..i + "session ".len()]);
+            rest = after;
+            continue;
+        }
+        match rest[..i].strip_suffix("from ") {
+            Some(before) => out.push_str(before),
+            None => {
+                out.push_str(&rest[..i]);
+                out.push_str("session undefined");
+            }
+        }
+        rest = &after[id.len()..];
     }
     out.push_str(rest);
     out
@@ -75,10 +109,11 @@ pub(super) fn base64_encode(bytes: &[u8]) -> String {
 }
 
 /// The run-dependent parts of server-everything's answers, made constant: clock times in
-/// text, and in base64 blobs that decode to such text (replaced by "base64 of: <text>").
+/// text, and in base64 blobs that decode to such text (replaced by "base64 of: <text>");
+/// HTTP session ids in text, written as over stdio (see [`unsession`]).
 pub(super) fn normalise(v: &Value) -> Value {
     match v {
-        Value::String(s) => Value::String(untime(s)),
+        Value::String(s) => Value::String(unsession(&untime(s))),
         Value::Array(a) => Value::Array(a.iter().map(normalise).collect()),
         Value::Object(o) => Value::Object(
             o.iter()
@@ -98,4 +133,19 @@ pub(super) fn normalise(v: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+#[test]
+fn session_ids_read_as_over_stdio() {
+    let id = "a6de9b2b-c71b-4629-ace4-1269f76f345f";
+    assert_eq!(
+        unsession(&format!("logging for session {id} at a 5 second pace")),
+        "logging for session undefined at a 5 second pace"
+    );
+    assert_eq!(
+        unsession(&format!("for URI: demo://x from session {id}")),
+        "for URI: demo://x "
+    );
+    let plain = "a session about sessions, session undefined";
+    assert_eq!(unsession(plain), plain);
 }

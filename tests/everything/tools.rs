@@ -3,8 +3,8 @@
 
 use super::normalise::{base64_decode, base64_encode};
 use super::{
-    Conn, Peer, QUIET, ROOT_URI, SAMPLED, Side, TOOLS, assert_same, block_text, compare,
-    listed_names,
+    Peer, QUIET, ROOT_URI, SAMPLED, TOOLS, assert_same, block_text, compare, listed_names, run_all,
+    start_all,
 };
 use crate::support::{Peers, Scratch, WAIT};
 use serde_json::{Value, json};
@@ -318,12 +318,13 @@ async fn tools_scenario(p: &mut Peer) {
 async fn every_tool_answers_the_same_through_the_hub() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
-    let (_direct, mut hub) = compare(&peers, &sc, tools_scenario).await;
-    let Conn::Hub(h) = &mut hub.conn else {
-        unreachable!()
-    };
-    let (code, _) = h.close().await;
-    assert_eq!(code, Some(0), "{}", h.stderr());
+    let (_direct, hubs) = compare(&peers, &sc, tools_scenario).await;
+    for mut hub in hubs {
+        let side = hub.side;
+        let h = hub.hub();
+        let (code, _) = h.close().await;
+        assert_eq!(code, Some(0), "{side:?}: {}", h.stderr());
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -392,19 +393,15 @@ async fn url_elicitation_is_the_same_through_the_hub() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
     let caps = json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}});
-    let (mut direct, mut hub) = tokio::join!(
-        Peer::start(Side::Direct, &peers, &sc),
-        Peer::start(Side::Hub, &peers, &sc)
-    );
-    // Both at once: the hub tells server-everything what its client declared only if the
-    // client's initialize comes within a second of the hub's start.
-    tokio::join!(
-        initialized(&mut direct, caps.clone()),
-        initialized(&mut hub, caps.clone())
-    );
-    tokio::join!(
-        url_elicitation_scenario(&mut direct),
-        url_elicitation_scenario(&mut hub)
-    );
-    assert_same(&direct, &hub);
+    // Each side initializes as soon as it has started: the hub tells server-everything what
+    // its client declared only if the client's initialize comes within a second of the
+    // hub's start.
+    let (mut direct, mut hubs) = start_all(&peers, &sc, async |p: &mut Peer| {
+        initialized(p, caps.clone()).await
+    })
+    .await;
+    run_all(&mut direct, &mut hubs, url_elicitation_scenario).await;
+    for hub in &hubs {
+        assert_same(&direct, hub);
+    }
 }

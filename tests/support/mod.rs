@@ -14,6 +14,7 @@
 //! - `rmcp`: small adapters for tests that drive the hub with the rmcp SDK.
 //! - `stand`: a loopback HTTP stand-in for the services the network built-ins call (the
 //!   library's unit tests compile the same file).
+//! - `listening`: server processes on a loopback port (remote servers for the hub).
 //! - `peers`: the real community servers and clients from `.ci/peers.sh`.
 
 mod catalog;
@@ -21,6 +22,7 @@ mod client;
 mod git;
 mod hub;
 mod ics;
+mod listening;
 mod peers;
 mod process;
 pub mod rmcp;
@@ -38,6 +40,7 @@ pub use hub::{
     spawn_piped,
 };
 pub use ics::{ics, stamp};
+pub use listening::{Listening, everything_listening, free_port};
 pub use peers::{Peers, assert_lifecycle, sent_methods};
 pub use process::{Ran, StderrLog, run_in, spawn_direct};
 pub use scratch::Scratch;
