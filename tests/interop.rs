@@ -422,11 +422,12 @@ async fn real_server_instructions_reach_the_client() {
     );
     let words = peers.command("PEER_EVERYTHING");
     let everything = direct("server-everything", &words, sc.path()).await;
-    // Give the server time to come up first (it waits up to 1 s for the client's
-    // capabilities, then starts in a few hundred ms): instructions can only be in the
-    // `initialize` answer of servers ready by then. Fast servers are covered in `hub`.
+    // Let the server come up first (it waits a few seconds for the client's capabilities,
+    // then starts in a few hundred ms): instructions can only be in the `initialize` answer
+    // of servers ready by then. Fast servers are covered in `hub`.
     let mut hub = support::serve(&config).await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    hub.wait_log("ready server=everything", Duration::from_secs(30))
+        .await;
     let init = hub.client.initialize().await;
 
     let own = everything.init["instructions"]

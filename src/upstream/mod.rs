@@ -124,8 +124,11 @@ pub struct Upstream {
 }
 
 /// How long a server's `initialize` waits for the downstream client to say what it supports
-/// (the process is already starting meanwhile). Editors send `initialize` right away.
-const CLIENT_CAPS_WAIT: Duration = Duration::from_secs(1);
+/// (the process is already starting meanwhile). Editors send `initialize` right away and CLI
+/// commands declare nothing at once, so the wait only ever runs out for a client that is
+/// slow to start (a Node client on a loaded machine took over a second): then the servers
+/// are told `{}` and list only the tools that need no client capability.
+const CLIENT_CAPS_WAIT: Duration = Duration::from_secs(3);
 
 /// A process that finished its handshake.
 struct Running {

@@ -47,7 +47,7 @@ async fn hub_initialize_declares_what_everything_offers() {
 
 /// A client that initializes only once server-everything is ready gets the capabilities
 /// (and instructions) of the real server, not the "still starting: everything" answer; and
-/// since it came after the hub's 1 s wait, server-everything was told no client capability:
+/// since it came after the hub's wait for the client (3 s), server-everything was told no client capability:
 /// the hub lists what server-everything lists to a client declaring none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_initialize_sees_the_ready_server() {
