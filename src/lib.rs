@@ -2,11 +2,12 @@
 //!
 //! Layers, each importing only the ones above it in this list:
 //! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
-//! - [`transport`]: child processes and our own stdio.
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf: imports no layer).
 //! - [`state`]: private files in the state dir, written atomically (a leaf).
 //! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
-//! - [`auth`]: OAuth 2.1 login, token refresh and token store for remote servers (a leaf).
+//! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
+//!   a loopback callback, refresh, the token store.
+//! - [`transport`]: child processes, our own stdio, Streamable HTTP and legacy SSE clients.
 //! - [`upstream`]: one server — process, handshake, requests, lifecycle.
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).

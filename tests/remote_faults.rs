@@ -576,7 +576,13 @@ async fn config_check_shows_remote_servers_without_secrets() {
     );
     for json_out in [false, true] {
         let mut cmd = tokio::process::Command::new(OPENPACT);
-        cmd.arg("--config").arg(&cfg).args(["config", "check"]);
+        cmd.arg("--config")
+            .arg(&cfg)
+            .arg("--state-dir")
+            .arg(s.path());
+        // The file store whatever the machine has, so the answer does not depend on a keyring.
+        cmd.env("OPENPACT_TOKEN_STORE", "file")
+            .args(["config", "check"]);
         if json_out {
             cmd.arg("--json");
         }
@@ -596,11 +602,14 @@ async fn config_check_shows_remote_servers_without_secrets() {
             assert_eq!(v["servers"][1]["transport"], "sse", "{v}");
             assert_eq!(v["servers"][0]["headers"], json!(["Authorization"]), "{v}");
             assert_eq!(v["servers"][0]["oauth"]["clientId"], "app", "{v}");
+            assert_eq!(v["servers"][0]["login"]["logged_in"], false, "{v}");
+            assert_eq!(v["servers"][0]["login"]["store"], "file", "{v}");
         } else {
             assert!(
                 stdout.contains("transport: Streamable HTTP, falling back to legacy HTTP+SSE")
                     && stdout.contains("transport: legacy HTTP+SSE")
-                    && stdout.contains("headers: Authorization: …"),
+                    && stdout.contains("headers: Authorization: …")
+                    && stdout.contains("login: r: not logged in (run `openpact auth login r`)"),
                 "{stdout}"
             );
         }

@@ -70,6 +70,7 @@ struct FlowState {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct AuthStatus {
     pub server: String,
+    /// Without credentials (see [`crate::config::display_url`]).
     pub url: String,
     /// Tokens are stored and usable (valid, or refreshable).
     pub logged_in: bool,
@@ -211,7 +212,7 @@ impl ServerAuth {
         let refreshable = tokens.as_ref().is_some_and(|t| t.refresh_token.is_some());
         AuthStatus {
             server: i.server.clone(),
-            url: i.url.clone(),
+            url: crate::config::display_url(&i.url),
             logged_in: tokens.is_some() && (!expired || refreshable),
             expired,
             refreshable,

@@ -147,7 +147,7 @@ fn remote<'a>(config: &'a Config, name: &str) -> Result<Remote<'a>> {
     }
 }
 
-fn status_line(s: &AuthStatus) -> String {
+pub(super) fn status_line(s: &AuthStatus) -> String {
     if let Some(e) = &s.error {
         return format!("{}: cannot read the stored login: {e}", s.server);
     }

@@ -3,10 +3,11 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use super::Listing;
+use crate::config::display_url;
 use crate::config::{Config, ConfigError, OAuthSettings, Transport};
 use crate::hub::{Catalog, Hub, HubStatus, ServerStatus};
 use crate::jsonrpc::{Message, RawObject};
-use crate::transport::http::{RemoteKind, display_url};
+use crate::transport::http::RemoteKind;
 use crate::upstream::{RemoteStatus, State, human_duration};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -481,6 +482,7 @@ fn source_label(config: &Config) -> String {
 }
 
 pub fn config_human(config: &Config, state_dir: &Path) {
+    let mut store = None;
     out!("config: {}", source_label(config));
     out!("state dir: {}", state_dir.display());
     out!(
@@ -528,6 +530,8 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                     out!("  headers: {}", names.join(", "));
                 }
                 out!("  auth: {}", auth_plan(headers, oauth));
+                let login = login_status(&s.name, url, oauth, state_dir, &mut store);
+                out!("  login: {}", super::auth::status_line(&login));
             }
         }
         let keys = super::env_keys(&s.transport);
@@ -553,6 +557,7 @@ pub fn config_human(config: &Config, state_dir: &Path) {
 }
 
 pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
+    let mut store = None;
     let servers: Vec<Value> = config
         .servers
         .iter()
@@ -591,6 +596,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                     v["env"] = json!([]);
                     v["headers"] = json!(headers.iter().map(|(k, _)| k).collect::<Vec<_>>());
                     v["auth"] = json!(auth_plan(headers, oauth));
+                    v["login"] = json!(login_status(&s.name, url, oauth, state_dir, &mut store));
                     v["oauth"] = json!({
                         "clientId": oauth.client_id,
                         "clientSecretSet": oauth.client_secret.is_some(),
@@ -620,6 +626,20 @@ fn transport_plan(kind: &str) -> &'static str {
         RemoteKind::Streamable => "Streamable HTTP",
         RemoteKind::Sse => "legacy HTTP+SSE",
     }
+}
+
+/// What is stored for a remote server's login (never a token); the token store is opened
+/// on first use, since opening it probes the OS keyring.
+fn login_status(
+    name: &str,
+    url: &str,
+    oauth: &OAuthSettings,
+    state_dir: &Path,
+    store: &mut Option<std::sync::Arc<crate::auth::TokenStore>>,
+) -> crate::auth::AuthStatus {
+    let store =
+        store.get_or_insert_with(|| std::sync::Arc::new(crate::auth::TokenStore::open(state_dir)));
+    crate::auth::describe(name, url, oauth, store.clone())
 }
 
 /// How a remote server will be authorized; never a value.

@@ -111,7 +111,7 @@ pub enum Transport {
     },
     Http {
         /// After variable expansion; may hold credentials (show it with
-        /// [`crate::transport::http::display_url`]).
+        /// [`display_url`]).
         url: String,
         /// Expanded; values may be secrets and are never shown.
         headers: Vec<(String, String)>,
@@ -321,4 +321,34 @@ pub fn parse(
         file.display().to_string()
     };
     build::parse(text, file, &label, env)
+}
+
+/// A URL fit to show: no user name or password, query values replaced by `…` (API keys
+/// travel there), no fragment; otherwise as written.
+pub fn display_url(url: &str) -> String {
+    let url = url.split('#').next().unwrap_or("");
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query.filter(|q| !q.is_empty()) {
+        let keys: Vec<String> = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| format!("{}=…", pair.split('=').next().unwrap_or("")))
+            .collect();
+        out.push('?');
+        out.push_str(&keys.join("&"));
+    }
+    out
 }

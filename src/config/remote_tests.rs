@@ -183,3 +183,18 @@ fn a_disabled_remote_server_may_use_unset_variables() {
     assert_eq!(url, "https://${HOST}/mcp");
     assert_eq!(headers, &[("A".to_string(), "${TOK}".to_string())]);
 }
+
+#[test]
+fn display_url_hides_credentials() {
+    assert_eq!(
+        display_url("https://user:pw@mcp.example.com/mcp?key=s3cret&x=1#frag"),
+        "https://mcp.example.com/mcp?key=…&x=…"
+    );
+    assert_eq!(
+        display_url("http://127.0.0.1:8080/sse"),
+        "http://127.0.0.1:8080/sse"
+    );
+    assert_eq!(display_url("https://tok@host/x?k=v"), "https://host/x?k=…");
+    assert_eq!(display_url("ftp://x"), "ftp://x");
+    assert_eq!(display_url("https://h/p?"), "https://h/p");
+}

@@ -6,9 +6,10 @@
 
 use super::{CallError, Connection, HandshakeError, State, Upstream, backoff, human_duration};
 use crate::auth::Credentials;
+use crate::config::display_url;
 use crate::config::{ServerConfig, Transport};
 use crate::jsonrpc::Frame;
-use crate::transport::http::{Link, LinkEnd, RemoteKind, RemoteSpec, display_url};
+use crate::transport::http::{Link, LinkEnd, RemoteKind, RemoteSpec};
 use crate::transport::{Outbox, StderrLog};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -2,10 +2,10 @@
 
 use super::servers::check_header_name;
 use super::{Builder, get, kind_of};
+use crate::config::display_url;
 use crate::config::expand::Unset;
 use crate::config::suggest::{child, closest_key, index, unknown_key};
 use crate::config::{OAuthSettings, Transport};
-use crate::transport::http::display_url;
 use serde_json::{Map, Value};
 
 const OAUTH_KEYS: &[&str] = &[

@@ -240,54 +240,9 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
     }
 }
 
-/// A URL fit to show: no user name or password, query values replaced by `…` (API keys
-/// travel there), no fragment; otherwise as written.
-pub fn display_url(url: &str) -> String {
-    let url = url.split('#').next().unwrap_or("");
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let mut out = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            format!("{scheme}://{host}{path}")
-        }
-        None => base.to_string(),
-    };
-    if let Some(query) = query.filter(|q| !q.is_empty()) {
-        let keys: Vec<String> = query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| format!("{}=…", pair.split('=').next().unwrap_or("")))
-            .collect();
-        out.push('?');
-        out.push_str(&keys.join("&"));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn display_url_hides_credentials() {
-        assert_eq!(
-            display_url("https://user:pw@mcp.example.com/mcp?key=s3cret&x=1#frag"),
-            "https://mcp.example.com/mcp?key=…&x=…"
-        );
-        assert_eq!(
-            display_url("http://127.0.0.1:8080/sse"),
-            "http://127.0.0.1:8080/sse"
-        );
-        assert_eq!(display_url("https://tok@host/x?k=v"), "https://host/x?k=…");
-        assert_eq!(display_url("ftp://x"), "ftp://x");
-        assert_eq!(display_url("https://h/p?"), "https://h/p");
-    }
 
     #[test]
     fn kinds_from_config() {
