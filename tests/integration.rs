@@ -1,6 +1,7 @@
 //! The one integration-test binary: real processes over real pipes.
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
+//! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
@@ -29,6 +30,7 @@ mod cli;
 mod clients;
 mod everything;
 mod failures;
+mod http_face;
 mod hub;
 mod interleave;
 mod interop;

@@ -37,8 +37,23 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve every configured server's tools as one MCP server on stdin/stdout.
-    Serve,
+    /// Serve every configured server's tools as one MCP server on stdin/stdout, over
+    /// Streamable HTTP, or both.
+    ///
+    /// `--http` adds HTTP on `/mcp` (and `/health`) beside stdio; `--http --no-stdio` serves
+    /// HTTP alone until SIGTERM/SIGINT. With stdio served, closing stdin ends the process.
+    /// HTTP binds 127.0.0.1 by default, checks Origin and Host, and takes the
+    /// `openpact.http` settings (address, token, allowedOrigins, maxBodySize, maxSessions,
+    /// maxInFlight, sessionIdleTimeout); a non-loopback address needs `openpact.http.token`.
+    Serve {
+        /// Also serve Streamable HTTP, on ADDR (IP:PORT; default: openpact.http.address,
+        /// else 127.0.0.1:8765; port 0 picks a free one, logged at start).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1)]
+        http: Option<Option<String>>,
+        /// Don't serve stdio (only with --http).
+        #[arg(long, requires = "http")]
+        no_stdio: bool,
+    },
     /// List the merged tool catalogue.
     Tools {
         /// Machine-readable output.
@@ -196,7 +211,7 @@ pub enum ConfigCommand {
 impl Cli {
     /// True when this run serves MCP on stdio (stdout is then the protocol's).
     pub fn is_serve(&self) -> bool {
-        self.mcp || matches!(self.command, Some(Command::Serve))
+        self.mcp || matches!(self.command, Some(Command::Serve { .. }))
     }
 }
 
@@ -207,9 +222,22 @@ const CLI_START_LIMIT: Duration = Duration::from_secs(120);
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let state = state_dir(&cli.state_dir);
     let command = match (cli.mcp, cli.command) {
-        (true, _) | (false, Some(Command::Serve)) => {
+        (false, Some(Command::Serve { http, no_stdio })) => {
+            let faces = crate::face::Faces {
+                stdio: !no_stdio,
+                http,
+            };
             let config = load(&cli.config)?;
-            crate::face::stdio::serve(&config, &state).await?;
+            crate::face::serve(&config, &state, faces).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        (true, _) => {
+            let faces = crate::face::Faces {
+                stdio: true,
+                http: None,
+            };
+            let config = load(&cli.config)?;
+            crate::face::serve(&config, &state, faces).await?;
             return Ok(ExitCode::SUCCESS);
         }
         (false, Some(c)) => c,
@@ -226,7 +254,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         ))
     };
     match command {
-        Command::Serve => unreachable_serve(),
+        Command::Serve { .. } => unreachable_serve(),
         Command::Tools { json } => list(&load(&cli.config)?, &state, Listing::Tools, json).await,
         Command::Prompts { json } => {
             list(&load(&cli.config)?, &state, Listing::Prompts, json).await

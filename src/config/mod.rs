@@ -158,6 +158,71 @@ pub struct HubSettings {
     pub restart: RestartPolicy,
     pub policy: PolicySettings,
     pub builtins: BuiltinsSettings,
+    /// The HTTP face (`openpact.http`); used only by `serve --http`.
+    pub http: HttpSettings,
+}
+
+/// `openpact.http`: where and how `serve --http` listens.
+#[derive(Clone, PartialEq)]
+pub struct HttpSettings {
+    /// `host:port` to bind when `--http` names none.
+    pub address: String,
+    /// The bearer token every request must carry (expanded from `${VAR}`); required to bind
+    /// a non-loopback address.
+    pub token: Option<String>,
+    /// Origins allowed beside http(s)://localhost, 127.0.0.1 and [::1] (any port), as
+    /// `scheme://host[:port]`, lower case, without a trailing slash.
+    pub allowed_origins: Vec<String>,
+    pub max_body_size: usize,
+    pub max_sessions: usize,
+    /// Requests one session may have in flight at once.
+    pub max_in_flight: usize,
+    /// A session with no request and no open stream for this long is ended.
+    pub session_idle_timeout: Duration,
+}
+
+impl HttpSettings {
+    pub const DEFAULT_ADDRESS: &str = "127.0.0.1:8765";
+
+    /// `Https://App.Example.com/` → `https://app.example.com`; `None` for anything that is
+    /// not `scheme://host[:port]` with an http(s) scheme.
+    pub fn normal_origin(text: &str) -> Option<String> {
+        let text = text.trim().trim_end_matches('/').to_ascii_lowercase();
+        let (scheme, rest) = text.split_once("://")?;
+        let ok = matches!(scheme, "http" | "https")
+            && !rest.is_empty()
+            && !rest.contains(['/', '?', '#', '@', ' ']);
+        ok.then_some(text)
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            address: Self::DEFAULT_ADDRESS.to_string(),
+            token: None,
+            allowed_origins: Vec::new(),
+            max_body_size: HubSettings::DEFAULT_MAX_MESSAGE_SIZE,
+            max_sessions: 64,
+            max_in_flight: 64,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+// The token stays out of debug output (`config check`, logs).
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("address", &self.address)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("max_body_size", &self.max_body_size)
+            .field("max_sessions", &self.max_sessions)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("session_idle_timeout", &self.session_idle_timeout)
+            .finish()
+    }
 }
 
 /// How a server that crashes is brought back (`openpact.restart`).
@@ -202,6 +267,7 @@ impl Default for HubSettings {
             builtins: BuiltinsSettings::defaults(
                 &std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             ),
+            http: HttpSettings::default(),
         }
     }
 }

@@ -1,6 +1,114 @@
-//! The outside world's way in: `openpact serve` as one MCP server on stdio.
+//! The outside world's way in: `openpact serve` as one MCP server on stdio, over HTTP, or
+//! both from one hub (one set of children).
 //!
-//! Stdout belongs to the protocol here: nothing in this module (or below it) prints.
+//! Stdout belongs to the protocol when stdio is served: nothing in this module (or below it)
+//! prints.
 
+pub mod http;
 pub mod status_file;
 pub mod stdio;
+
+use crate::config::Config;
+use crate::hub::Hub;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Which faces `serve` shows.
+#[derive(Debug, Clone, Default)]
+pub struct Faces {
+    pub stdio: bool,
+    /// `Some(address)` serves HTTP; `Some(None)` on `openpact.http.address`.
+    pub http: Option<Option<String>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("could not set up stdio or signal handling: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Http(#[from] http::HttpError),
+}
+
+/// Runs the hub behind `faces`. Returns when the stdio client is gone (stdin closed; with
+/// stdio served, the process lives as long as its stdio client) or on SIGTERM/SIGINT.
+pub async fn serve(
+    config: &Config,
+    state_dir: &std::path::Path,
+    faces: Faces,
+) -> Result<(), ServeError> {
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    // `openpact cache clear` asks running hubs to drop their cached results this way.
+    let mut sigusr1 = signal(SignalKind::user_defined1())?;
+    let bound = match &faces.http {
+        Some(address) => Some(http::bind(&config.hub.http, address.as_deref()).await?),
+        None => None,
+    };
+    let stdout = if faces.stdio {
+        Some(stdio::open_stdout()?)
+    } else {
+        None
+    };
+    let hub = Hub::start(config, state_dir);
+    // Let the servers' supervisors queue their spawns before the rest of the setup: with one
+    // worker they would otherwise wait for this task's next await.
+    tokio::task::yield_now().await;
+    let mut stdio_face = match stdout {
+        Some(stdout) => Some(stdio::start(&hub, stdout)?),
+        None => None,
+    };
+    let http_face = bound.map(|b| http::start(b, hub.clone(), &config.hub.http));
+    {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.settled(Duration::from_secs(120)).await;
+            hub.check_rule_targets();
+        });
+    }
+    let _status = status_file::publish(
+        hub.clone(),
+        state_dir,
+        config.source.as_ref().map(|p| p.display().to_string()),
+    );
+    tracing::info!(
+        servers = hub.upstreams().iter().filter(|u| !u.config.disabled).count(),
+        config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
+        "serving MCP on {}",
+        match (&stdio_face, &http_face) {
+            (Some(_), Some(_)) => "stdio and HTTP",
+            (None, Some(_)) => "HTTP",
+            _ => "stdio",
+        }
+    );
+    let why = loop {
+        let stdin_closed = async {
+            match stdio_face.as_mut() {
+                Some(face) => {
+                    let _ = (&mut face.stdin_closed).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stdin_closed => break "stdin closed",
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = sigint.recv() => break "SIGINT",
+            _ = sigusr1.recv() => {
+                hub.policy.cache.clear();
+                tracing::info!("result cache cleared (SIGUSR1)");
+            }
+        }
+    };
+    tracing::info!("shutting down ({why})");
+    if let Some(face) = &stdio_face {
+        face.finish().await;
+    }
+    if let Some(face) = http_face {
+        face.stop().await;
+    }
+    hub.shutdown().await;
+    if let Some(face) = stdio_face {
+        face.close().await;
+    }
+    Ok(())
+}

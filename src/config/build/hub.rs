@@ -9,7 +9,7 @@ use serde_json::Value;
 
 const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "window"];
 /// Accepted silently: they belong to features that read them later.
-const RESERVED_HUB_KEYS: &[&str] = &["builtins", "http", "oauth"];
+const RESERVED_HUB_KEYS: &[&str] = &["builtins", "oauth"];
 
 impl Builder<'_> {
     /// Warns about policy rules that name a server no entry defines (a typo would otherwise
@@ -163,6 +163,7 @@ impl Builder<'_> {
                 "secrets" => hub.policy.secrets = self.secrets(v, &path),
                 "audit" => hub.policy.audit = self.audit(v, &path),
                 "builtins" => hub.builtins = self.builtins(v, &path),
+                "http" => hub.http = self.http(v, &path),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =

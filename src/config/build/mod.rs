@@ -1,9 +1,10 @@
 //! Walking the parsed JSON into a [`Config`]: key and type checks, expansion, resolution, and collecting every problem.
 //!
 //! This file holds the walk over the top level and the `Builder` that collects problems;
-//! `servers` builds each server entry; `hub` reads the hub settings (`openpact`).
+//! `servers` builds each server entry; `hub` reads the hub settings (`openpact`); `http` the HTTP face's (`openpact.http`).
 //! The policy and built-in tool sections are read in `config::policy` and `config::builtins`.
 
+mod http;
 mod hub;
 mod remote;
 mod servers;
@@ -27,6 +28,7 @@ const HUB_KEYS: &[&str] = &[
     "secrets",
     "audit",
     "builtins",
+    "http",
 ];
 
 pub(super) fn parse(

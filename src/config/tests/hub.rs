@@ -81,6 +81,7 @@ fn hub_settings() {
             restart: RestartPolicy::default(),
             policy: PolicySettings::default(),
             builtins: BuiltinsSettings::defaults(f.dir.path()),
+            http: crate::config::HttpSettings::default(),
         }
     );
     let c = f.ok(

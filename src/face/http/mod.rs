@@ -1,0 +1,483 @@
+//! `openpact serve --http`: the hub over Streamable HTTP (the legacy, session-based shape of
+//! 2025-03-26 … 2025-11-25) on `/mcp`, and `/health`, with axum on the hub's runtime.
+//!
+//! Each `Mcp-Session-Id` is one downstream [`crate::hub::Session`], exactly like the stdio
+//! face's. `guard` refuses what must not reach MCP (Origin, Host, token); `session` routes a
+//! session's lines to POST replies and its GET stream; `stream` writes them as SSE.
+
+mod guard;
+mod session;
+mod stream;
+
+use crate::config::HttpSettings;
+use crate::hub::Hub;
+use crate::jsonrpc::{self, Kind, Message, code, parse_frame};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use session::{HttpSession, Refused};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Why the HTTP face cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{0:?} is not an address to serve HTTP on; use IP:PORT, like 127.0.0.1:8765")]
+    Address(String),
+    #[error(
+        "refusing to serve HTTP on {0} without a token: that address is reachable from other \
+         machines, and anyone reaching it could call every tool. Set openpact.http.token \
+         (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1"
+    )]
+    NoToken(SocketAddr),
+    #[error("could not listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+}
+
+/// A bound, not yet serving, listener.
+pub struct Bound {
+    listener: TcpListener,
+    pub addr: SocketAddr,
+    loopback: bool,
+}
+
+/// Checks the settings and binds: `address` overrides `openpact.http.address`. Done before
+/// the hub starts, so a refusal costs no child process.
+pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Bound, HttpError> {
+    let text = address.unwrap_or(&settings.address);
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|_| HttpError::Address(text.to_string()))?;
+    let loopback = addr.ip().is_loopback();
+    if !loopback && settings.token.is_none() {
+        return Err(HttpError::NoToken(addr));
+    }
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    Ok(Bound {
+        listener,
+        addr,
+        loopback,
+    })
+}
+
+struct Face {
+    hub: Arc<Hub>,
+    settings: HttpSettings,
+    guard: guard::Guard,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    next_stream: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The running HTTP face.
+pub struct HttpFace {
+    face: Arc<Face>,
+    server: tokio::task::JoinHandle<()>,
+    reaper: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Starts serving on `bound`.
+pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
+    let face = Arc::new(Face {
+        hub,
+        guard: guard::Guard::new(settings, bound.loopback),
+        settings: settings.clone(),
+        sessions: Mutex::new(HashMap::new()),
+        next_stream: AtomicU64::new(1),
+    });
+    let app = axum::Router::new()
+        .route("/mcp", get(get_stream).post(post).delete(delete))
+        .route("/health", get(health))
+        .layer(axum::middleware::from_fn_with_state(face.clone(), check))
+        .layer(DefaultBodyLimit::max(settings.max_body_size))
+        .with_state(face.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let served = axum::serve(bound.listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::warn!("the HTTP face stopped: {e}");
+        }
+    });
+    let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
+    tracing::info!(
+        "serving MCP over HTTP on http://{}/mcp (health: /health)",
+        bound.addr
+    );
+    HttpFace {
+        face,
+        server,
+        reaper,
+        stop: Some(stop),
+    }
+}
+
+impl HttpFace {
+    /// Ends every session (their calls cancelled, streams closed) and stops listening.
+    pub async fn stop(mut self) {
+        let sessions: Vec<_> = lock(&self.face.sessions).drain().map(|(_, s)| s).collect();
+        for s in sessions {
+            s.end("openpact is shutting down");
+        }
+        self.reaper.abort();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if tokio::time::timeout(Duration::from_millis(500), &mut self.server)
+            .await
+            .is_err()
+        {
+            self.server.abort();
+        }
+    }
+}
+
+/// Ends sessions idle longer than `openpact.http.sessionIdleTimeout`: a client that
+/// vanished has its calls cancelled this way.
+async fn reap(face: std::sync::Weak<Face>) {
+    loop {
+        let Some(idle) = face.upgrade().map(|f| f.settings.session_idle_timeout) else {
+            return;
+        };
+        tokio::time::sleep((idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30)))
+            .await;
+        let Some(face) = face.upgrade() else { return };
+        let gone: Vec<_> = {
+            let mut sessions = lock(&face.sessions);
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.idle_for(idle))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| sessions.remove(id)).collect()
+        };
+        for s in gone {
+            tracing::info!(session = %s.id, "HTTP session idle too long; ended");
+            s.end("the session expired");
+        }
+    }
+}
+
+async fn check(State(face): State<Arc<Face>>, req: Request, next: Next) -> Response {
+    match face.guard.check(req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err((status, why)) => {
+            tracing::debug!(%status, "HTTP request refused: {why}");
+            let mut resp = rpc_error(status, "null", code::INVALID_REQUEST, &why);
+            if status == StatusCode::UNAUTHORIZED {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            resp
+        }
+    }
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn rpc_error(status: StatusCode, id: &str, code: i64, message: &str) -> Response {
+    json(status, jsonrpc::error(id, code, message, None))
+}
+
+/// The session a request names, or the reply saying why there is none.
+fn session_of(face: &Face, headers: &HeaderMap) -> Result<Arc<HttpSession>, Box<Response>> {
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            "null",
+            code::INVALID_REQUEST,
+            "Mcp-Session-Id header missing: send initialize first",
+        )));
+    };
+    lock(&face.sessions)
+        .get(id)
+        .cloned()
+        .ok_or_else(|| Box::new(unknown_session("null")))
+}
+
+fn unknown_session(id: &str) -> Response {
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        id,
+        code::INVALID_REQUEST,
+        "unknown or ended session: initialize again",
+    )
+}
+
+async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut messages: Vec<_> = match parse_frame(body.to_vec()) {
+        Ok(messages) => messages.collect(),
+        Err(e) => {
+            let what = if e.code() == code::PARSE_ERROR {
+                "Parse error"
+            } else {
+                "Invalid request"
+            };
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                "null",
+                e.code(),
+                &format!("{what}: {e}"),
+            );
+        }
+    };
+    if messages.len() != 1 {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            "null",
+            code::INVALID_REQUEST,
+            "one JSON-RPC message per POST (batches are not supported)",
+        );
+    }
+    let m = match messages.pop() {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                "null",
+                e.code(),
+                &format!("Invalid request: {e}"),
+            );
+        }
+        None => return StatusCode::BAD_REQUEST.into_response(),
+    };
+    if m.kind() == Kind::Request && m.method() == "initialize" {
+        return initialize(&face, m).await;
+    }
+    let hs = match session_of(&face, &headers) {
+        Ok(hs) => hs,
+        Err(resp) => return *resp,
+    };
+    if let Some(v) = headers.get(VERSION_HEADER) {
+        let v = v.to_str().unwrap_or("");
+        if !crate::upstream::LEGACY_VERSIONS.contains(&v) {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                if m.kind() == Kind::Request {
+                    m.id()
+                } else {
+                    "null"
+                },
+                code::INVALID_REQUEST,
+                &format!("unsupported MCP-Protocol-Version {v:?}"),
+            );
+        }
+    }
+    match m.kind() {
+        Kind::Request => answer(&face, &hs, &m).await,
+        Kind::Notification | Kind::Response => {
+            hs.feed(m.text().as_bytes().to_vec());
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+/// A fresh session for `initialize`; kept only if the hub answers with a result.
+async fn initialize(face: &Arc<Face>, m: Message) -> Response {
+    if lock(&face.sessions).len() >= face.settings.max_sessions {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            m.id(),
+            code::INTERNAL_ERROR,
+            &format!(
+                "too many sessions ({}, openpact.http.maxSessions); end one with DELETE",
+                face.settings.max_sessions
+            ),
+        );
+    }
+    let Some(id) = new_session_id() else {
+        return rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            m.id(),
+            code::INTERNAL_ERROR,
+            "no random source for a session id",
+        );
+    };
+    let hs = HttpSession::new(face.hub.clone(), id.clone());
+    lock(&face.sessions).insert(id.clone(), hs.clone());
+    let mut resp = answer(face, &hs, &m).await;
+    let ok = resp.status() == StatusCode::OK && resp.extensions().get::<Failed>().is_none();
+    if ok {
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            resp.headers_mut().insert(SESSION_HEADER, v);
+        }
+        tracing::debug!(session = %id, "HTTP session started");
+    } else {
+        lock(&face.sessions).remove(&id);
+        hs.end("initialize failed");
+    }
+    resp
+}
+
+/// Marks a JSON reply that carries a JSON-RPC error.
+#[derive(Clone, Copy)]
+struct Failed;
+
+/// 128 bits from the OS's random source, as hex (visible ASCII, as the spec asks).
+fn new_session_id() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Hands request `m` to the session and answers with JSON when the response comes first,
+/// else with an SSE stream of what relates to the request, ending with the response.
+async fn answer(face: &Arc<Face>, hs: &Arc<HttpSession>, m: &Message) -> Response {
+    let body = m.text().as_bytes().to_vec();
+    let (mut rx, guard) = match hs.request(m, body, face.settings.max_in_flight) {
+        Ok(waiting) => waiting,
+        Err(Refused::DuplicateId) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                m.id(),
+                code::INVALID_REQUEST,
+                "a request with this id is already in flight in this session",
+            );
+        }
+        Err(Refused::TooMany) => {
+            return rpc_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                m.id(),
+                code::INVALID_REQUEST,
+                &format!(
+                    "too many requests in flight in this session ({}, openpact.http.maxInFlight)",
+                    face.settings.max_in_flight
+                ),
+            );
+        }
+        Err(Refused::Ended) => return unknown_session(m.id()),
+    };
+    let Some(first) = rx.recv().await else {
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            m.id(),
+            code::INVALID_REQUEST,
+            "the session ended before answering",
+        );
+    };
+    if first.last {
+        drop(guard);
+        let failed = Message::parse(first.line.as_str().into())
+            .map(|r| r.error().is_some())
+            .unwrap_or(true);
+        let mut resp = json(StatusCode::OK, first.line);
+        if failed {
+            resp.extensions_mut().insert(Failed);
+        }
+        return resp;
+    }
+    let stream = stream::PostStream {
+        first: Some(first),
+        rx,
+        stream: face.next_stream.fetch_add(1, Ordering::Relaxed),
+        sent: 0,
+        done: false,
+        _guard: guard,
+    };
+    sse(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// SSE through proxies: no buffering.
+fn sse(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// GET: the session's stream for messages unrelated to a request, resumable with
+/// `Last-Event-ID`.
+async fn get_stream(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
+    let hs = match session_of(&face, &headers) {
+        Ok(hs) => hs,
+        Err(resp) => return *resp,
+    };
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(stream::parse_get_event_id);
+    let Some(open) = hs.open_get(after) else {
+        return unknown_session("null");
+    };
+    let stream = stream::GetStream {
+        replay: open.replay.into(),
+        rx: open.rx,
+        _guard: open.guard,
+    };
+    sse(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// DELETE: the client is done; its calls in flight are cancelled.
+async fn delete(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
+    let hs = match session_of(&face, &headers) {
+        Ok(hs) => hs,
+        Err(resp) => return *resp,
+    };
+    lock(&face.sessions).remove(&hs.id);
+    hs.end("the client ended its session");
+    tracing::debug!(session = %hs.id, "HTTP session ended by the client");
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// Liveness and each server's state, from the same status `openpact servers` shows.
+async fn health(State(face): State<Arc<Face>>) -> Response {
+    let servers: Vec<serde_json::Value> = face
+        .hub
+        .status()
+        .into_iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name,
+                "state": s.state,
+                "reason": s.reason,
+                "protocolVersion": s.protocol_version,
+                "tools": s.tools,
+                "restarts": s.restarts,
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "status": "ok",
+        "sessions": lock(&face.sessions).len(),
+        "servers": servers,
+    })
+    .to_string();
+    let body = face.hub.policy.redact(&body).into_owned();
+    json(StatusCode::OK, body)
+}

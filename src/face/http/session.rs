@@ -1,0 +1,315 @@
+//! One client's legacy Streamable HTTP session: a hub [`Session`] (the very one the stdio
+//! face uses) fed the bodies of POSTs, with each line it sends routed to an HTTP response.
+//!
+//! A response goes to the POST that asked; a progress notification to the POST whose
+//! request carried its token. Anything else (logging, list_changed, the hub's and servers'
+//! requests to the client) goes to the GET stream when one is open, else to the newest POST
+//! still waiting (turning its reply into an SSE stream), else into the GET stream's replay
+//! buffer, delivered when the client opens it (or resumes it with `Last-Event-ID`).
+
+use crate::FastMap;
+use crate::hub::{Hub, Session};
+use crate::jsonrpc::{Frame, Kind, Message, RawObject};
+use crate::transport::{Outbox, Outgoing};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Events the GET stream keeps for resumption.
+const REPLAY: usize = 256;
+/// Events a GET stream may have unread before it is closed (the client resumes it).
+const GET_QUEUE: usize = 1024;
+
+/// A line for a waiting POST; `last` is its response.
+pub struct ToPost {
+    pub line: String,
+    pub last: bool,
+}
+
+struct Waiter {
+    tx: mpsc::UnboundedSender<ToPost>,
+    /// The client's progress token for this request, as JSON text.
+    token: Option<String>,
+    /// When it started, so unrelated messages go to the newest.
+    order: u64,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// Downstream request id (JSON text) → the POST waiting for its answer.
+    waiters: FastMap<String, Waiter>,
+    next_order: u64,
+    /// The open GET stream, and which opening of it this is.
+    get: Option<(u64, mpsc::Sender<(u64, String)>)>,
+    get_openings: u64,
+    /// GET events by sequence number, newest last.
+    ring: VecDeque<(u64, String)>,
+    next_seq: u64,
+    /// The newest event handed to a live GET stream.
+    delivered: u64,
+    ended: bool,
+}
+
+pub struct HttpSession {
+    pub id: String,
+    pub session: Arc<Session>,
+    routes: Mutex<Routes>,
+    last_seen: Mutex<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A GET stream just opened: what to replay first, then what follows.
+pub struct GetOpen {
+    pub replay: Vec<(u64, String)>,
+    pub rx: mpsc::Receiver<(u64, String)>,
+    pub guard: GetGuard,
+}
+
+/// Why a request cannot be taken now.
+pub enum Refused {
+    DuplicateId,
+    TooMany,
+    Ended,
+}
+
+impl HttpSession {
+    pub fn new(hub: Arc<Hub>, id: String) -> Arc<HttpSession> {
+        let (out, rx) = Outbox::channel();
+        let session = Session::new(hub, out);
+        let me = Arc::new(HttpSession {
+            id,
+            session,
+            routes: Mutex::new(Routes {
+                next_seq: 1,
+                ..Routes::default()
+            }),
+            last_seen: Mutex::new(Instant::now()),
+        });
+        tokio::spawn(pump(Arc::downgrade(&me), rx));
+        me
+    }
+
+    pub fn touch(&self) {
+        *lock(&self.last_seen) = Instant::now();
+    }
+
+    /// Nothing waiting and no stream open for at least `idle`.
+    pub fn idle_for(&self, idle: std::time::Duration) -> bool {
+        let r = lock(&self.routes);
+        let busy = !r.waiters.is_empty() || r.get.as_ref().is_some_and(|(_, tx)| !tx.is_closed());
+        !busy && lock(&self.last_seen).elapsed() >= idle
+    }
+
+    /// Hands a client message (not a request) to the session.
+    pub fn feed(&self, body: Vec<u8>) {
+        self.touch();
+        self.session.handle_frame(Frame::Line(body));
+    }
+
+    /// Registers a POST waiting for request `id`, then hands the request to the session.
+    pub fn request(
+        self: &Arc<Self>,
+        m: &Message,
+        body: Vec<u8>,
+        max_in_flight: usize,
+    ) -> Result<(mpsc::UnboundedReceiver<ToPost>, WaiterGuard), Refused> {
+        self.touch();
+        let token = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .and_then(|p| p.get("_meta"))
+            .and_then(|meta| RawObject::parse(meta).ok())
+            .and_then(|meta| meta.get("progressToken"))
+            .map(str::to_string);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let order = {
+            let mut r = lock(&self.routes);
+            if r.ended {
+                return Err(Refused::Ended);
+            }
+            if r.waiters.contains_key(m.id()) {
+                return Err(Refused::DuplicateId);
+            }
+            if r.waiters.len() >= max_in_flight {
+                return Err(Refused::TooMany);
+            }
+            r.next_order += 1;
+            let order = r.next_order;
+            r.waiters
+                .insert(m.id().to_string(), Waiter { tx, token, order });
+            order
+        };
+        let guard = WaiterGuard {
+            session: self.clone(),
+            id: m.id().to_string(),
+            order,
+        };
+        self.session.handle_frame(Frame::Line(body));
+        Ok((rx, guard))
+    }
+
+    /// Opens the GET stream (closing an earlier one): what it must replay first, and the
+    /// receiver for what follows. `after`: the sequence number in `Last-Event-ID`.
+    pub fn open_get(self: &Arc<Self>, after: Option<u64>) -> Option<GetOpen> {
+        self.touch();
+        let (tx, rx) = mpsc::channel(GET_QUEUE);
+        let mut r = lock(&self.routes);
+        if r.ended {
+            return None;
+        }
+        let from = after.unwrap_or(r.delivered);
+        if let Some(after) = after
+            && r.ring.front().is_some_and(|(first, _)| *first > after + 1)
+        {
+            tracing::debug!(
+                session = %self.id,
+                after,
+                "GET stream resumed past the replay buffer; older events are lost"
+            );
+        }
+        let replay: Vec<(u64, String)> = r
+            .ring
+            .iter()
+            .filter(|(seq, _)| *seq > from)
+            .cloned()
+            .collect();
+        if let Some((seq, _)) = replay.last() {
+            r.delivered = r.delivered.max(*seq);
+        }
+        r.get_openings += 1;
+        let opening = r.get_openings;
+        r.get = Some((opening, tx));
+        Some(GetOpen {
+            replay,
+            rx,
+            guard: GetGuard {
+                session: self.clone(),
+                opening,
+            },
+        })
+    }
+
+    /// Ends the session: its requests in flight are cancelled upstream (each waiting POST is
+    /// answered with an error) and its GET stream closes.
+    pub fn end(&self, reason: &str) {
+        {
+            let mut r = lock(&self.routes);
+            r.ended = true;
+            r.get = None;
+        }
+        self.session.abort_all(reason);
+    }
+
+    fn route(&self, line: String) {
+        let Ok(m) = Message::parse(line.as_str().into()) else {
+            return;
+        };
+        let mut r = lock(&self.routes);
+        match m.kind() {
+            Kind::Response => match r.waiters.remove(m.id()) {
+                Some(w) => {
+                    let _ = w.tx.send(ToPost { line, last: true });
+                }
+                None => tracing::debug!(
+                    session = %self.id,
+                    id = m.id(),
+                    "answer for a request whose POST is gone; dropped"
+                ),
+            },
+            Kind::Notification if m.method() == "notifications/progress" => {
+                let token = m
+                    .params()
+                    .and_then(|p| RawObject::parse(p).ok())
+                    .and_then(|p| p.get("progressToken"));
+                let waiter =
+                    token.and_then(|t| r.waiters.values().find(|w| w.token.as_deref() == Some(t)));
+                match waiter {
+                    Some(w) => {
+                        let _ = w.tx.send(ToPost { line, last: false });
+                    }
+                    None => unrelated(&mut r, line),
+                }
+            }
+            _ => unrelated(&mut r, line),
+        }
+    }
+}
+
+/// A message tied to no waiting POST: the GET stream, else the newest POST, else the
+/// replay buffer.
+fn unrelated(r: &mut Routes, line: String) {
+    if r.get.as_ref().is_some_and(|(_, tx)| tx.is_closed()) {
+        r.get = None;
+    }
+    if r.get.is_none()
+        && let Some(w) = r.waiters.values().max_by_key(|w| w.order)
+    {
+        let _ = w.tx.send(ToPost { line, last: false });
+        return;
+    }
+    let seq = r.next_seq;
+    r.next_seq += 1;
+    if r.ring.len() == REPLAY {
+        r.ring.pop_front();
+    }
+    r.ring.push_back((seq, line.clone()));
+    if let Some((_, tx)) = &r.get {
+        match tx.try_send((seq, line)) {
+            Ok(()) => r.delivered = seq,
+            // A client that does not read its stream: close it; it can resume from the buffer.
+            Err(_) => r.get = None,
+        }
+    }
+}
+
+/// Carries the session's outgoing lines to their routes until the session is gone.
+async fn pump(session: Weak<HttpSession>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    while let Some(out) = rx.recv().await {
+        let Outgoing::Line(line) = out else { continue };
+        let Some(s) = session.upgrade() else { return };
+        s.route(line);
+    }
+}
+
+/// Removes a POST's waiter when its response is dropped (sent, or the connection gone).
+pub struct WaiterGuard {
+    session: Arc<HttpSession>,
+    id: String,
+    /// Only this POST's waiter goes, not a later request that reuses the id.
+    order: u64,
+}
+
+impl Drop for WaiterGuard {
+    fn drop(&mut self) {
+        let mut r = lock(&self.session.routes);
+        if r.waiters
+            .get(&self.id)
+            .is_some_and(|w| w.order == self.order)
+        {
+            r.waiters.remove(&self.id);
+        }
+        drop(r);
+        self.session.touch();
+    }
+}
+
+/// Marks the GET stream closed when its response is dropped.
+pub struct GetGuard {
+    session: Arc<HttpSession>,
+    opening: u64,
+}
+
+impl Drop for GetGuard {
+    fn drop(&mut self) {
+        let mut r = lock(&self.session.routes);
+        if r.get.as_ref().is_some_and(|(n, _)| *n == self.opening) {
+            r.get = None;
+        }
+        drop(r);
+        self.session.touch();
+    }
+}
