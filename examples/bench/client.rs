@@ -26,7 +26,7 @@ pub const SECRET_VAR: &str = "OPENPACT_BENCH_SECRET";
 
 static PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-fn pids() -> std::sync::MutexGuard<'static, Vec<u32>> {
+pub fn pids() -> std::sync::MutexGuard<'static, Vec<u32>> {
     PIDS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -472,10 +472,20 @@ pub fn spawn_hub(
     servers: &[(String, Vec<String>)],
     settings: &Value,
 ) -> Result<Peer> {
-    let mut map = serde_json::Map::new();
-    for (name, args) in servers {
-        map.insert(name.clone(), json!({"command": ctx.fixture, "args": args}));
-    }
+    let map = servers
+        .iter()
+        .map(|(name, args)| (name.clone(), json!({"command": ctx.fixture, "args": args})))
+        .collect();
+    spawn_hub_on(ctx, label, map, settings)
+}
+
+/// Writes a config with these `mcpServers` entries and starts `openpact serve` on it.
+pub fn spawn_hub_on(
+    ctx: &Ctx,
+    label: &str,
+    map: serde_json::Map<String, Value>,
+    settings: &Value,
+) -> Result<Peer> {
     let config = ctx.work.join(format!("{label}.json"));
     let text = serde_json::to_vec_pretty(&json!({"mcpServers": map, "openpact": settings}))?;
     std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;

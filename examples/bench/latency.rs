@@ -66,18 +66,29 @@ pub fn one_call(peer: &mut Peer, scanner: &IdScanner, template: &CallTemplate) -
 pub fn measure(
     peer: &mut Peer,
     template: &CallTemplate,
-    (warmup, calls): (usize, usize),
+    counts: (usize, usize),
     pids: Pids,
     clk_tck: f64,
 ) -> Result<Latency> {
     let scanner = IdScanner::new();
+    sample(counts, pids, clk_tck, || one_call(peer, &scanner, template))
+}
+
+/// `warmup + calls` runs of `call`, which returns the nanoseconds one call took; the figures
+/// (and the CPU `pids` used) cover the last `calls`.
+pub fn sample(
+    (warmup, calls): (usize, usize),
+    pids: Pids,
+    clk_tck: f64,
+    mut call: impl FnMut() -> Result<u64>,
+) -> Result<Latency> {
     for _ in 0..warmup {
-        one_call(peer, &scanner, template)?;
+        call()?;
     }
     let mut samples = Vec::with_capacity(calls);
     let before = Meter::read(pids, clk_tck)?;
     for _ in 0..calls {
-        samples.push(one_call(peer, &scanner, template)?);
+        samples.push(call()?);
     }
     let used = Meter::read(pids, clk_tck)?.since(&before);
     samples.sort_unstable();

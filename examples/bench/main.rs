@@ -17,7 +17,10 @@
 //! 3. and 4. [`startup`]: to a complete tool list with 1, 10 and 50 servers, and the hub's
 //!    memory with 50;
 //! 5. and 6. [`pipeline`]: `resources/read`, `prompts/get`, progress notifications, and the
-//!    policy pipeline (features one at a time, a cache hit, everything on at once).
+//!    policy pipeline (features one at a time, a cache hit, everything on at once);
+//! 7. [`remote`]: sequential `tools/call echo` to a real Streamable HTTP server on loopback,
+//!    the bench as its HTTP client against a hub configured with its URL (skipped without
+//!    the test peers of `.ci/peers.sh`).
 //!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering).
@@ -29,7 +32,7 @@
 //! or even the fastest start of 50 servers over 1 s ([`startup::REGRESSION_MS`]). Every other
 //! figure, the design goals included (p50 ≤ 3× direct, ≥ 50,000 calls/s, a cache hit ≤ 1.5×
 //! a direct echo, the full pipeline adding ≤ 5 µs, 50 servers ≤ the bench's own start +
-//! 50 ms, ≤ 15 MiB), is printed as information beside the direct figure of the same run.
+//! 50 ms, ≤ 15 MiB, a remote call ≤ 1.5× a direct one), is printed as information beside the direct figure of the same run.
 //!
 //! # Reading the figures on a small VM
 //!
@@ -71,6 +74,7 @@
 mod client;
 mod latency;
 mod pipeline;
+mod remote;
 mod report;
 mod startup;
 mod throughput;
@@ -95,10 +99,16 @@ pub struct Params {
     pub throughput_calls: usize,
     pub throughput_reps: usize,
     pub startup_reps: usize,
-    /// Run parts 1, 2, 5 and 6 (everything with calls).
+    pub remote_warmup: usize,
+    pub remote_calls: usize,
+    /// Part 7's runs, each with a fresh HTTP session and a fresh hub.
+    pub remote_runs: usize,
+    /// Run parts 1, 2, 5 and 6 (everything with calls on the fixture).
     pub calls: bool,
     /// Run parts 3 and 4 (startup, 50-server memory).
     pub startup: bool,
+    /// Run part 7 (a remote server).
+    pub remote: bool,
 }
 
 impl Params {
@@ -114,8 +124,12 @@ impl Params {
             throughput_calls: pick(30_000, 200_000),
             throughput_reps: 5,
             startup_reps: pick(3, 5),
+            remote_warmup: pick(100, 300),
+            remote_calls: pick(500, 2_000),
+            remote_runs: pick(3, 5),
             calls: true,
             startup: true,
+            remote: true,
         }
     }
 }
@@ -126,6 +140,7 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only startup          startup and 50-server memory only
   --only latency          sequential latency alone, for profiling
   --only throughput       throughput alone, for profiling
+  --only remote           a remote server over Streamable HTTP (needs the peers of .ci/peers.sh)
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -138,6 +153,7 @@ pub enum Only {
     Startup,
     Latency,
     Throughput,
+    Remote,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -152,9 +168,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("startup") => Only::Startup,
                     Some("latency") => Only::Latency,
                     Some("throughput") => Only::Throughput,
+                    Some("remote") => Only::Remote,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency or throughput, not {other:?}"
+                            "--only takes calls, startup, latency, throughput or remote, not {other:?}"
                         ));
                     }
                 });
@@ -174,8 +191,9 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     p.latency_calls = scaled(p.latency_calls);
     p.throughput_calls = scaled(p.throughput_calls);
-    p.calls = only != Some(Only::Startup);
+    p.calls = !matches!(only, Some(Only::Startup | Only::Remote));
     p.startup = only.is_none() || only == Some(Only::Startup);
+    p.remote = only.is_none() || only == Some(Only::Remote);
     Ok(Some((p, only)))
 }
 
@@ -413,7 +431,21 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
-    report::finish(&ctx, p, header, calls.as_ref(), startup.as_ref(), started)
+    let remote = if p.remote {
+        ctx.watchdog
+            .arm("the remote server", Duration::from_secs(300));
+        let part = remote::run(&ctx, p)?;
+        ctx.watchdog.disarm();
+        part
+    } else {
+        None
+    };
+    let parts = report::Parts {
+        calls: calls.as_ref(),
+        startup: startup.as_ref(),
+        remote: remote.as_ref(),
+    };
+    report::finish(&ctx, p, header, &parts, started)
 }
 
 // ---------------------------------------------------------------------------------------------

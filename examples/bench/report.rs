@@ -7,6 +7,7 @@
 use crate::client::{Procs, sched_runtime};
 use crate::latency::{self, Latency, LatencyPart, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
+use crate::remote;
 use crate::startup::{self, HubStartup, StartupPart};
 use crate::throughput::{self, IN_FLIGHT, Throughput, ThroughputPart};
 use crate::{Calls, Ctx, Params, ratio};
@@ -128,6 +129,17 @@ fn figures(values: impl Iterator<Item = f64>, decimals: usize) -> String {
         .join(", ")
 }
 
+/// The p50 of each run, direct and through the hub.
+fn every_p50(l: &LatencyPart) {
+    let p50s = |v: &[Latency]| figures(v.iter().map(|l| l.p50_us), 1);
+    println!(
+        "   {:<42} direct {}; hub {}",
+        "p50 of every run (µs)",
+        p50s(&l.direct),
+        p50s(&l.hub)
+    );
+}
+
 fn print_latency(p: &Params, l: &LatencyPart) {
     let (Some(ld), Some(lh)) = (l.median_direct(), l.median_hub()) else {
         return;
@@ -158,13 +170,7 @@ fn print_latency(p: &Params, l: &LatencyPart) {
     row("p50 (median run)", ld.p50_us, lh.p50_us, "µs", &gate);
     row("p99 (median run)", ld.p99_us, lh.p99_us, "µs", "");
     row("mean (median run)", ld.mean_us, lh.mean_us, "µs", "");
-    let p50s = |v: &[Latency]| figures(v.iter().map(|l| l.p50_us), 1);
-    println!(
-        "   {:<42} direct {}; hub {}",
-        "p50 of every run (µs)",
-        p50s(&l.direct),
-        p50s(&l.hub)
-    );
+    every_p50(l);
     let (cd, ch) = (&ld.cpu_us_per_call, &lh.cpu_us_per_call);
     text("CPU µs per call: hub", "-", &opt_f2(ch.hub));
     text("CPU µs per call: fixture", &f2(cd.fixture), &f2(ch.fixture));
@@ -416,15 +422,55 @@ fn print_memory(calls: Option<&Calls>, s50: Option<&HubStartup>) {
     }
 }
 
+/// What the parts measured (`None`: not run, or skipped).
+pub struct Parts<'a> {
+    pub calls: Option<&'a Calls>,
+    pub startup: Option<&'a StartupPart>,
+    pub remote: Option<&'a LatencyPart>,
+}
+
+fn print_remote(p: &Params, r: &LatencyPart) {
+    println!(
+        "7. remote: sequential tools/call echo to {} ({} calls after {} warm-up; {} runs each, a fresh session and hub)",
+        remote::SERVER,
+        p.remote_calls,
+        p.remote_warmup,
+        r.hub.len()
+    );
+    let (bd, bh) = (best_p50(&r.direct), best_p50(&r.hub));
+    let goal_note = format!(
+        "goal ≤ {}×: {}",
+        remote::GOAL_RATIO,
+        goal(bh <= remote::GOAL_RATIO * bd)
+    );
+    row("p50 (best run: least disturbed)", bd, bh, "µs", &goal_note);
+    if let (Some(d), Some(h)) = (r.median_direct(), r.median_hub()) {
+        row("p50 (median run)", d.p50_us, h.p50_us, "µs", "");
+        // Direct, the bench is the HTTP client; through the hub, the hub is.
+        let cpu = |client: f64, server: f64| format!("{client:.0} / {server:.0}");
+        let (dc, hc) = (&d.cpu_us_per_call, &h.cpu_us_per_call);
+        text(
+            "CPU µs per call: HTTP client / server",
+            &cpu(dc.client, dc.fixture),
+            &cpu(hc.hub.unwrap_or(f64::NAN), hc.fixture),
+        );
+    }
+    every_p50(r);
+}
+
 /// Prints the table, writes `target/bench.json`; `Ok(false)` when a gate failed.
 pub fn finish(
     ctx: &Ctx,
     p: &Params,
     header: Header,
-    calls: Option<&Calls>,
-    startup: Option<&StartupPart>,
+    parts: &Parts,
     started: Instant,
 ) -> Result<bool> {
+    let Parts {
+        calls,
+        startup,
+        remote,
+    } = *parts;
     let load_after = loadavg();
     let s50 = startup
         .and_then(|s| s.count(50))
@@ -456,6 +502,9 @@ pub fn finish(
         print_startup(s);
     }
     print_memory(calls, s50);
+    if let Some(r) = remote {
+        print_remote(p, r);
+    }
 
     let latency_ok = latency.map(|l| !l.regressed());
     let startup_ok = startup.map(|s| !s.regressed());
@@ -509,10 +558,19 @@ pub fn finish(
             "throughput_calls": p.throughput_calls,
             "throughput_reps": p.throughput_reps,
             "startup_reps": p.startup_reps,
+            "remote_warmup": p.remote_warmup,
+            "remote_calls": p.remote_calls,
+            "remote_runs": p.remote_runs,
             "cpu_source": if sched_runtime(std::process::id()).is_some() { "/proc/PID/task/*/sched se.sum_exec_runtime" } else { "/proc/PID/stat utime+stime" },
         },
         "calls": calls.map(calls_json),
         "startup": startup.map(startup_json),
+        "remote": remote.map(|r| {
+            let mut v = latency_part_json(r);
+            v["server"] = json!(remote::SERVER);
+            v["goal_ratio"] = json!(remote::GOAL_RATIO);
+            v
+        }),
         "gates": {
             "latency": latency.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
@@ -574,15 +632,21 @@ fn versus(d: f64, h: f64, places: i32) -> Value {
     json!({"direct": round(d, places), "hub": round(h, places), "ratio": round(ratio(h, d), 3)})
 }
 
-fn calls_json(c: &Calls) -> Value {
+/// Direct and hub runs of sequential calls: the best p50s, the median runs, every run.
+fn latency_part_json(l: &LatencyPart) -> Value {
     let runs = |v: &[Latency]| v.iter().map(latency_json).collect::<Vec<_>>();
-    let tp_runs = |v: &[Throughput]| v.iter().map(throughput_json).collect::<Vec<_>>();
-    let latency = c.latency.as_ref().map(|l| json!({
+    json!({
         "best_p50_us": versus(best_p50(&l.direct), best_p50(&l.hub), 2),
         "median_run": {"direct": l.median_direct().map(latency_json), "hub": l.median_hub().map(latency_json), "ratio_p50": round(l.ratio_median(), 3)},
         "direct_runs": runs(&l.direct),
         "hub_runs": runs(&l.hub),
-    }));
+    })
+}
+
+fn calls_json(c: &Calls) -> Value {
+    let runs = |v: &[Latency]| v.iter().map(latency_json).collect::<Vec<_>>();
+    let tp_runs = |v: &[Throughput]| v.iter().map(throughput_json).collect::<Vec<_>>();
+    let latency = c.latency.as_ref().map(latency_part_json);
     let throughput = c.throughput.as_ref().map(|t| json!({
         "best_calls_per_sec": versus(throughput::best(&t.direct), throughput::best(&t.hub), 0),
         "median_run": {"direct": throughput::median(&t.direct).map(throughput_json), "hub": throughput::median(&t.hub).map(throughput_json)},
