@@ -30,6 +30,7 @@ mod cli;
 mod clients;
 mod everything;
 mod failures;
+mod http_clients;
 mod http_face;
 mod hub;
 mod interleave;
