@@ -4,7 +4,8 @@
 //! the progress tool's notifications, answers a permission prompt through its elicitation
 //! handler and cancels a slow call, the hub serving on afterwards.
 
-use crate::support::{Hub, Peers, Ran, Scratch, WAIT, fixture, ready, serve_with};
+use crate::http_face::http_base;
+use crate::support::{Hub, Peers, Ran, Scratch, WAIT, fixture, serve_with};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -110,13 +111,8 @@ async fn http_hub() -> HttpHub {
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
         .await
         .owning(sc);
-    ready(&mut hub.client, &["fx:echo"]).await;
-    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
-    let log = hub.stderr();
-    let start = log.find("http://").unwrap();
-    let end = start + log[start..].find("/mcp").unwrap() + "/mcp".len();
     HttpHub {
-        url: log[start..end].to_string(),
+        url: format!("{}/mcp", http_base(&mut hub).await),
         hub,
         dir,
     }

@@ -20,15 +20,18 @@ async fn http_hub(servers: Value, openpact: Option<Value>, env: &[(&str, &str)])
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], env)
         .await
         .owning(sc);
+    let base = http_base(&mut hub).await;
+    HttpHub { base, hub }
+}
+
+/// Once the fixture's echo is listed, the `http://HOST:PORT` the hub logged it serves on.
+pub(crate) async fn http_base(hub: &mut Hub) -> String {
     ready(&mut hub.client, &["fx:echo"]).await;
     hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
     let log = hub.stderr();
     let start = log.find("http://").unwrap();
     let end = start + log[start..].find("/mcp").unwrap();
-    HttpHub {
-        base: log[start..end].to_string(),
-        hub,
-    }
+    log[start..end].to_string()
 }
 
 /// A plain HTTP client (reqwest's TLS here has its crypto provider chosen at run time).
