@@ -24,6 +24,7 @@ pub mod config;
 pub mod face;
 pub mod hub;
 pub mod jsonrpc;
+pub mod metrics;
 pub mod policy;
 pub mod state;
 pub mod time;

@@ -1,7 +1,8 @@
 //! `openpact serve --http` over real sockets, with reqwest as the client: initialize, lists
 //! and calls; progress on a POST's SSE stream; the permission prompt through elicitation on
 //! the POST stream and on the GET stream; two sessions kept apart; DELETE cancelling calls;
-//! and the refusals (unknown session, Origin, token, body size, garbage, non-loopback bind).
+//! the refusals (unknown session, Origin, token, body size, garbage, non-loopback bind); and
+//! `/metrics` counting calls, denials and cache hits.
 
 use crate::support::{Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir};
 use serde_json::{Value, json};
@@ -262,6 +263,71 @@ async fn http_initialize_list_call_and_health() {
     assert_eq!(health["servers"][0]["name"], "fx", "{health}");
     assert_eq!(health["servers"][0]["state"], "ready", "{health}");
     assert_eq!(health["sessions"], 1, "{health}");
+    drop(h);
+}
+
+/// The value of the sample `series` (name and labels, as written) in a metrics text.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_metrics_count_calls_denials_and_cache_hits() {
+    let openpact = json!({
+        "permissions": {"default": "allow", "deny": ["fx:cwd"]},
+        "cache": {"rules": {"fx:echo": "1m"}},
+    });
+    let h = http_hub(fx(), Some(openpact), &[]).await;
+    let scrape = || async {
+        let resp = client()
+            .get(format!("{}/metrics", h.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+        (ct, resp.text().await.unwrap())
+    };
+    let (ct, before) = scrape().await;
+    assert_eq!(
+        ct, "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        "the Prometheus (OpenMetrics) text type"
+    );
+    assert!(before.trim_end().ends_with("# EOF"), "{before}");
+    assert_eq!(sample(&before, r#"openpact_servers{state="ready"}"#), 1.0);
+    let ok = r#"openpact_calls_total{server="fx",outcome="ok"}"#;
+    let denied = r#"openpact_calls_total{server="fx",outcome="denied"}"#;
+    let hits = r#"openpact_cache_hits_total{server="fx"}"#;
+    let took = r#"openpact_call_duration_seconds_count{server="fx"}"#;
+    assert_eq!(sample(&before, ok), 0.0);
+
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    let r = c.call(1, "fx:echo", json!({"message": "m"})).await;
+    assert_eq!(text(&r), "m", "{r}");
+    // The same call again: answered from the cache.
+    let r = c.call(2, "fx:echo", json!({"message": "m"})).await;
+    assert_eq!(text(&r), "m", "{r}");
+    let r = c.call(3, "fx:cwd", json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+
+    let (_, after) = scrape().await;
+    assert_eq!(sample(&after, ok), 2.0, "{after}");
+    assert_eq!(sample(&after, denied), 1.0, "{after}");
+    assert_eq!(
+        sample(
+            &after,
+            r#"openpact_calls_total{server="fx",outcome="error"}"#
+        ),
+        0.0
+    );
+    assert_eq!(sample(&after, hits), 1.0, "{after}");
+    assert_eq!(sample(&after, took), 3.0, "{after}");
+    // Label values are server names, never arguments.
+    assert!(!after.contains("\"m\""), "{after}");
     drop(h);
 }
 

@@ -32,6 +32,7 @@ use crate::auth::{Opener, ServerAuth, TokenStore};
 use crate::builtins::Builtins;
 use crate::config::{Config, HubSettings, ToolNames, Transport};
 use crate::jsonrpc::RawObject;
+use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::upstream::Entry;
 use crate::upstream::{State, Upstream};
@@ -101,6 +102,8 @@ pub struct Hub {
     /// (server, URI) → number of sessions subscribed; replayed to restarted servers.
     subscriptions: Mutex<HashMap<(usize, String), usize>>,
     pub policy: Arc<Policy>,
+    /// Counted where the policy pipeline settles each call; served on `/metrics`.
+    pub metrics: Metrics,
     /// Server changes announced so far, and how many of them the catalogue reflects.
     seq: Arc<AtomicU64>,
     rebuilt: AtomicU64,
@@ -131,7 +134,8 @@ impl Hub {
             let name = token_name(auth);
             secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
         }
-        let policy = Arc::new(Self::policy_for(config, state_dir, &secrets));
+        let servers = Self::server_names(config);
+        let policy = Arc::new(Self::policy_for(config, state_dir, &servers, &secrets));
         // Tokens from a login or a refresh while serving are redacted from then on too.
         for auth in auths.iter().flatten() {
             let (name, policy) = (token_name(auth), policy.clone());
@@ -202,6 +206,7 @@ impl Hub {
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashMap::new()),
             policy,
+            metrics: Metrics::new(&servers),
             seq,
             rebuilt: AtomicU64::new(0),
             builtins,
@@ -287,14 +292,24 @@ impl Hub {
         secrets
     }
 
-    fn policy_for(config: &Config, state_dir: &Path, secrets: &[(String, String)]) -> Policy {
+    /// The configured servers' names in order, then the built-ins'.
+    fn server_names(config: &Config) -> Vec<String> {
         let mut servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
         servers.push(catalog::BUILTIN_SERVER.to_string());
+        servers
+    }
+
+    fn policy_for(
+        config: &Config,
+        state_dir: &Path,
+        servers: &[String],
+        secrets: &[(String, String)],
+    ) -> Policy {
         let label = config
             .source
             .as_ref()
             .map_or_else(|| "your mcp.json".to_string(), |p| p.display().to_string());
-        Policy::new(&config.hub.policy, state_dir, &servers, secrets, label)
+        Policy::new(&config.hub.policy, state_dir, servers, secrets, label)
     }
 
     /// The name of server `i` (`openpact` for the built-ins).

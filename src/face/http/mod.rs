@@ -1,5 +1,5 @@
 //! `openpact serve --http`: the hub over Streamable HTTP (the legacy, session-based shape of
-//! 2025-03-26 … 2025-11-25) on `/mcp`, and `/health`, with axum on the hub's runtime.
+//! 2025-03-26 … 2025-11-25) on `/mcp`, `/health` and `/metrics`, with axum on the hub's runtime.
 //!
 //! Each `Mcp-Session-Id` is one downstream [`crate::hub::Session`], exactly like the stdio
 //! face's. `guard` refuses what must not reach MCP (Origin, Host, token); `session` routes a
@@ -108,6 +108,7 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
     let app = axum::Router::new()
         .route("/mcp", get(get_stream).post(post).delete(delete))
         .route("/health", get(health))
+        .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(face.clone(), check))
         .layer(DefaultBodyLimit::max(settings.max_body_size))
         .with_state(face.clone());
@@ -124,7 +125,7 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
     });
     let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
     tracing::info!(
-        "serving MCP over HTTP on http://{}/mcp (health: /health)",
+        "serving MCP over HTTP on http://{}/mcp (health: /health, metrics: /metrics)",
         bound.addr
     );
     HttpFace {
@@ -480,4 +481,20 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
     .to_string();
     let body = face.hub.policy.redact(&body).into_owned();
     json(StatusCode::OK, body)
+}
+
+/// The hub's metrics as Prometheus scrapes them; the servers gauge is read at scrape time.
+async fn metrics(State(face): State<Arc<Face>>) -> Response {
+    let hub = &face.hub;
+    let states = hub.upstreams().iter().map(|up| up.snapshot().state.label());
+    let body = hub.metrics.encode(states);
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        )],
+        body,
+    )
+        .into_response()
 }

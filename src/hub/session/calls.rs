@@ -4,6 +4,7 @@
 use super::{CallReply, Reply, Session, lock, relay};
 use crate::hub::{NameKind, Route};
 use crate::jsonrpc::{self, MemberProbe, Message, RawObject, code};
+use crate::metrics::Outcome;
 use crate::policy::audit::Record;
 use crate::policy::cache::{Key, Lookup};
 use crate::policy::canonical::canonical;
@@ -75,8 +76,9 @@ impl Session {
         let canon: Option<Arc<str>> =
             (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments).into());
         let mut audit = self.audit_start(m.method(), named.qualified.clone(), canon.clone());
-        if let Some(denied) = self.admit(m, &target, &mut audit).await {
-            return self.answer(audit, t0, denied);
+        let server = named.upstream;
+        if let Some((outcome, denied)) = self.admit(m, &target, &mut audit).await {
+            return self.answer(audit, (server, outcome), t0, denied);
         }
         let claim = match ttl {
             None => None,
@@ -91,12 +93,14 @@ impl Session {
                         audit.cache = "hit".into();
                         // Only successful, non-error results are stored.
                         audit.outcome = "ok".into();
-                        return self.answer(audit, t0, jsonrpc::result(m.id(), &result));
+                        self.hub.metrics.cache_hit(server);
+                        let line = jsonrpc::result(m.id(), &result);
+                        return self.answer(audit, (server, Outcome::Ok), t0, line);
                     }
                     Lookup::Failed(reply) => {
                         audit.cache = "miss".into();
-                        self.note_outcome(&mut audit, &reply);
-                        return self.answer(audit, t0, relay(m.id(), &reply));
+                        let outcome = self.note_outcome(&mut audit, &reply);
+                        return self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
                     }
                     Lookup::Claimed(claim) => Some((claim, ttl)),
                 }
@@ -113,8 +117,8 @@ impl Session {
                 &upstream_params,
             )
             .await;
-        self.note_outcome(&mut audit, &reply);
-        let sent = self.answer(audit, t0, relay(m.id(), &reply));
+        let outcome = self.note_outcome(&mut audit, &reply);
+        let sent = self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
         if let Some((claim, ttl)) = claim {
             match reply.as_ref().ok().and_then(Message::result) {
                 // Only successful, non-error results are stored — already redacted, so the
@@ -163,13 +167,13 @@ impl Session {
         }
     }
 
-    /// Permission and rate limit. `Some(line)` is the refusal to send instead of calling.
+    /// Permission and rate limit. `Some` is the refusal to send instead of calling.
     async fn admit(
         self: &Arc<Self>,
         m: &Message,
         target: &Target<'_>,
         audit: &mut Record,
-    ) -> Option<String> {
+    ) -> Option<(Outcome, String)> {
         let policy = &self.hub.policy;
         let verdict = policy.permission(target, self.as_ref()).await;
         let (decision, source) = match &verdict {
@@ -182,7 +186,7 @@ impl Session {
             audit.outcome = "denied".into();
             audit.error = Some(message.clone());
             tracing::info!(target = %policy.redact(target.qualified), source = source.label(), "denied");
-            return Some(if m.method() == "tools/call" {
+            let line = if m.method() == "tools/call" {
                 // A tool error the model can read and relay, as the spec prefers.
                 let text = jsonrpc::quote(&message);
                 jsonrpc::result(
@@ -193,7 +197,8 @@ impl Session {
                 )
             } else {
                 jsonrpc::error(m.id(), PERMISSION_DENIED, &message, None)
-            });
+            };
+            return Some((Outcome::Denied, line));
         }
         if let Err(limited) = policy.rate_limit(target.server, target.qualified) {
             audit.outcome = "rateLimited".into();
@@ -204,12 +209,13 @@ impl Session {
                 "burst": limited.limit.burst,
                 "retryAfterMs": retry_ms,
             });
-            return Some(jsonrpc::error(
+            let line = jsonrpc::error(
                 m.id(),
                 RATE_LIMITED,
                 "Rate limit exceeded. Please try again later.",
                 Some(&data.to_string()),
-            ));
+            );
+            return Some((Outcome::RateLimited, line));
         }
         None
     }
@@ -240,15 +246,20 @@ impl Session {
         }
     }
 
-    /// Reads the audit outcome off a server's reply, sparing [`Session::answer`] a re-parse of
-    /// the line it becomes. Failures to get a reply are left to `answer`, which records the
+    /// Reads the outcome off a server's reply: for the metrics from what is already parsed,
+    /// and for the audit (when on) in detail, sparing [`Session::answer`] a re-parse of the
+    /// line it becomes. Failures to get a reply are left to `answer`, which records the
     /// error object the client was sent.
-    fn note_outcome(&self, audit: &mut Record, reply: &CallReply) {
+    fn note_outcome(&self, audit: &mut Record, reply: &CallReply) -> Outcome {
+        let counted = match reply {
+            Ok(msg) if msg.error().is_none() => Outcome::Ok,
+            _ => Outcome::Error,
+        };
         let policy = &self.hub.policy;
         if !policy.audit_enabled() {
-            return;
+            return counted;
         }
-        let Ok(msg) = reply else { return };
+        let Ok(msg) = reply else { return counted };
         audit.outcome = match (msg.result(), msg.error()) {
             (Some(result), _) if is_error_result(result) => "isError".into(),
             (Some(_), _) => "ok".into(),
@@ -256,13 +267,21 @@ impl Session {
                 audit.error = Some(policy.redact(error).into_owned());
                 "error".into()
             }
-            (None, None) => return,
+            (None, None) => return counted,
         };
+        counted
     }
 
-    /// Sends the answer, then completes and files the audit record: that bookkeeping need
-    /// not delay the client.
-    fn answer(&self, mut audit: Record, t0: Instant, line: String) -> Reply {
+    /// Counts the call (`counted`: its server's index and outcome), sends the answer, then
+    /// completes and files the audit record: that bookkeeping need not delay the client.
+    fn answer(
+        &self,
+        mut audit: Record,
+        counted: (usize, Outcome),
+        t0: Instant,
+        line: String,
+    ) -> Reply {
+        self.hub.metrics.call(counted.0, counted.1, t0.elapsed());
         let policy = &self.hub.policy;
         if !policy.audit_enabled() {
             self.send(line);
@@ -335,15 +354,15 @@ impl Session {
             ask_every_time: false,
         };
         let mut audit = self.audit_start(m.method(), qualified.as_str().into(), Some("{}".into()));
-        if let Some(denied) = self.admit(m, &target, &mut audit).await {
-            return self.answer(audit, t0, denied);
+        if let Some((outcome, denied)) = self.admit(m, &target, &mut audit).await {
+            return self.answer(audit, (up.index, outcome), t0, denied);
         }
         let reply = self
             .hub
             .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
             .await;
-        self.note_outcome(&mut audit, &reply);
-        self.answer(audit, t0, relay(m.id(), &reply))
+        let outcome = self.note_outcome(&mut audit, &reply);
+        self.answer(audit, (up.index, outcome), t0, relay(m.id(), &reply))
     }
 }
 
