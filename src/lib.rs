@@ -5,6 +5,7 @@
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf: imports no layer).
 //! - [`state`]: private files in the state dir, written atomically (a leaf).
 //! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
+//! - [`metrics`]: Prometheus counters and histograms of calls, served at `/metrics` (a leaf).
 //! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
 //!   a loopback callback, refresh, the token store.
 //! - [`transport`]: child processes, our own stdio, Streamable HTTP and legacy SSE clients.
