@@ -15,6 +15,7 @@ pub mod catalog;
 mod events;
 pub mod local;
 mod login;
+pub mod modern;
 pub mod names;
 mod relay;
 mod routing;
@@ -111,6 +112,12 @@ pub struct Hub {
     pub builtins: Builtins,
     /// Per server: its OAuth credentials, for logins through a client (remote servers only).
     logins: Vec<Option<login::LoginSeat>>,
+    /// 2026-07-28 requests waiting for their clients' input.
+    waiting: modern::Waiting,
+    /// Sessions' requests in flight, by server: a server's request to "the client" goes to
+    /// the session whose call it is working on.
+    callers: Mutex<Vec<relay::Caller>>,
+    next_caller: AtomicU64,
 }
 
 impl Hub {
@@ -211,6 +218,9 @@ impl Hub {
             rebuilt: AtomicU64::new(0),
             builtins,
             logins,
+            waiting: modern::Waiting::new(),
+            callers: Mutex::new(Vec::new()),
+            next_caller: AtomicU64::new(0),
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         let handles: Vec<_> = hub

@@ -21,7 +21,37 @@ impl Hub {
         params: &str,
     ) -> Result<Message, CallError> {
         let (params, _guard) = self.rewrite_progress(session, params);
+        let _caller = self.note_caller(session, up.index);
         up.request(method, Some(&params)).await
+    }
+
+    /// Remembers that `session` waits on server `upstream` until the guard is dropped.
+    fn note_caller(&self, session: &Arc<Session>, upstream: usize) -> CallerGuard<'_> {
+        let number = self.next_caller.fetch_add(1, Ordering::Relaxed);
+        lock(&self.callers).push(Caller {
+            upstream,
+            number,
+            session: Arc::downgrade(session),
+        });
+        CallerGuard { hub: self, number }
+    }
+
+    /// Who gets server `upstream`'s request needing client capability `cap`: the session
+    /// whose call to it started last (the server is working on a call; on stdio nothing
+    /// says which, and the newest is the likeliest), else any legacy session able to answer
+    /// (a server may ask for roots at any time).
+    fn asked_session(&self, upstream: usize, cap: &str) -> Option<Arc<Session>> {
+        let calling = lock(&self.callers)
+            .iter()
+            .rev()
+            .filter(|c| c.upstream == upstream)
+            .filter_map(|c| c.session.upgrade())
+            .find(|s| s.client_has(cap));
+        calling.or_else(|| {
+            self.sessions()
+                .into_iter()
+                .find(|s| !s.is_modern() && s.client_has(cap))
+        })
     }
 
     fn rewrite_progress<'h, 'p>(
@@ -67,6 +97,8 @@ impl Hub {
         let wanted = self
             .sessions()
             .iter()
+            // 2026-07-28 clients ask per request; their level is theirs alone.
+            .filter(|s| !s.is_modern())
             .filter_map(|s| s.log_rank())
             .min()
             .map(|r| LOG_LEVELS[r].to_string());
@@ -227,8 +259,7 @@ impl Hub {
             "roots/list" => Some("roots"),
             _ => None,
         };
-        let session =
-            capability.and_then(|cap| self.sessions().into_iter().find(|s| s.client_has(cap)));
+        let session = capability.and_then(|cap| self.asked_session(i, cap));
         match (capability, session) {
             (Some(_), Some(session)) => session.forward_server_request(i, m, from),
             (Some(cap), None) => {
@@ -327,5 +358,26 @@ struct ProgressGuard<'h> {
 impl Drop for ProgressGuard<'_> {
     fn drop(&mut self) {
         lock(&self.hub.progress).remove(&self.token);
+    }
+}
+
+/// A session's request in flight to a server.
+pub(super) struct Caller {
+    upstream: usize,
+    number: u64,
+    session: Weak<Session>,
+}
+
+struct CallerGuard<'h> {
+    hub: &'h Hub,
+    number: u64,
+}
+
+impl Drop for CallerGuard<'_> {
+    fn drop(&mut self) {
+        let mut callers = lock(&self.hub.callers);
+        if let Some(pos) = callers.iter().rposition(|c| c.number == self.number) {
+            callers.remove(pos);
+        }
     }
 }

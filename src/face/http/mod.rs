@@ -6,6 +6,7 @@
 //! session's lines to POST replies and its GET stream; `stream` writes them as SSE.
 
 mod guard;
+mod modern;
 mod session;
 mod stream;
 
@@ -277,6 +278,21 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
     };
     if m.kind() == Kind::Request && m.method() == "initialize" {
         return initialize(&face, m).await;
+    }
+    // No session: the 2026-07-28 revision, stateless (a session id means a legacy client).
+    if !headers.contains_key(SESSION_HEADER) && modern::speaks_modern(&headers, &m) {
+        return match m.kind() {
+            Kind::Request => modern::post(&face.hub, &headers, m).await,
+            // The revision defines no client notification over HTTP (closing a stream
+            // cancels); accepted and dropped.
+            Kind::Notification => StatusCode::ACCEPTED.into_response(),
+            Kind::Response => rpc_error(
+                StatusCode::BAD_REQUEST,
+                "null",
+                code::INVALID_REQUEST,
+                "2026-07-28 clients never send responses: input comes back with the retried request",
+            ),
+        };
     }
     let hs = match session_of(&face, &headers) {
         Ok(hs) => hs,

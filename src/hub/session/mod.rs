@@ -62,6 +62,9 @@ pub struct Session {
     own: Mutex<FastMap<u64, oneshot::Sender<Message>>>,
     /// `clientInfo.name` from `initialize`, for the audit log.
     client_name: Mutex<Arc<str>>,
+    /// Serves one 2026-07-28 request (see [`crate::hub::modern`]): gets no spontaneous
+    /// notifications, and logs only when that request asked for them.
+    modern: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -104,26 +107,55 @@ impl From<String> for Reply {
 
 impl Session {
     pub fn new(hub: Arc<Hub>, out: Outbox) -> Arc<Session> {
+        let session = Self::build(hub, out, None, "unknown", None, false);
+        tokio::spawn(forward_hub_events(
+            Arc::downgrade(&session),
+            session.hub.subscribe(),
+        ));
+        session
+    }
+
+    /// A session for one 2026-07-28 request: what a legacy client declares once in
+    /// `initialize` (capabilities, name, log level) comes from that request's `_meta`.
+    pub(crate) fn ephemeral(
+        hub: Arc<Hub>,
+        out: Outbox,
+        capabilities: &str,
+        client_name: &str,
+        log_rank: Option<usize>,
+    ) -> Arc<Session> {
+        Self::build(hub, out, Some(capabilities), client_name, log_rank, true)
+    }
+
+    fn build(
+        hub: Arc<Hub>,
+        out: Outbox,
+        capabilities: Option<&str>,
+        client_name: &str,
+        log_rank: Option<usize>,
+        modern: bool,
+    ) -> Arc<Session> {
         let session = Arc::new(Session {
             hub,
             out,
             in_flight: Mutex::new(FastMap::default()),
             next_task: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
-            capabilities: Mutex::new(None),
-            log_rank: Mutex::new(None),
+            capabilities: Mutex::new(capabilities.map(str::to_string)),
+            log_rank: Mutex::new(log_rank),
             subscriptions: Mutex::new(HashSet::new()),
             forwarded: Mutex::new(FastMap::default()),
             next_forward_id: AtomicU64::new(1),
             own: Mutex::new(FastMap::default()),
-            client_name: Mutex::new(Arc::from("unknown")),
+            client_name: Mutex::new(Arc::from(client_name)),
+            modern,
         });
         session.hub.register(&session);
-        tokio::spawn(forward_hub_events(
-            Arc::downgrade(&session),
-            session.hub.subscribe(),
-        ));
         session
+    }
+
+    pub(crate) fn is_modern(&self) -> bool {
+        self.modern
     }
 
     /// Everything sent to the client passes here, so secrets are removed in one place.
@@ -158,7 +190,12 @@ impl Session {
     }
 
     pub(crate) fn deliver_log(&self, rank: usize, line: &str) {
-        if self.log_rank().is_none_or(|min| rank >= min) {
+        let wanted = match self.log_rank() {
+            Some(min) => rank >= min,
+            // 2026-07-28 clients opt in per request; legacy ones get everything by default.
+            None => !self.modern,
+        };
+        if wanted {
             self.send(line.to_string());
         }
     }
@@ -216,19 +253,15 @@ impl Session {
     }
 
     fn request(self: &Arc<Self>, m: Message) {
+        if !self.modern && super::modern::wants_modern(&m) {
+            return self.spawn(m, |s, m| async move { s.serve_modern(m).await });
+        }
         match m.method() {
             "initialize" => {
                 self.accept_client(&m);
                 self.spawn(m, |s, m| async move { s.initialize(&m).await })
             }
             "ping" => self.send(jsonrpc::result(m.id(), "{}")),
-            // The 2026-07-28 era arrives later; -32601 makes modern clients fall back to
-            // `initialize` on the same pipe.
-            "server/discover" => self.send_error(
-                m.id(),
-                code::METHOD_NOT_FOUND,
-                "Method not found: server/discover",
-            ),
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
                 self.spawn(m, |s, m| async move { s.list(&m).await })
             }
@@ -341,6 +374,20 @@ impl Session {
                 ));
             }
         }
+    }
+
+    /// A 2026-07-28 request on this session's pipe: served on its own (see
+    /// [`super::modern`]), its notifications and answer sent here.
+    async fn serve_modern(self: Arc<Self>, m: Message) -> Reply {
+        let origin = format!("stdio:{:p}", Arc::as_ptr(&self));
+        let mut call = super::modern::start(self.hub.clone(), m, origin);
+        while let Some(out) = call.next().await {
+            match out {
+                super::modern::Out::Notify(line) => self.send(line),
+                super::modern::Out::Done { line, .. } => return Reply::Line(line),
+            }
+        }
+        Reply::Sent
     }
 
     pub fn in_flight(&self) -> usize {

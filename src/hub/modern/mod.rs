@@ -1,0 +1,732 @@
+//! The 2026-07-28 revision, downstream: requests that carry the client's version and
+//! capabilities in `_meta` instead of an `initialize`, each served on its own.
+//!
+//! A request runs on a session of its own ([`Session::ephemeral`]), so routing, the policy
+//! pipeline and progress work exactly as for a legacy client. What that session would send
+//! the client as a request — a server's sampling, elicitation or roots request, the hub's
+//! own permission prompt — becomes an input-required result instead, and the call waits
+//! here, upstream call and all, until the client retries with the answers and the signed
+//! `requestState` ([`state`]) that leads back to it. `listen` serves
+//! `subscriptions/listen`.
+
+mod listen;
+mod state;
+
+use super::{Hub, LOG_LEVELS, Session, lock, log_rank};
+use crate::jsonrpc::{self, Frame, Kind, Message, code};
+use crate::transport::{Outbox, Outgoing};
+use serde_json::{Map, Value, json};
+use state::{Opened, Signer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+/// The stateless revision.
+pub const VERSION: &str = "2026-07-28";
+
+const KEY_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const KEY_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
+const KEY_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const KEY_LOG: &str = "io.modelcontextprotocol/logLevel";
+const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Revision errors (2026-07-28 reserves -32020 … -32099).
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// How long a request waits for the client to come back with the input it asked for: long
+/// enough for a person to answer a prompt. After that its upstream call is cancelled.
+const INPUT_WAIT: Duration = Duration::from_secs(600);
+/// Requests waiting for input at once, over all clients: each holds an upstream call open.
+const MAX_WAITING: usize = 1024;
+
+/// The client requests of the revision (anything else is unknown to it).
+const METHODS: [&str; 10] = [
+    "server/discover",
+    "completion/complete",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+];
+
+/// The only requests that may answer with input-required.
+const RESUMABLE: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// What a 2026-07-28 request produces, in order: notifications, then its answer.
+#[derive(Debug)]
+pub enum Out {
+    Notify(String),
+    Done { line: String, status: Status },
+}
+
+/// The HTTP status the revision ties to an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+}
+
+impl Out {
+    fn error(id: &str, code: i64, message: &str, data: Option<&str>, status: Status) -> Out {
+        Out::Done {
+            line: jsonrpc::error(id, code, message, data),
+            status,
+        }
+    }
+}
+
+/// Whether `m` belongs here: `server/discover`, or a request whose `_meta` names a protocol
+/// version (the revision's envelope; legacy clients never send that key).
+pub fn wants_modern(m: &Message) -> bool {
+    if m.method() == "server/discover" {
+        return true;
+    }
+    m.params()
+        .is_some_and(|p| memchr::memmem::find(p.as_bytes(), KEY_VERSION.as_bytes()).is_some())
+        && envelope_version(m).is_some()
+}
+
+/// The protocol version in the request's `_meta`, if any.
+pub fn envelope_version(m: &Message) -> Option<String> {
+    let params: Value = serde_json::from_str(m.params()?).ok()?;
+    Some(params.get("_meta")?.get(KEY_VERSION)?.as_str()?.to_string())
+}
+
+/// Requests waiting for their client's input, and the key that signs their handles.
+pub(crate) struct Waiting {
+    signer: Option<Signer>,
+    parked: Mutex<HashMap<String, Parked>>,
+}
+
+struct Parked {
+    running: Running,
+    digest: String,
+    timer: AbortHandle,
+}
+
+impl Waiting {
+    pub(crate) fn new() -> Waiting {
+        let signer = Signer::new();
+        if signer.is_none() {
+            tracing::error!(
+                "no random source: 2026-07-28 clients cannot be asked for input (sampling, elicitation, permission prompts)"
+            );
+        }
+        Waiting {
+            signer,
+            parked: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// One 2026-07-28 request being served; dropping it before its answer cancels the request.
+pub struct Call {
+    rx: mpsc::UnboundedReceiver<Out>,
+    task: AbortHandle,
+}
+
+impl Call {
+    pub async fn next(&mut self) -> Option<Out> {
+        self.rx.recv().await
+    }
+
+    pub fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Out>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts serving `m` for a client reached through `origin` (a state issued to one origin is
+/// refused from another).
+pub fn start(hub: Arc<Hub>, m: Message, origin: String) -> Call {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(serve(hub, m, origin, tx));
+    Call {
+        rx,
+        task: task.abort_handle(),
+    }
+}
+
+/// What a request says about its client.
+struct Envelope {
+    capabilities: String,
+    client_name: String,
+    log_rank: Option<usize>,
+}
+
+impl Envelope {
+    fn read(m: &Message, params: &Value) -> Result<Envelope, Out> {
+        let id = m.id();
+        let meta = params.get("_meta");
+        let version = meta.and_then(|m| m.get(KEY_VERSION));
+        let discover = m.method() == "server/discover";
+        match version {
+            Some(Value::String(v)) if v == VERSION => {}
+            // A discovery without the envelope is still a fair question.
+            None if discover => {}
+            Some(Value::String(v)) => {
+                let data = json!({"supported": [VERSION], "requested": v}).to_string();
+                return Err(Out::error(
+                    id,
+                    UNSUPPORTED_VERSION,
+                    &format!(
+                        "Unsupported protocol version {v:?}: requests without initialize speak {VERSION}; older revisions start with initialize"
+                    ),
+                    Some(&data),
+                    Status::BadRequest,
+                ));
+            }
+            _ => {
+                return Err(Out::error(
+                    id,
+                    code::INVALID_PARAMS,
+                    &format!("params._meta[{KEY_VERSION:?}] must be a string"),
+                    None,
+                    Status::BadRequest,
+                ));
+            }
+        }
+        let capabilities = match meta.and_then(|m| m.get(KEY_CAPS)) {
+            Some(c @ Value::Object(_)) => c.to_string(),
+            None if discover => "{}".to_string(),
+            _ => {
+                return Err(Out::error(
+                    id,
+                    code::INVALID_PARAMS,
+                    &format!(
+                        "params._meta must carry {KEY_CAPS:?}, an object ({{}} declares no optional capability)"
+                    ),
+                    None,
+                    Status::BadRequest,
+                ));
+            }
+        };
+        let log_rank = match meta.and_then(|m| m.get(KEY_LOG)) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(level)) if log_rank(level).is_some() => log_rank(level),
+            Some(other) => {
+                return Err(Out::error(
+                    id,
+                    code::INVALID_PARAMS,
+                    &format!(
+                        "params._meta[{KEY_LOG:?}] is {other}, not one of {}",
+                        LOG_LEVELS.join(", ")
+                    ),
+                    None,
+                    Status::BadRequest,
+                ));
+            }
+        };
+        let client_name = meta
+            .and_then(|m| m.get(KEY_INFO))
+            .and_then(|i| i.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        Ok(Envelope {
+            capabilities,
+            client_name,
+            log_rank,
+        })
+    }
+}
+
+async fn serve(hub: Arc<Hub>, m: Message, origin: String, tx: mpsc::UnboundedSender<Out>) {
+    let id = m.id().to_string();
+    let params: Value = match m.params().map(serde_json::from_str::<Value>) {
+        None => Value::Object(Map::new()),
+        Some(Ok(p @ Value::Object(_))) => p,
+        Some(_) => {
+            let _ = tx.send(Out::error(
+                &id,
+                code::INVALID_PARAMS,
+                "params must be an object",
+                None,
+                Status::BadRequest,
+            ));
+            return;
+        }
+    };
+    let envelope = match Envelope::read(&m, &params) {
+        Ok(e) => e,
+        Err(out) => {
+            let _ = tx.send(out);
+            return;
+        }
+    };
+    // The first client's capabilities are what upstream servers are told the hub can pass on.
+    hub.declare_client(Some(&envelope.capabilities));
+    let method = m.method();
+    if !METHODS.contains(&method) {
+        let _ = tx.send(Out::error(
+            &id,
+            code::METHOD_NOT_FOUND,
+            &format!("Method not found: {method} (not part of {VERSION})"),
+            None,
+            Status::NotFound,
+        ));
+        return;
+    }
+    match method {
+        "server/discover" => {
+            let _ = tx.send(Out::Done {
+                line: discover(&hub, &id),
+                status: Status::Ok,
+            });
+        }
+        "subscriptions/listen" => listen::run(hub, &id, &params, &envelope, &tx).await,
+        _ => call(hub, &m, params, envelope, &origin, &tx).await,
+    }
+}
+
+/// `server/discover`: what `initialize` would say, in the revision's shape.
+fn discover(hub: &Hub, id: &str) -> String {
+    let mut capabilities: Value =
+        serde_json::from_str(&hub.capabilities()).unwrap_or_else(|_| json!({}));
+    if let Some(caps) = capabilities.as_object_mut() {
+        // Tasks are an extension in this revision; the hub does not offer it.
+        caps.remove("tasks");
+    }
+    let mut versions = vec![VERSION];
+    versions.extend(crate::upstream::LEGACY_VERSIONS.iter().rev());
+    let mut result = json!({
+        "supportedVersions": versions,
+        "capabilities": capabilities,
+    });
+    if let Some(text) = hub.instructions() {
+        result["instructions"] = Value::String(text);
+    }
+    complete(&mut result, true);
+    jsonrpc::result(id, &result.to_string())
+}
+
+/// Marks a result complete, with the hub's identity, and the caching fields lists carry.
+fn complete(result: &mut Value, cacheable: bool) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    obj.entry("resultType").or_insert_with(|| json!("complete"));
+    if cacheable {
+        // Zero: the catalogue changes whenever a server comes, goes or changes its lists;
+        // clients learn of that on `subscriptions/listen` rather than from a lifetime.
+        obj.entry("ttlMs").or_insert_with(|| json!(0));
+        obj.entry("cacheScope").or_insert_with(|| json!("private"));
+    }
+    stamp(obj);
+}
+
+fn stamp(obj: &mut Map<String, Value>) {
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(
+            KEY_SERVER_INFO.to_string(),
+            json!({"name": "openpact", "version": env!("CARGO_PKG_VERSION")}),
+        );
+    }
+}
+
+/// The request line the session serves: the client's, without what only this module reads.
+fn inner_request(id: &str, method: &str, params: &Value) -> String {
+    let mut params = params.clone();
+    if let Some(obj) = params.as_object_mut() {
+        obj.remove("requestState");
+        obj.remove("inputResponses");
+        let empty = obj
+            .get_mut("_meta")
+            .and_then(Value::as_object_mut)
+            .map(|meta| {
+                for key in [KEY_VERSION, KEY_CAPS, KEY_INFO, KEY_LOG] {
+                    meta.remove(key);
+                }
+                meta.is_empty()
+            });
+        if empty == Some(true) {
+            obj.remove("_meta");
+        }
+    }
+    jsonrpc::request(id, method, Some(&params.to_string()))
+}
+
+fn progress_token(params: &Value) -> Option<Value> {
+    params.get("_meta")?.get("progressToken").cloned()
+}
+
+/// Binds a `requestState` to the request it may come back with.
+fn request_digest(origin: &str, method: &str, params: &Value) -> String {
+    let target = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .map(Value::to_string)
+        .unwrap_or_default();
+    let arguments = params
+        .get("arguments")
+        .map(|a| crate::policy::canonical::canonical(&a.to_string()))
+        .unwrap_or_default();
+    state::digest(&[origin, method, &target, &arguments])
+}
+
+/// A tool call, prompt, read, list or completion, on a session of its own.
+async fn call(
+    hub: Arc<Hub>,
+    m: &Message,
+    params: Value,
+    envelope: Envelope,
+    origin: &str,
+    tx: &mpsc::UnboundedSender<Out>,
+) {
+    let id = m.id();
+    let method = m.method();
+    let resumable = RESUMABLE.contains(&method);
+    let digest = request_digest(origin, method, &params);
+    let token = progress_token(&params);
+    let mut running = None;
+    if resumable && let Some(state) = params.get("requestState").and_then(Value::as_str) {
+        match resume(&hub, state, &digest) {
+            Ok(Some(r)) => running = Some(r),
+            // Its wait ended (or the hub restarted): run the request afresh, which asks again.
+            Ok(None) => tracing::debug!(id, "requestState of a request no longer waiting"),
+            Err(e) => {
+                let _ = tx.send(Out::error(id, code::INVALID_PARAMS, &e, None, Status::Ok));
+                return;
+            }
+        }
+    }
+    let mut running = match running {
+        Some(mut r) => {
+            r.answer(params.get("inputResponses"));
+            r
+        }
+        None => {
+            let (out, rx) = Outbox::channel();
+            let session = Session::ephemeral(
+                hub.clone(),
+                out,
+                &envelope.capabilities,
+                &envelope.client_name,
+                envelope.log_rank,
+            );
+            let inner_id = id.to_string();
+            let line = inner_request(&inner_id, method, &params);
+            session.handle_frame(Frame::Line(line.into_bytes()));
+            Running {
+                session,
+                rx,
+                inner_id,
+                token: token.clone(),
+                asked: Vec::new(),
+            }
+        }
+    };
+    let next = if running.asked.is_empty() {
+        running.until_next(tx, token.as_ref(), resumable).await
+    } else {
+        // Some questions are still unanswered: the call cannot move on without them.
+        Next::Input
+    };
+    match next {
+        Next::Done(line) => {
+            let _ = tx.send(Out::Done {
+                line: final_line(id, method, &line),
+                status: Status::Ok,
+            });
+        }
+        Next::Input => {
+            let asked = running.asked_json();
+            match park(&hub, running, digest) {
+                Ok(state) => {
+                    let mut result = json!({
+                        "resultType": "input_required",
+                        "inputRequests": asked,
+                        "requestState": state,
+                    });
+                    if let Some(obj) = result.as_object_mut() {
+                        stamp(obj);
+                    }
+                    let _ = tx.send(Out::Done {
+                        line: jsonrpc::result(id, &result.to_string()),
+                        status: Status::Ok,
+                    });
+                }
+                Err(why) => {
+                    let _ = tx.send(Out::error(id, code::INTERNAL_ERROR, &why, None, Status::Ok));
+                }
+            }
+        }
+    }
+}
+
+/// The waiting request `state` leads to, taken out of the table.
+fn resume(hub: &Hub, state: &str, digest: &str) -> Result<Option<Running>, String> {
+    let waiting = &hub.waiting;
+    let Some(signer) = &waiting.signer else {
+        return Ok(None);
+    };
+    let handle = match signer.open(state, digest).map_err(|e| e.to_string())? {
+        Opened::Live(h) => h,
+        Opened::Expired => return Ok(None),
+    };
+    let parked = lock(&waiting.parked).remove(&handle);
+    Ok(parked.and_then(|p| {
+        p.timer.abort();
+        // The signature already binds the digest; this guards against a handle collision.
+        (p.digest == digest).then_some(p.running)
+    }))
+}
+
+/// Puts `running` aside until its client answers, returning the signed state that leads back.
+fn park(hub: &Arc<Hub>, running: Running, digest: String) -> Result<String, String> {
+    let waiting = &hub.waiting;
+    let signer = waiting.signer.as_ref().ok_or_else(|| {
+        "this request needs the client's input, but openpact has no random source to sign the request state with".to_string()
+    })?;
+    let handle = state::random_handle()
+        .ok_or_else(|| "no random source for a request state handle".to_string())?;
+    let expires = state::now() + INPUT_WAIT.as_secs();
+    let signed = signer.sign(&handle, expires, &digest);
+    let mut parked = lock(&waiting.parked);
+    if parked.len() >= MAX_WAITING {
+        return Err(format!(
+            "{MAX_WAITING} requests are already waiting for their clients' input; answer or drop some first"
+        ));
+    }
+    let weak = Arc::downgrade(hub);
+    let key = handle.clone();
+    let timer = tokio::spawn(async move {
+        tokio::time::sleep(INPUT_WAIT).await;
+        if let Some(hub) = weak.upgrade() {
+            let gone = lock(&hub.waiting.parked).remove(&key);
+            if gone.is_some() {
+                tracing::debug!("a request waited too long for its client's input; cancelled");
+            }
+        }
+    })
+    .abort_handle();
+    parked.insert(
+        handle,
+        Parked {
+            running,
+            digest,
+            timer,
+        },
+    );
+    Ok(signed)
+}
+
+/// The answer line as the revision wants it: under the client's id, marked complete, and
+/// with the retired resource-not-found code mapped to its successor.
+fn final_line(id: &str, method: &str, line: &str) -> String {
+    let Ok(mut msg) = serde_json::from_str::<Value>(line) else {
+        return line.to_string();
+    };
+    if let Some(result) = msg.get_mut("result") {
+        let cacheable = method.ends_with("/list");
+        complete(result, cacheable);
+        return jsonrpc::result(id, &result.to_string());
+    }
+    if let Some(error) = msg.get_mut("error") {
+        if error.get("code").and_then(Value::as_i64) == Some(-32002) {
+            error["code"] = json!(code::INVALID_PARAMS);
+        }
+        return jsonrpc::error_raw(id, &error.to_string());
+    }
+    line.to_string()
+}
+
+/// What stopped a running request.
+enum Next {
+    Done(String),
+    Input,
+}
+
+/// A question the session put to the client, waiting for its answer.
+struct Asked {
+    /// The session's id for it (a number).
+    id: String,
+    method: String,
+    params: Option<Value>,
+}
+
+impl Asked {
+    fn key(&self) -> String {
+        format!("openpact-{}", self.id)
+    }
+}
+
+/// A request in progress on its own session.
+struct Running {
+    session: Arc<Session>,
+    rx: mpsc::UnboundedReceiver<Outgoing>,
+    /// The id the session serves the request under (the first attempt's).
+    inner_id: String,
+    /// The first attempt's progress token, which the session's notifications carry.
+    token: Option<Value>,
+    asked: Vec<Asked>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Abandoned, or done: whatever still runs for it upstream is cancelled.
+        self.session.abort_all("the request was cancelled");
+    }
+}
+
+impl Running {
+    /// Runs until the answer, or until the client must be asked something.
+    async fn until_next(
+        &mut self,
+        tx: &mpsc::UnboundedSender<Out>,
+        token: Option<&Value>,
+        resumable: bool,
+    ) -> Next {
+        loop {
+            let Some(out) = self.rx.recv().await else {
+                return Next::Done(jsonrpc::error(
+                    &self.inner_id,
+                    code::INTERNAL_ERROR,
+                    "the request ended without an answer",
+                    None,
+                ));
+            };
+            let Outgoing::Line(line) = out else { continue };
+            if let Some(done) = self.take(line, tx, token, resumable) {
+                return Next::Done(done);
+            }
+            if self.asked.is_empty() {
+                continue;
+            }
+            // Questions sent together are asked together.
+            while let Ok(Outgoing::Line(line)) = self.rx.try_recv() {
+                if let Some(done) = self.take(line, tx, token, resumable) {
+                    return Next::Done(done);
+                }
+            }
+            return Next::Input;
+        }
+    }
+
+    /// Handles one line of the session: the answer is returned; questions are noted;
+    /// notifications go to the client.
+    fn take(
+        &mut self,
+        line: String,
+        tx: &mpsc::UnboundedSender<Out>,
+        token: Option<&Value>,
+        resumable: bool,
+    ) -> Option<String> {
+        let m = Message::parse(line.as_str().into()).ok()?;
+        match m.kind() {
+            Kind::Response => (m.id() == self.inner_id).then_some(line),
+            Kind::Request => {
+                let params = m.params().and_then(|p| serde_json::from_str(p).ok());
+                if resumable {
+                    self.asked.push(Asked {
+                        id: m.id().to_string(),
+                        method: m.method().to_string(),
+                        params,
+                    });
+                } else {
+                    let refusal = jsonrpc::error(
+                        m.id(),
+                        code::METHOD_NOT_FOUND,
+                        &format!(
+                            "a {VERSION} client can be asked for input only during tools/call, prompts/get and resources/read"
+                        ),
+                        None,
+                    );
+                    self.session.handle_frame(Frame::Line(refusal.into_bytes()));
+                }
+                None
+            }
+            Kind::Notification => {
+                match m.method() {
+                    // The session withdrew a question (it timed out, or its server gave up).
+                    "notifications/cancelled" => {
+                        let withdrawn = m
+                            .params()
+                            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                            .and_then(|p| p.get("requestId").map(Value::to_string));
+                        if let Some(w) = withdrawn {
+                            self.asked.retain(|a| a.id != w);
+                        }
+                    }
+                    "notifications/progress" => {
+                        let _ = tx.send(Out::Notify(self.retoken(line, token)));
+                    }
+                    _ => {
+                        let _ = tx.send(Out::Notify(line));
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Progress under the token of the attempt the client is waiting on now.
+    fn retoken(&self, line: String, current: Option<&Value>) -> String {
+        let (Some(current), Some(first)) = (current, &self.token) else {
+            return line;
+        };
+        if current == first {
+            return line;
+        }
+        let Ok(mut v) = serde_json::from_str::<Value>(&line) else {
+            return line;
+        };
+        if let Some(params) = v.get_mut("params").and_then(Value::as_object_mut) {
+            params.insert("progressToken".into(), current.clone());
+        }
+        v.to_string()
+    }
+
+    /// The `inputRequests` of the questions still open.
+    fn asked_json(&self) -> Value {
+        let mut map = Map::new();
+        for a in &self.asked {
+            let mut params = a.params.clone().unwrap_or_else(|| json!({}));
+            if a.method == "elicitation/create"
+                && let Some(p) = params.as_object_mut()
+            {
+                // URL-mode elicitation has no id in this revision: the retry is the answer.
+                p.remove("elicitationId");
+            }
+            let mut entry = Map::new();
+            entry.insert("method".into(), json!(a.method));
+            if a.method != "roots/list" || params.as_object().is_some_and(|p| !p.is_empty()) {
+                entry.insert("params".into(), params);
+            }
+            map.insert(a.key(), Value::Object(entry));
+        }
+        Value::Object(map)
+    }
+
+    /// Hands the client's answers to the session; unanswered questions stay open.
+    fn answer(&mut self, responses: Option<&Value>) {
+        let responses = responses.and_then(Value::as_object);
+        let mut open = Vec::new();
+        for a in std::mem::take(&mut self.asked) {
+            match responses.and_then(|r| r.get(&a.key())) {
+                Some(result) => {
+                    let line = jsonrpc::result(&a.id, &result.to_string());
+                    self.session.handle_frame(Frame::Line(line.into_bytes()));
+                }
+                None => open.push(a),
+            }
+        }
+        self.asked = open;
+    }
+}
