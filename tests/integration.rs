@@ -5,6 +5,7 @@
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
+//! - `modern`: the 2026-07-28 revision downstream: discover, stateless requests, input-required.
 //! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
 //! - `surface`: resources, prompts, completion, logging, progress, server→client requests.
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
@@ -35,6 +36,7 @@ mod http_face;
 mod hub;
 mod interleave;
 mod interop;
+mod modern;
 mod policy;
 mod remote;
 mod remote_faults;
