@@ -61,9 +61,10 @@ out.progress = await call("fx:progress", { steps: 3, ms: 20 }, { onprogress: (p)
 out.progressSeen = progress;
 
 if (modern) {
-  // The prompt as it comes: an input-required result, left unanswered here.
-  out.inputRequired = await client.callTool(
-    { name: "fx:add", arguments: { a: 2, b: 3 } },
+  // The prompt as it comes: an input-required result, left unanswered here. A plain
+  // request, as callTool would hold it against add's output schema (SDK 2.4.0).
+  out.inputRequired = await client.request(
+    { method: "tools/call", params: { name: "fx:add", arguments: { a: 2, b: 3 } } },
     { timeout: 60000, allowInputRequired: true },
   );
 }
