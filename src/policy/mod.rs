@@ -71,7 +71,8 @@ pub struct Policy {
     pub settings: PolicySettings,
     rules: rules::RuleSet,
     decisions: DecisionStore,
-    /// One prompt on screen at a time; calls that need none never wait for it.
+    /// One terminal prompt at a time (clients are asked one at a time each, see
+    /// [`Asker::turn`]); calls that need none never wait for it.
     prompt_lock: tokio::sync::Mutex<()>,
     pub cache: cache::ResultCache,
     cache_rules: rules::FirstMatch<Option<Duration>>,
@@ -231,7 +232,12 @@ impl Policy {
         recheck: bool,
     ) -> Verdict {
         let timeout = self.settings.permissions.prompt_timeout;
-        let _turn = self.prompt_lock.lock().await;
+        let elicit = asker.can_elicit();
+        let _turn = if elicit {
+            asker.turn().lock().await
+        } else {
+            self.prompt_lock.lock().await
+        };
         // Someone may have answered "always" for this very tool while we waited our turn.
         if recheck
             && changed.is_none()
@@ -247,7 +253,7 @@ impl Policy {
             arguments: self.preview(t.arguments),
             changed,
         };
-        let answer = if asker.can_elicit() {
+        let answer = if elicit {
             asker
                 .elicit(q.text(), prompt::ELICITATION_SCHEMA, timeout)
                 .await

@@ -76,6 +76,10 @@ pub trait Asker: Send + Sync {
         schema: &'static str,
         timeout: Duration,
     ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>>;
+    /// Taken while this client is asked: one question at a time per client, so parallel
+    /// calls of one tool ask once when the first answer is "always". Other clients (each
+    /// with its own dialog) are never held up by it.
+    fn turn(&self) -> &tokio::sync::Mutex<()>;
 }
 
 /// No client to ask (e.g. a listing from the CLI).
@@ -92,6 +96,10 @@ impl Asker for NoClient {
         _: Duration,
     ) -> Pin<Box<dyn Future<Output = Option<String>> + Send + '_>> {
         Box::pin(async { None })
+    }
+    fn turn(&self) -> &tokio::sync::Mutex<()> {
+        static NOBODY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        &NOBODY
     }
 }
 

@@ -205,7 +205,6 @@ async fn typescript_sdk_v2_client_over_http_legacy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the 2026-07-28 downstream"]
 async fn typescript_sdk_v2_client_over_http_2026() {
     let Some(peers) = Peers::get() else { return };
     let h = http_hub().await;
@@ -229,7 +228,6 @@ async fn python_sdk_client_over_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the 2026-07-28 downstream"]
 async fn python_sdk_client_over_http_2026() {
     let Some(peers) = Peers::get() else { return };
     let h = http_hub().await;

@@ -238,7 +238,6 @@ async fn rmcp_streamable_http_client_over_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the 2026-07-28 downstream"]
 async fn rmcp_streamable_http_client_over_http_2026() {
     let v = rmcp_session(MODERN).await;
     assert_session(&v, "rmcp");

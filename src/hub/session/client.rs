@@ -198,6 +198,10 @@ impl Asker for Session {
         self.client_has("elicitation")
     }
 
+    fn turn(&self) -> &tokio::sync::Mutex<()> {
+        &self.prompt_turn
+    }
+
     fn elicit(
         &self,
         message: String,

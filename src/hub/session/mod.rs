@@ -65,6 +65,8 @@ pub struct Session {
     /// Serves one 2026-07-28 request (see [`crate::hub::modern`]): gets no spontaneous
     /// notifications, and logs only when that request asked for them.
     modern: bool,
+    /// This client's permission prompts, one at a time.
+    prompt_turn: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -149,6 +151,7 @@ impl Session {
             own: Mutex::new(FastMap::default()),
             client_name: Mutex::new(Arc::from(client_name)),
             modern,
+            prompt_turn: tokio::sync::Mutex::new(()),
         });
         session.hub.register(&session);
         session
