@@ -151,7 +151,7 @@ impl Http {
     }
 
     /// Opens the GET stream (resuming after `last` if given).
-    async fn listen(&self, last: Option<&str>) -> Events {
+    pub(crate) async fn listen(&self, last: Option<&str>) -> Events {
         let mut r = self.req(reqwest::Method::GET);
         if let Some(last) = last {
             r = r.header("last-event-id", last);

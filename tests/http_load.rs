@@ -379,3 +379,27 @@ async fn http_client_vanishing_mid_call_has_it_cancelled_upstream() {
     let r = call(&mut other, 1, "fx:add", json!({"a": 2, "b": 2})).await;
     assert_eq!(text(&r), "4");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_stop_is_prompt_with_connections_open() {
+    let mut h = http_hub(fx(), None, &[]).await;
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    // A socket that never sends a byte, an open GET stream, a call waiting on the server.
+    let mut silent = TcpStream::connect(host(&h)).await.unwrap();
+    let mut get = c.listen(None).await;
+    let slow = c.spawn_post(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fx:slow", "arguments": {"ms": 60000}}}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (code, took) = h.hub.close().await;
+    assert_eq!(code, Some(0), "{}", h.hub.stderr());
+    assert!(took < Duration::from_secs(5), "stopping took {took:?}");
+    // The waiting call was answered, the stream ended, the idle socket was closed.
+    let r = slow.await.unwrap().json_text().await;
+    assert!(r["error"]["message"].is_string(), "{r}");
+    assert!(get.within(WAIT).await.is_none(), "the GET stream ends");
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(WAIT, silent.read(&mut buf)).await;
+    assert!(matches!(n, Ok(Ok(0) | Err(_))), "{n:?}");
+}
