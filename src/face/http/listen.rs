@@ -34,10 +34,21 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Serves `app` on `listener` until `stop` fires (or its sender is dropped), then lets every
 /// connection finish the response it is writing and returns once they are all closed.
 pub async fn serve(listener: TcpListener, app: Router, stop: oneshot::Receiver<()>) {
+    serve_within(listener, app, stop, HEADER_READ_TIMEOUT, MAX_CONNECTIONS).await;
+}
+
+/// [`serve`] with its limits given (the tests use small ones).
+async fn serve_within(
+    listener: TcpListener,
+    app: Router,
+    stop: oneshot::Receiver<()>,
+    header_read_timeout: Duration,
+    max_connections: usize,
+) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        .header_read_timeout(header_read_timeout);
+    let slots = Arc::new(Semaphore::new(max_connections));
     // Dropped when this future is (an aborted stop), which aborts every connection task.
     let mut conns = JoinSet::new();
     let (closing_tx, closing) = watch::channel(false);
@@ -97,4 +108,70 @@ fn is_connection_error(e: &std::io::Error) -> bool {
         e.kind(),
         ConnectionAborted | ConnectionRefused | ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+    /// What the server sends on `tcp` within `limit` (empty when it closed it or sent nothing).
+    async fn reply(tcp: &mut TcpStream, limit: Duration) -> Option<String> {
+        let mut buf = vec![0u8; 1024];
+        match tokio::time::timeout(limit, tcp.read(&mut buf)).await {
+            Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            Ok(Err(_)) => Some(String::new()),
+            Err(_) => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn held_sockets_are_dropped_after_the_header_deadline_and_capped_meanwhile() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let (stop, stopped) = oneshot::channel();
+        let deadline = Duration::from_millis(400);
+        let server = tokio::spawn(serve_within(listener, app, stopped, deadline, 2));
+
+        // Two sockets take both slots: one silent, one trickling a header.
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        let mut trickle = TcpStream::connect(addr).await.unwrap();
+        trickle
+            .write_all(b"GET / HTTP/1.1\r\nX-Slow: a")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A third client waits in the backlog, unserved while the two hold their slots.
+        let t0 = std::time::Instant::now();
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        third.write_all(GET).await.unwrap();
+        assert_eq!(reply(&mut third, Duration::from_millis(200)).await, None);
+        // At the deadline both are dropped, and the third is served.
+        let served = reply(&mut third, Duration::from_secs(5)).await.unwrap();
+        assert!(served.starts_with("HTTP/1.1 200"), "{served:?}");
+        assert!(t0.elapsed() >= deadline - Duration::from_millis(100));
+        assert_eq!(
+            reply(&mut silent, Duration::from_secs(1)).await.as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            reply(&mut trickle, Duration::from_secs(1)).await.as_deref(),
+            Some("")
+        );
+
+        // Stopping returns once the (idle, keep-alive) third connection is closed.
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            reply(&mut third, Duration::from_secs(1)).await.as_deref(),
+            Some("")
+        );
+    }
 }
