@@ -10,12 +10,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A hub serving stdio and HTTP on a free loopback port, its servers ready.
-struct HttpHub {
-    hub: Hub,
-    base: String,
+pub(crate) struct HttpHub {
+    pub(crate) hub: Hub,
+    pub(crate) base: String,
 }
 
-async fn http_hub(servers: Value, openpact: Option<Value>, env: &[(&str, &str)]) -> HttpHub {
+pub(crate) async fn http_hub(
+    servers: Value,
+    openpact: Option<Value>,
+    env: &[(&str, &str)],
+) -> HttpHub {
     let sc = Scratch::new();
     let config = sc.servers(servers, openpact);
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], env)
@@ -36,27 +40,27 @@ pub(crate) async fn http_base(hub: &mut Hub) -> String {
 }
 
 /// A plain HTTP client (reqwest's TLS here has its crypto provider chosen at run time).
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
 
-fn fx() -> Value {
+pub(crate) fn fx() -> Value {
     json!({"fx": fixture(&[])})
 }
 
 /// One MCP client session over HTTP.
-struct Http {
+pub(crate) struct Http {
     url: String,
     http: reqwest::Client,
-    session: Option<String>,
-    token: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) token: Option<String>,
     /// Messages other than the awaited response that arrived on POST streams.
-    inbox: Vec<Value>,
+    pub(crate) inbox: Vec<Value>,
 }
 
 impl Http {
-    fn new(h: &HttpHub) -> Http {
+    pub(crate) fn new(h: &HttpHub) -> Http {
         Http {
             url: format!("{}/mcp", h.base),
             http: client(),
@@ -66,7 +70,7 @@ impl Http {
         }
     }
 
-    fn req(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+    pub(crate) fn req(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
         let mut r = self
             .http
             .request(method, &self.url)
@@ -80,13 +84,13 @@ impl Http {
         r
     }
 
-    async fn post(&self, body: &Value) -> reqwest::Response {
+    pub(crate) async fn post(&self, body: &Value) -> reqwest::Response {
         self.spawn_post(body).await.unwrap()
     }
 
     /// POSTs on a task of its own: a reply's headers wait for its first message, which may
     /// be a prompt the test must first answer.
-    fn spawn_post(&self, body: &Value) -> tokio::task::JoinHandle<reqwest::Response> {
+    pub(crate) fn spawn_post(&self, body: &Value) -> tokio::task::JoinHandle<reqwest::Response> {
         let send = self
             .req(reqwest::Method::POST)
             .header("content-type", "application/json")
@@ -96,7 +100,7 @@ impl Http {
     }
 
     /// Sends a request and returns its response, keeping whatever came before it.
-    async fn rpc(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) async fn rpc(&mut self, id: u64, method: &str, params: Value) -> Value {
         let resp = self
             .post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
@@ -111,7 +115,7 @@ impl Http {
         }
     }
 
-    async fn initialize(&mut self, capabilities: Value) -> Value {
+    pub(crate) async fn initialize(&mut self, capabilities: Value) -> Value {
         let resp = self
             .post(
                 &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -137,7 +141,7 @@ impl Http {
         r
     }
 
-    async fn call(&mut self, id: u64, name: &str, arguments: Value) -> Value {
+    pub(crate) async fn call(&mut self, id: u64, name: &str, arguments: Value) -> Value {
         self.rpc(
             id,
             "tools/call",
@@ -147,7 +151,7 @@ impl Http {
     }
 
     /// Opens the GET stream (resuming after `last` if given).
-    async fn listen(&self, last: Option<&str>) -> Events {
+    pub(crate) async fn listen(&self, last: Option<&str>) -> Events {
         let mut r = self.req(reqwest::Method::GET);
         if let Some(last) = last {
             r = r.header("last-event-id", last);
@@ -159,7 +163,7 @@ impl Http {
 }
 
 /// The messages of a reply: one JSON body, or SSE events (id, message).
-struct Events {
+pub(crate) struct Events {
     resp: Option<reqwest::Response>,
     json: Option<Value>,
     buf: String,
@@ -167,7 +171,7 @@ struct Events {
 }
 
 impl Events {
-    async fn of(resp: reqwest::Response) -> Events {
+    pub(crate) async fn of(resp: reqwest::Response) -> Events {
         let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
         if ct.starts_with("application/json") {
             let v = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
@@ -187,7 +191,7 @@ impl Events {
         }
     }
 
-    async fn next(&mut self) -> Option<(Option<String>, Value)> {
+    pub(crate) async fn next(&mut self) -> Option<(Option<String>, Value)> {
         if let Some(v) = self.json.take() {
             return Some((None, v));
         }
@@ -215,7 +219,7 @@ impl Events {
     }
 
     /// The next message within `limit`, if any.
-    async fn within(&mut self, limit: Duration) -> Option<(Option<String>, Value)> {
+    pub(crate) async fn within(&mut self, limit: Duration) -> Option<(Option<String>, Value)> {
         tokio::time::timeout(limit, self.next())
             .await
             .ok()
@@ -223,7 +227,7 @@ impl Events {
     }
 }
 
-fn text(r: &Value) -> &str {
+pub(crate) fn text(r: &Value) -> &str {
     r["result"]["content"][0]["text"].as_str().unwrap_or("")
 }
 
@@ -267,7 +271,7 @@ async fn http_initialize_list_call_and_health() {
 }
 
 /// The value of the sample `series` (name and labels, as written) in a metrics text.
-fn sample(text: &str, series: &str) -> f64 {
+pub(crate) fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.split(' ').next()?.parse().ok())
@@ -332,7 +336,7 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
 }
 
 /// reqwest here has no `json` feature: parse the text.
-trait JsonText {
+pub(crate) trait JsonText {
     async fn json_text(self) -> Value;
 }
 

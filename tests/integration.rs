@@ -2,6 +2,7 @@
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
+//! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
@@ -33,6 +34,7 @@ mod everything;
 mod failures;
 mod http_clients;
 mod http_face;
+mod http_load;
 mod hub;
 mod interleave;
 mod interop;

@@ -1,11 +1,14 @@
-//! `openpact serve --http`: the hub over Streamable HTTP (the legacy, session-based shape of
-//! 2025-03-26 … 2025-11-25) on `/mcp`, `/health` and `/metrics`, with axum on the hub's runtime.
+//! `openpact serve --http`: the hub over Streamable HTTP on `/mcp` — both the session-based
+//! shape of 2025-03-26 … 2025-11-25 and the stateless 2026-07-28 revision (`modern`) —
+//! plus `/health` and `/metrics`, with axum on the hub's runtime.
 //!
 //! Each `Mcp-Session-Id` is one downstream [`crate::hub::Session`], exactly like the stdio
 //! face's. `guard` refuses what must not reach MCP (Origin, Host, token); `session` routes a
-//! session's lines to POST replies and its GET stream; `stream` writes them as SSE.
+//! session's lines to POST replies and its GET stream; `stream` writes them as SSE; `listen`
+//! accepts connections under a header deadline and a connection cap.
 
 mod guard;
+mod listen;
 mod modern;
 mod session;
 mod stream;
@@ -114,16 +117,7 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
         .layer(DefaultBodyLimit::max(settings.max_body_size))
         .with_state(face.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        let served = axum::serve(bound.listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::warn!("the HTTP face stopped: {e}");
-        }
-    });
+    let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
     let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
     tracing::info!(
         "serving MCP over HTTP on http://{}/mcp (health: /health, metrics: /metrics)",

@@ -275,7 +275,8 @@ async fn pump(session: Weak<HttpSession>, mut rx: mpsc::UnboundedReceiver<Outgoi
     }
 }
 
-/// Removes a POST's waiter when its response is dropped (sent, or the connection gone).
+/// Removes a POST's waiter when its response is dropped (sent, or the connection gone), and
+/// cancels its request if it went unanswered.
 pub struct WaiterGuard {
     session: Arc<HttpSession>,
     id: String,
@@ -286,13 +287,28 @@ pub struct WaiterGuard {
 impl Drop for WaiterGuard {
     fn drop(&mut self) {
         let mut r = lock(&self.session.routes);
-        if r.waiters
+        // Still waiting: the response was never routed here, so the POST was dropped before
+        // it (the client closed the connection or stopped reading its stream).
+        let unanswered = r
+            .waiters
             .get(&self.id)
-            .is_some_and(|w| w.order == self.order)
-        {
+            .is_some_and(|w| w.order == self.order);
+        if unanswered {
             r.waiters.remove(&self.id);
         }
+        let ended = r.ended;
         drop(r);
+        if unanswered && !ended {
+            // Cancel the call now, as the client would have, rather than leave it running
+            // upstream until the session expires (an ended session has cancelled it already).
+            let cancel = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client disconnected"}}}}"#,
+                self.id
+            );
+            self.session
+                .session
+                .handle_frame(Frame::Line(cancel.into_bytes()));
+        }
         self.session.touch();
     }
 }
