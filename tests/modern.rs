@@ -4,7 +4,9 @@
 //! elicitation and roots requests, resumed through the signed `requestState` (and refused
 //! when it is tampered with); over HTTP, the header checks, progress on the request's SSE
 //! stream, `subscriptions/listen` with list changes and resource updates, and a closed
-//! stream cancelling the call upstream.
+//! stream cancelling the call upstream. And the bridge with a real legacy server:
+//! server-everything's sampling, elicitation and roots requests reach a 2026-07-28 client as
+//! input-required results.
 
 use crate::http_face::http_base;
 use crate::support::{Client, Hub, Scratch, WAIT, fixture, serve_config, serve_with};
@@ -579,5 +581,83 @@ async fn http_headers_progress_listen_and_a_closed_stream() {
             "the fixture never saw the cancel"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Serves every input request of `r` the way the everything suite's client answers them.
+fn fulfil(r: &Value) -> Value {
+    let reqs = r["result"]["inputRequests"]
+        .as_object()
+        .expect("inputRequests");
+    reqs.iter()
+        .map(|(k, req)| {
+            (
+                k.clone(),
+                crate::everything::answer(req).expect("an answer"),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[tokio::test]
+async fn a_legacy_server_everything_behind_a_modern_client() {
+    let Some(peers) = crate::support::Peers::get() else {
+        return;
+    };
+    let mut hub = serve_config(
+        json!({"everything": peers.entry("PEER_EVERYTHING", &[])}),
+        Some(json!({"permissions": {"default": "allow"}})),
+    )
+    .await;
+    let c = &mut hub.client;
+    // The modern client speaks first: its capabilities are what the server is told.
+    let d = c
+        .request("server/discover", json!({"_meta": meta(all_caps())}))
+        .await;
+    assert_eq!(d["result"]["resultType"], "complete", "{d}");
+    modern_ready(c, "everything:trigger-sampling-request").await;
+    for (tool, args, expect) in [
+        (
+            "everything:trigger-sampling-request",
+            json!({"prompt": "Say hello", "maxTokens": 20}),
+            crate::everything::SAMPLED,
+        ),
+        (
+            "everything:trigger-elicitation-request",
+            json!({}),
+            "User provided the requested information",
+        ),
+        (
+            "everything:get-roots-list",
+            json!({}),
+            crate::everything::ROOT_URI,
+        ),
+    ] {
+        let mut r = c
+            .request(
+                "tools/call",
+                with_meta(json!({"name": tool, "arguments": args}), all_caps()),
+            )
+            .await;
+        let mut rounds = 0;
+        while r["result"]["resultType"] == "input_required" {
+            rounds += 1;
+            assert!(rounds <= 3, "{tool}: too many rounds: {r}");
+            let answers = fulfil(&r);
+            r = c
+                .request(
+                    "tools/call",
+                    with_meta(
+                        json!({"name": tool, "arguments": args,
+                           "requestState": r["result"]["requestState"], "inputResponses": answers}),
+                        all_caps(),
+                    ),
+                )
+                .await;
+        }
+        assert_eq!(rounds, 1, "{tool}: one question, one retry: {r}");
+        assert_eq!(r["result"]["resultType"], "complete", "{tool}: {r}");
+        assert!(r.to_string().contains(expect), "{tool}: {r}");
     }
 }

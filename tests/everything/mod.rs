@@ -56,9 +56,9 @@ use tokio::process::Child;
 use tokio::time::Instant;
 
 /// The root this client offers for `roots/list`.
-const ROOT_URI: &str = "file:///tmp/openpact-everything-root";
+pub(crate) const ROOT_URI: &str = "file:///tmp/openpact-everything-root";
 /// The text every `sampling/createMessage` gets back.
-const SAMPLED: &str = "Sampled reply from the openpact test client.";
+pub(crate) const SAMPLED: &str = "Sampled reply from the openpact test client.";
 /// Watched for "nothing (more) arrives"; notifications caused by a call precede its result.
 const QUIET: Duration = Duration::from_millis(400);
 
@@ -430,7 +430,7 @@ impl Peer {
 
 /// How the client answers server→client requests: a fixed root, a fixed sampled text, and
 /// an accepted elicitation (filled from the requested schema in form mode).
-fn answer(m: &Value) -> Result<Value, Value> {
+pub(crate) fn answer(m: &Value) -> Result<Value, Value> {
     match m["method"].as_str().unwrap_or_default() {
         "roots/list" => Ok(json!({"roots": [{"uri": ROOT_URI, "name": "openpact test root"}]})),
         "sampling/createMessage" => Ok(json!({
