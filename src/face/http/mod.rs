@@ -7,11 +7,14 @@
 //! session's lines to POST replies and its GET stream; `stream` writes them as SSE; `listen`
 //! accepts connections under a header deadline and a connection cap.
 
+mod command;
 mod guard;
 mod listen;
 mod modern;
 mod session;
 mod stream;
+
+pub use command::serve_stdio_command;
 
 use crate::config::HttpSettings;
 use crate::hub::Hub;
@@ -23,7 +26,7 @@ use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use session::{HttpSession, Refused};
+use session::{Backend, HttpSession, Refused};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +84,7 @@ pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Boun
 }
 
 struct Face {
-    hub: Arc<Hub>,
+    backend: Backend,
     settings: HttpSettings,
     guard: guard::Guard,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
@@ -102,8 +105,12 @@ pub struct HttpFace {
 
 /// Starts serving on `bound`.
 pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
+    start_backend(bound, Backend::Hub(hub), settings)
+}
+
+fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> HttpFace {
     let face = Arc::new(Face {
-        hub,
+        backend,
         guard: guard::Guard::new(settings, bound.loopback),
         settings: settings.clone(),
         sessions: Mutex::new(HashMap::new()),
@@ -274,9 +281,12 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
         return initialize(&face, m).await;
     }
     // No session: the 2026-07-28 revision, stateless (a session id means a legacy client).
-    if !headers.contains_key(SESSION_HEADER) && modern::speaks_modern(&headers, &m) {
+    if let Some(hub) = face.backend.hub()
+        && !headers.contains_key(SESSION_HEADER)
+        && modern::speaks_modern(&headers, &m)
+    {
         return match m.kind() {
-            Kind::Request => modern::post(&face.hub, &headers, m).await,
+            Kind::Request => modern::post(hub, &headers, m).await,
             // The revision defines no client notification over HTTP (closing a stream
             // cancels); accepted and dropped.
             Kind::Notification => StatusCode::ACCEPTED.into_response(),
@@ -337,7 +347,17 @@ async fn initialize(face: &Arc<Face>, m: Message) -> Response {
             "no random source for a session id",
         );
     };
-    let hs = HttpSession::new(face.hub.clone(), id.clone());
+    let hs = match HttpSession::open(&face.backend, id.clone()).await {
+        Ok(hs) => hs,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                m.id(),
+                code::INTERNAL_ERROR,
+                &e.to_string(),
+            );
+        }
+    };
     lock(&face.sessions).insert(id.clone(), hs.clone());
     let mut resp = answer(face, &hs, &m).await;
     let ok = resp.status() == StatusCode::OK && resp.extensions().get::<Failed>().is_none();
@@ -468,9 +488,10 @@ async fn delete(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
 
 /// Liveness and each server's state, from the same status `openpact servers` shows.
 async fn health(State(face): State<Arc<Face>>) -> Response {
-    let servers: Vec<serde_json::Value> = face
-        .hub
-        .status()
+    let hub = face.backend.hub();
+    let servers: Vec<serde_json::Value> = hub
+        .map(|hub| hub.status())
+        .unwrap_or_default()
         .into_iter()
         .map(|s| {
             serde_json::json!({
@@ -489,13 +510,18 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
         "servers": servers,
     })
     .to_string();
-    let body = face.hub.policy.redact(&body).into_owned();
+    let body = match hub {
+        Some(hub) => hub.policy.redact(&body).into_owned(),
+        None => body,
+    };
     json(StatusCode::OK, body)
 }
 
 /// The hub's metrics as Prometheus scrapes them; the servers gauge is read at scrape time.
 async fn metrics(State(face): State<Arc<Face>>) -> Response {
-    let hub = &face.hub;
+    let Some(hub) = face.backend.hub() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
     let states = hub.upstreams().iter().map(|up| up.snapshot().state.label());
     let body = hub.metrics.encode(states);
     (

@@ -1,5 +1,9 @@
-//! One client's legacy Streamable HTTP session: a hub [`Session`] (the very one the stdio
-//! face uses) fed the bodies of POSTs, with each line it sends routed to an HTTP response.
+//! One client's legacy Streamable HTTP session: the bodies of its POSTs handed to a
+//! [`Backend`], with each line the backend sends routed to an HTTP response.
+//!
+//! The backend is a hub [`Session`] (the very one the stdio face uses), or, for serving a
+//! stdio MCP server directly over HTTP (the fixture's `--http`, the benchmark's "direct"),
+//! a child process of its own per session, lines piped both ways.
 //!
 //! A response goes to the POST that asked; a progress notification to the POST whose
 //! request carried its token. Anything else (logging, list_changed, the hub's and servers'
@@ -9,11 +13,13 @@
 
 use crate::FastMap;
 use crate::hub::{Hub, Session};
-use crate::jsonrpc::{Frame, Kind, Message, RawObject};
-use crate::transport::{Outbox, Outgoing};
+use crate::jsonrpc::{self, Frame, Kind, Message, RawObject};
+use crate::transport::{
+    ChildProc, ChildSpec, Outbox, Outgoing, SpawnError, read_frames, spawn_writer,
+};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// Events the GET stream keeps for resumption.
@@ -51,9 +57,59 @@ struct Routes {
     ended: bool,
 }
 
+/// What answers the messages of every session a face serves.
+#[derive(Clone)]
+pub enum Backend {
+    /// A downstream session of this hub each: what `openpact serve --http` serves.
+    Hub(Arc<Hub>),
+    /// A child process each, started from this spec and speaking MCP on stdio.
+    Command(ChildSpec),
+}
+
+impl Backend {
+    pub fn hub(&self) -> Option<&Arc<Hub>> {
+        match self {
+            Backend::Hub(hub) => Some(hub),
+            Backend::Command(_) => None,
+        }
+    }
+}
+
+/// One session's end of its [`Backend`].
+enum Peer {
+    Hub(Arc<Session>),
+    Child {
+        stdin: Outbox,
+        /// Taken when the session ends, to stop the process.
+        proc: Mutex<Option<ChildProc>>,
+    },
+}
+
+/// A child's stdout line may be as large as a hub's client message.
+const CHILD_MAX_LINE: usize = crate::config::HubSettings::DEFAULT_MAX_MESSAGE_SIZE;
+/// How long a child gets at each step of its shutdown (stdin closed, SIGTERM).
+const CHILD_GRACE: Duration = Duration::from_secs(2);
+
+impl Peer {
+    fn feed(&self, body: Vec<u8>) {
+        match self {
+            Peer::Hub(session) => session.handle_frame(Frame::Line(body)),
+            Peer::Child { stdin, .. } => {
+                // The child reads one message per line: a pretty-printed body's line breaks
+                // can only be whitespace between tokens (JSON strings cannot hold them raw).
+                let mut line = String::from_utf8_lossy(&body).into_owned();
+                if line.contains(['\n', '\r']) {
+                    line = line.replace(['\n', '\r'], " ");
+                }
+                stdin.send(line);
+            }
+        }
+    }
+}
+
 pub struct HttpSession {
     pub id: String,
-    pub session: Arc<Session>,
+    peer: Peer,
     routes: Mutex<Routes>,
     last_seen: Mutex<Instant>,
 }
@@ -77,20 +133,40 @@ pub enum Refused {
 }
 
 impl HttpSession {
-    pub fn new(hub: Arc<Hub>, id: String) -> Arc<HttpSession> {
-        let (out, rx) = Outbox::channel();
-        let session = Session::new(hub, out);
-        let me = Arc::new(HttpSession {
-            id,
-            session,
-            routes: Mutex::new(Routes {
-                next_seq: 1,
-                ..Routes::default()
-            }),
-            last_seen: Mutex::new(Instant::now()),
+    /// A new session on `backend`: a hub session, or a freshly started child.
+    pub async fn open(backend: &Backend, id: String) -> Result<Arc<HttpSession>, SpawnError> {
+        let routes = Mutex::new(Routes {
+            next_seq: 1,
+            ..Routes::default()
         });
-        tokio::spawn(pump(Arc::downgrade(&me), rx));
-        me
+        match backend {
+            Backend::Hub(hub) => {
+                let (out, rx) = Outbox::channel();
+                let me = Arc::new(HttpSession {
+                    id,
+                    peer: Peer::Hub(Session::new(hub.clone(), out)),
+                    routes,
+                    last_seen: Mutex::new(Instant::now()),
+                });
+                tokio::spawn(pump(Arc::downgrade(&me), rx));
+                Ok(me)
+            }
+            Backend::Command(spec) => {
+                let child = spec.spawn().await?;
+                let (stdin, _) = spawn_writer(child.stdin, spec.label.clone());
+                let me = Arc::new(HttpSession {
+                    id,
+                    peer: Peer::Child {
+                        stdin,
+                        proc: Mutex::new(Some(child.proc)),
+                    },
+                    routes,
+                    last_seen: Mutex::new(Instant::now()),
+                });
+                tokio::spawn(read_child(Arc::downgrade(&me), child.stdout));
+                Ok(me)
+            }
+        }
     }
 
     pub fn touch(&self) {
@@ -107,7 +183,7 @@ impl HttpSession {
     /// Hands a client message (not a request) to the session.
     pub fn feed(&self, body: Vec<u8>) {
         self.touch();
-        self.session.handle_frame(Frame::Line(body));
+        self.peer.feed(body);
     }
 
     /// Registers a POST waiting for request `id`, then hands the request to the session.
@@ -148,7 +224,7 @@ impl HttpSession {
             id: m.id().to_string(),
             order,
         };
-        self.session.handle_frame(Frame::Line(body));
+        self.peer.feed(body);
         Ok((rx, guard))
     }
 
@@ -194,14 +270,32 @@ impl HttpSession {
     }
 
     /// Ends the session: its requests in flight are cancelled upstream (each waiting POST is
-    /// answered with an error) and its GET stream closes.
+    /// answered with an error) and its GET stream closes. A child backend is stopped.
     pub fn end(&self, reason: &str) {
-        {
+        let waiters = {
             let mut r = lock(&self.routes);
             r.ended = true;
             r.get = None;
+            match self.peer {
+                Peer::Hub(_) => FastMap::default(),
+                Peer::Child { .. } => std::mem::take(&mut r.waiters),
+            }
+        };
+        match &self.peer {
+            Peer::Hub(session) => session.abort_all(reason),
+            Peer::Child { stdin, proc } => {
+                for (id, w) in waiters {
+                    let line =
+                        jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, reason, None);
+                    let _ = w.tx.send(ToPost { line, last: true });
+                }
+                // Closing stdin is the first step of the shutdown the spec asks for.
+                stdin.close();
+                if let Some(proc) = lock(proc).take() {
+                    tokio::spawn(proc.terminate(CHILD_GRACE));
+                }
+            }
         }
-        self.session.abort_all(reason);
     }
 
     fn route(&self, line: String) {
@@ -275,6 +369,31 @@ async fn pump(session: Weak<HttpSession>, mut rx: mpsc::UnboundedReceiver<Outgoi
     }
 }
 
+/// Carries a child's stdout lines to their routes; when it ends (the child exited or
+/// closed stdout), the session ends with it.
+async fn read_child(session: Weak<HttpSession>, stdout: tokio::process::ChildStdout) {
+    let routed = read_frames(stdout, CHILD_MAX_LINE, |frame| {
+        let Some(s) = session.upgrade() else { return };
+        match frame {
+            Frame::Line(line) => s.route(String::from_utf8_lossy(&line).into_owned()),
+            Frame::Oversized { len, .. } => tracing::warn!(
+                session = %s.id,
+                len,
+                "the server sent a message over {CHILD_MAX_LINE} bytes; dropped"
+            ),
+        }
+    })
+    .await;
+    if let Some(s) = session.upgrade() {
+        let why = match routed {
+            Ok(()) => "the server exited".to_string(),
+            Err(e) => format!("reading from the server failed: {e}"),
+        };
+        tracing::debug!(session = %s.id, "{why}");
+        s.end(&why);
+    }
+}
+
 /// Removes a POST's waiter when its response is dropped (sent, or the connection gone), and
 /// cancels its request if it went unanswered.
 pub struct WaiterGuard {
@@ -305,11 +424,8 @@ impl Drop for WaiterGuard {
                 r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client disconnected"}}}}"#,
                 self.id
             );
-            self.session
-                .session
-                .handle_frame(Frame::Line(cancel.into_bytes()));
+            self.session.feed(cancel.into_bytes());
         }
-        self.session.touch();
     }
 }
 
