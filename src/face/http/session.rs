@@ -80,8 +80,9 @@ enum Peer {
     Hub(Arc<Session>),
     Child {
         stdin: Outbox,
-        /// Taken when the session ends, to stop the process.
-        proc: Mutex<Option<ChildProc>>,
+        /// Taken when the session ends, to stop the process (boxed: it is large, and the
+        /// hub's sessions, the common case, need none).
+        proc: Mutex<Option<Box<ChildProc>>>,
     },
 }
 
@@ -158,7 +159,7 @@ impl HttpSession {
                     id,
                     peer: Peer::Child {
                         stdin,
-                        proc: Mutex::new(Some(child.proc)),
+                        proc: Mutex::new(Some(Box::new(child.proc))),
                     },
                     routes,
                     last_seen: Mutex::new(Instant::now()),
@@ -292,7 +293,7 @@ impl HttpSession {
                 // Closing stdin is the first step of the shutdown the spec asks for.
                 stdin.close();
                 if let Some(proc) = lock(proc).take() {
-                    tokio::spawn(proc.terminate(CHILD_GRACE));
+                    tokio::spawn((*proc).terminate(CHILD_GRACE));
                 }
             }
         }
