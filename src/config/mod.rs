@@ -85,13 +85,48 @@ impl ServerConfig {
     }
 }
 
+/// Which protocol era the hub speaks to a server (`"protocol"` in its entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
+    /// `initialize` (2024-11-05 … 2025-11-25).
     #[default]
     Legacy,
+    /// Probe with `server/discover`, fall back to `initialize`.
     Auto,
     /// The "2026-07-28" protocol revision.
     Modern,
+}
+
+impl Protocol {
+    /// The default for a server reached over `transport`. stdio servers get `initialize`:
+    /// probing a legacy stdio server with `server/discover` can stall (some never answer
+    /// an unknown method before `initialize`), and every server answers `initialize`. Over
+    /// HTTP a legacy server answers the probe at once (an HTTP error), so remote servers
+    /// are probed.
+    pub fn default_for(transport: &Transport) -> Protocol {
+        match transport {
+            Transport::Stdio { .. } => Protocol::Legacy,
+            Transport::Http { .. } => Protocol::Auto,
+        }
+    }
+
+    /// As written in the config.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Legacy => "legacy",
+            Protocol::Auto => "auto",
+            Protocol::Modern => "2026-07-28",
+        }
+    }
+
+    /// What `config check` says of it.
+    pub fn plan(self) -> &'static str {
+        match self {
+            Protocol::Legacy => "legacy (initialize)",
+            Protocol::Auto => "auto (server/discover, falling back to initialize)",
+            Protocol::Modern => "2026-07-28 (stateless, no initialize)",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
