@@ -35,6 +35,7 @@ mod http_face;
 mod hub;
 mod interleave;
 mod interop;
+mod modern_upstream;
 mod policy;
 mod remote;
 mod remote_faults;
