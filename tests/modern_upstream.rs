@@ -84,6 +84,39 @@ async fn mcp_server_time_pinned_and_probed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_shows_each_servers_era() {
+    let s = Scratch::new();
+    let mut probed = fixture(&[]);
+    probed["protocol"] = json!("auto");
+    let cfg = s.servers(
+        json!({"plain": fixture(&[]), "probed": probed,
+               "web": {"url": "http://127.0.0.1:9/mcp", "protocol": "2026-07-28"}}),
+        None,
+    );
+    let mut cmd = openpact_for(&cfg, None);
+    cmd.args(["config", "check"]);
+    let ran = Ran::of(cmd, "openpact config check", WAIT).await;
+    ran.expect_code(0);
+    for line in [
+        "protocol: legacy (initialize)",
+        "protocol: auto (server/discover, falling back to initialize)",
+        "protocol: 2026-07-28 (stateless, no initialize)",
+    ] {
+        assert!(ran.stdout.contains(line), "{line}: {}", ran.stdout);
+    }
+    let mut cmd = openpact_for(&cfg, None);
+    cmd.args(["config", "check", "--json"]);
+    let ran = Ran::of(cmd, "openpact config check --json", WAIT).await;
+    let eras: Vec<Value> = ran.json()["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["protocol"].clone())
+        .collect();
+    assert_eq!(eras, [json!("legacy"), json!("auto"), json!("2026-07-28")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_falls_back_to_initialize_on_a_legacy_server_quickly() {
     let s = Scratch::new();
     let mut entry = fixture(&[]);

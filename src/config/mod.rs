@@ -98,15 +98,16 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    /// The default for a server reached over `transport`. stdio servers get `initialize`:
-    /// probing a legacy stdio server with `server/discover` can stall (some never answer
-    /// an unknown method before `initialize`), and every server answers `initialize`. Over
-    /// HTTP a legacy server answers the probe at once (an HTTP error), so remote servers
-    /// are probed.
+    /// The default for a server reached over `transport`: `initialize` for both. Every
+    /// server answers `initialize`, while probing a legacy stdio server with
+    /// `server/discover` can stall (some never answer an unknown method before
+    /// `initialize`). Remote servers are not probed by default either: a dual-era server
+    /// (the Python SDK 2.3's) found modern loses what its tools may rely on in the legacy
+    /// era — a tool that asks the client through a server→client request mid-call, or a
+    /// resumable SSE stream — so `auto` is an opt-in per server.
     pub fn default_for(transport: &Transport) -> Protocol {
         match transport {
-            Transport::Stdio { .. } => Protocol::Legacy,
-            Transport::Http { .. } => Protocol::Auto,
+            Transport::Stdio { .. } | Transport::Http { .. } => Protocol::Legacy,
         }
     }
 
