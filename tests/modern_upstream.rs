@@ -6,8 +6,8 @@
 
 use crate::remote::{answered_call, client_caps, error_text, hub_with, sampled, start};
 use crate::support::{
-    Client, FIXTURE, Listening, Peers, Ran, Scratch, WAIT, fixture, free_port, openpact_for,
-    ready_polling, serve, text, wait_for_tool,
+    Client, FIXTURE, Listening, Peers, Ran, Scratch, WAIT, everything_listening, fixture,
+    free_port, openpact_for, ready_polling, serve, text, wait_for_tool,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -139,7 +139,80 @@ async fn auto_falls_back_to_initialize_on_a_legacy_server_quickly() {
         hub.stderr()
     );
     shows_version(&cfg, "2025-11-25").await;
-    assert!(FIXTURE.ends_with("openpact-fixture"));
+}
+
+/// A legacy server that ignores everything before `initialize` (the probe included): the
+/// fixture behind a shell loop that drops what comes first.
+fn silent_until_initialize() -> Value {
+    let script = r#"while read -r line; do case "$line" in *'"initialize"'*) break;; esac; done
+{ printf '%s\n' "$line"; cat; } | exec "$0""#;
+    json!({"command": "/bin/sh", "args": ["-c", script, FIXTURE], "protocol": "auto"})
+}
+
+/// A legacy server that exits on any first message but `initialize`, the first time it runs
+/// (a marker file remembers); then it is the plain fixture.
+fn dies_on_the_probe(marker: &Path) -> Value {
+    let script = r#"if [ -e "$1" ]; then exec "$0"; fi
+: > "$1"; read -r line; case "$line" in *'"initialize"'*) ;; *) exit 3;; esac
+{ printf '%s\n' "$line"; cat; } | exec "$0""#;
+    json!({"command": "/bin/sh", "args": ["-c", script, FIXTURE, marker.to_str().unwrap()],
+           "protocol": "auto"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_never_hangs_on_a_silent_or_dying_legacy_server() {
+    let s = Scratch::new();
+    let cfg = s.servers(
+        json!({"quiet": silent_until_initialize(),
+               "fragile": dies_on_the_probe(&s.path().join("started"))}),
+        None,
+    );
+    let t0 = Instant::now();
+    let mut hub = serve(&cfg).await;
+    ready_polling(&mut hub.client, &["quiet:echo", "fragile:echo"]).await;
+    let took = t0.elapsed();
+    // The probe waits 2 s for the silent one; both run in parallel.
+    assert!(took < Duration::from_secs(6), "ready after {took:?}");
+    for server in ["quiet", "fragile"] {
+        let r = hub
+            .client
+            .call(&format!("{server}:echo"), json!({"message": server}))
+            .await;
+        assert_eq!(text(&r), server, "{r}");
+    }
+    let log = hub.stderr();
+    assert!(
+        log.contains("did not answer server/discover within 2s"),
+        "{log}"
+    );
+    assert!(log.contains("ended on the server/discover probe"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_over_http_finds_legacy_streamable_http_and_sse_servers() {
+    let Some(peers) = Peers::get() else { return };
+    let web = everything_listening(&peers, "streamableHttp", free_port()).await;
+    let old = everything_listening(&peers, "sse", free_port()).await;
+    let s = Scratch::new();
+    let mut hub = hub_with(
+        &s,
+        json!({
+            "web": {"url": format!("http://127.0.0.1:{}/mcp", web.port), "protocol": "auto"},
+            "old": {"url": format!("http://127.0.0.1:{}/sse", old.port), "protocol": "auto"},
+        }),
+        &["web:get-sum", "old:get-sum"],
+    )
+    .await;
+    for server in ["web", "old"] {
+        let r = hub
+            .client
+            .call(&format!("{server}:get-sum"), json!({"a": 2, "b": 3}))
+            .await;
+        assert_eq!(text(&r), "The sum of 2 and 3 is 5.", "{server}: {r}");
+    }
+    let log = hub.stderr();
+    assert!(log.contains("using the legacy HTTP+SSE transport"), "{log}");
+    assert_eq!(log.matches("not a 2026-07-28 server").count(), 2, "{log}");
 }
 
 /// Calls `both` (a name by elicitation and a model answer by sampling in one round): two

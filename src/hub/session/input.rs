@@ -77,7 +77,7 @@ impl Session {
                 .unwrap_or_default();
             let asked = entry.get_str("method").unwrap_or_default();
             let params = entry.get("params").unwrap_or("{}");
-            let (params, needs) = self.bridgeable(&asked, params).ok_or_else(|| {
+            let (params, needs) = for_client(&asked, params).ok_or_else(|| {
                 format!(
                     "server '{server}' asked for input by {asked:?}, which openpact cannot pass to a client; the {method} could not complete"
                 )
@@ -108,36 +108,36 @@ impl Session {
         Ok(format!("{{{}}}", members.join(",")))
     }
 
-    /// The params to send the client for an input request of `method`, and the client
-    /// capabilities that takes (`elicitation.url` for URL mode); None for a method no
-    /// client answers.
-    fn bridgeable(&self, method: &str, params: &str) -> Option<(String, Vec<&'static str>)> {
-        match method {
-            "elicitation/create" => {
-                let obj = RawObject::parse(params).ok()?;
-                if obj.get_str("mode").as_deref() != Some("url") {
-                    return Some((params.to_string(), vec!["elicitation"]));
-                }
-                let id = format!(
-                    "openpact-{}-{}",
-                    std::process::id(),
-                    NEXT_ELICITATION.fetch_add(1, Ordering::Relaxed)
-                );
-                let params = obj.with("elicitationId", &jsonrpc::quote(&id));
-                Some((params, vec!["elicitation", "elicitation.url"]))
-            }
-            "sampling/createMessage" => Some((params.to_string(), vec!["sampling"])),
-            "roots/list" => Some((params.to_string(), vec!["roots"])),
-            _ => None,
-        }
-    }
-
     /// Whether the client declared `capability` (`elicitation.url` for URL elicitation).
     fn declared(&self, capability: &str) -> bool {
         match capability {
             "elicitation.url" => self.can_open_urls(),
             cap => self.client_has(cap),
         }
+    }
+}
+
+/// The params to send the client for an input request of `method`, and the client
+/// capabilities that takes (`elicitation.url` for URL mode, which gets the `elicitationId`
+/// a legacy client expects); None for a method no client answers.
+fn for_client(method: &str, params: &str) -> Option<(String, Vec<&'static str>)> {
+    match method {
+        "elicitation/create" => {
+            let obj = RawObject::parse(params).ok()?;
+            if obj.get_str("mode").as_deref() != Some("url") {
+                return Some((params.to_string(), vec!["elicitation"]));
+            }
+            let id = format!(
+                "openpact-{}-{}",
+                std::process::id(),
+                NEXT_ELICITATION.fetch_add(1, Ordering::Relaxed)
+            );
+            let params = obj.with("elicitationId", &jsonrpc::quote(&id));
+            Some((params, vec!["elicitation", "elicitation.url"]))
+        }
+        "sampling/createMessage" => Some((params.to_string(), vec!["sampling"])),
+        "roots/list" => Some((params.to_string(), vec!["roots"])),
+        _ => None,
     }
 }
 
@@ -163,7 +163,36 @@ fn not_bridged(message: &str) -> Result<Message, CallError> {
 
 #[cfg(test)]
 mod tests {
-    use super::asks_for_input;
+    use super::{asks_for_input, for_client};
+
+    #[test]
+    fn each_input_request_needs_its_capability() {
+        let form = r#"{"mode":"form","message":"Name?","requestedSchema":{"type":"object"}}"#;
+        assert_eq!(
+            for_client("elicitation/create", form),
+            Some((form.to_string(), vec!["elicitation"]))
+        );
+        let (params, needs) = for_client(
+            "elicitation/create",
+            r#"{"mode":"url","message":"Log in","url":"https://example.com/a"}"#,
+        )
+        .unwrap();
+        assert_eq!(needs, ["elicitation", "elicitation.url"]);
+        let params: serde_json::Value = serde_json::from_str(&params).unwrap();
+        assert!(
+            params["elicitationId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("openpact-")),
+            "{params}"
+        );
+        assert_eq!(params["url"], "https://example.com/a");
+        assert_eq!(for_client("roots/list", "{}").unwrap().1, ["roots"]);
+        assert_eq!(
+            for_client("sampling/createMessage", "{}").unwrap().1,
+            ["sampling"]
+        );
+        assert_eq!(for_client("tools/call", "{}"), None);
+    }
 
     #[test]
     fn only_input_required_results_ask() {
