@@ -402,3 +402,60 @@ async fn list_changes_and_resource_updates_arrive_through_listen() {
     };
     assert_eq!(updated["params"]["uri"], "fixture://greeting", "{updated}");
 }
+
+/// Cancels a slow call through the hub: the server sees the cancellation (stdio: a
+/// `notifications/cancelled`; HTTP: the POST aborted), no answer comes, and the server
+/// keeps serving.
+async fn cancel_reaches(c: &mut Client, server: &str, marker: &Path) {
+    let id = start(
+        c,
+        "tools/call",
+        json!({"name": format!("{server}:sleep"),
+               "arguments": {"seconds": 20, "marker": marker.to_str().unwrap()}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": id, "reason": "the test cancels"}}),
+    )
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while !marker.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{server}: the server never saw the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = c
+        .call(&format!("{server}:add"), json!({"a": 1, "b": 1}))
+        .await;
+    assert_eq!(text(&r), "2", "{r}");
+    assert!(
+        !c.inbox.iter().any(|m| m["id"] == id),
+        "{server}: the cancelled call was answered: {:?}",
+        c.inbox
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_modern_servers_over_stdio_and_http() {
+    let Some(peers) = Peers::get() else { return };
+    let py = modern_http(&peers, free_port()).await;
+    let s = Scratch::new();
+    let url = format!("http://127.0.0.1:{}/mcp", py.port);
+    let mut hub = hub_with(
+        &s,
+        json!({
+            "pipe": modern_stdio(&peers, "2026-07-28"),
+            "web": {"url": url, "protocol": "2026-07-28"},
+        }),
+        &["pipe:sleep", "web:sleep"],
+    )
+    .await;
+    for server in ["pipe", "web"] {
+        let marker = s.path().join(format!("{server}-cancelled"));
+        cancel_reaches(&mut hub.client, server, &marker).await;
+    }
+}
