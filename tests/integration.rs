@@ -7,6 +7,7 @@
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
 //! - `modern`: the 2026-07-28 revision downstream: discover, stateless requests, input-required.
+//! - `modern_upstream`: 2026-07-28 servers behind the hub (pinned, auto), and their input requests.
 //! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
 //! - `surface`: resources, prompts, completion, logging, progress, server→client requests.
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
@@ -39,6 +40,7 @@ mod hub;
 mod interleave;
 mod interop;
 mod modern;
+mod modern_upstream;
 mod policy;
 mod remote;
 mod remote_faults;

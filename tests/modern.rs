@@ -661,3 +661,64 @@ async fn a_legacy_server_everything_behind_a_modern_client() {
         assert!(r.to_string().contains(expect), "{tool}: {r}");
     }
 }
+
+#[tokio::test]
+async fn a_2026_server_behind_a_2026_client() {
+    let Some(peers) = crate::support::Peers::get() else {
+        return;
+    };
+    let py = crate::modern_upstream::modern_stdio(&peers, "2026-07-28");
+    let mut hub = serve_config(
+        json!({"py": py}),
+        Some(json!({"permissions": {"default": "allow"}})),
+    )
+    .await;
+    let c = &mut hub.client;
+    modern_ready(c, "py:both").await;
+    // `both` asks for a name (elicitation) and a completion (sampling) in one round.
+    let args = json!({"prompt": "Say hi"});
+    let first = c
+        .request(
+            "tools/call",
+            with_meta(json!({"name": "py:both", "arguments": args}), all_caps()),
+        )
+        .await;
+    let mut r = first;
+    let mut methods = Vec::new();
+    for _ in 0..3 {
+        if r["result"]["resultType"] != "input_required" {
+            break;
+        }
+        let reqs = r["result"]["inputRequests"].as_object().unwrap().clone();
+        let mut answers = serde_json::Map::new();
+        for (k, req) in reqs {
+            let m = req["method"].as_str().unwrap().to_string();
+            let a = match m.as_str() {
+                "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
+                "sampling/createMessage" => json!({"role": "assistant", "model": "m",
+                    "content": {"type": "text", "text": "hi there"}}),
+                other => panic!("unexpected {other}"),
+            };
+            methods.push(m);
+            answers.insert(k, a);
+        }
+        r = c
+            .request(
+                "tools/call",
+                with_meta(
+                    json!({"name": "py:both", "arguments": args,
+                       "requestState": r["result"]["requestState"], "inputResponses": answers}),
+                    all_caps(),
+                ),
+            )
+            .await;
+    }
+    methods.sort();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "sampling/createMessage"],
+        "{r}"
+    );
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "Ada: hi there", "{r}");
+}

@@ -120,7 +120,7 @@ async fn with_progress(c: &mut Client, tool: &str, arguments: Value) -> (Vec<Val
 
 /// Calls `tool`, answers the one server→client request `method` it causes with `answer`;
 /// the request as the client saw it, and the call's response.
-async fn answered_call(
+pub(crate) async fn answered_call(
     c: &mut Client,
     tool: &str,
     arguments: Value,
@@ -142,7 +142,7 @@ async fn answered_call(
     (asked, c.response(&id).await)
 }
 
-fn sampled(text: &str) -> Value {
+pub(crate) fn sampled(text: &str) -> Value {
     json!({"role": "assistant", "content": {"type": "text", "text": text},
            "model": "remote-test-model", "stopReason": "endTurn"})
 }

@@ -544,6 +544,7 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                     .join(" ")
             );
         }
+        out!("  protocol: {}", s.protocol.plan());
         out!("  timeout: {}", human_duration(s.timeout));
     }
     for w in &config.warnings {
@@ -567,6 +568,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                 "prefix": s.prefix(),
                 "disabled": s.disabled,
                 "timeoutMs": s.timeout.as_millis() as u64,
+                "protocol": s.protocol.label(),
                 "env": super::env_keys(&s.transport),
             });
             match &s.transport {

@@ -85,13 +85,49 @@ impl ServerConfig {
     }
 }
 
+/// Which protocol era the hub speaks to a server (`"protocol"` in its entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
+    /// `initialize` (2024-11-05 … 2025-11-25).
     #[default]
     Legacy,
+    /// Probe with `server/discover`, fall back to `initialize`.
     Auto,
     /// The "2026-07-28" protocol revision.
     Modern,
+}
+
+impl Protocol {
+    /// The default for a server reached over `transport`: `initialize` for both. Every
+    /// server answers `initialize`, while probing a legacy stdio server with
+    /// `server/discover` can stall (some never answer an unknown method before
+    /// `initialize`). Remote servers are not probed by default either: a dual-era server
+    /// (the Python SDK 2.3's) found modern loses what its tools may rely on in the legacy
+    /// era — a tool that asks the client through a server→client request mid-call, or a
+    /// resumable SSE stream — so `auto` is an opt-in per server.
+    pub fn default_for(transport: &Transport) -> Protocol {
+        match transport {
+            Transport::Stdio { .. } | Transport::Http { .. } => Protocol::Legacy,
+        }
+    }
+
+    /// As written in the config.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Legacy => "legacy",
+            Protocol::Auto => "auto",
+            Protocol::Modern => "2026-07-28",
+        }
+    }
+
+    /// What `config check` says of it.
+    pub fn plan(self) -> &'static str {
+        match self {
+            Protocol::Legacy => "legacy (initialize)",
+            Protocol::Auto => "auto (server/discover, falling back to initialize)",
+            Protocol::Modern => "2026-07-28 (stateless, no initialize)",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -198,3 +198,34 @@ fn display_url_hides_credentials() {
     assert_eq!(display_url("ftp://x"), "ftp://x");
     assert_eq!(display_url("https://h/p?"), "https://h/p");
 }
+
+#[test]
+fn remote_servers_pick_their_protocol_era() {
+    let c = load(
+        r#"{"mcpServers": {"plain": {"url": "http://127.0.0.1:9/mcp"},
+                           "probed": {"url": "http://127.0.0.1:9/mcp", "protocol": "auto"},
+                           "modern": {"url": "http://127.0.0.1:9/mcp", "protocol": "2026-07-28"}}}"#,
+        &[],
+    )
+    .unwrap();
+    let eras: Vec<(&str, &str)> = c
+        .servers
+        .iter()
+        .map(|s| (s.name.as_str(), s.protocol.label()))
+        .collect();
+    assert_eq!(
+        eras,
+        [
+            ("plain", "legacy"),
+            ("probed", "auto"),
+            ("modern", "2026-07-28")
+        ]
+    );
+    let errs = problems(
+        r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:9/mcp", "protocol": "modern"}}}"#,
+    );
+    assert!(
+        errs[0].contains("mcpServers.r.protocol: \"modern\" is not a protocol; use \"legacy\", \"auto\" or \"2026-07-28\""),
+        "{errs:?}"
+    );
+}

@@ -1,13 +1,15 @@
 //! A JSON-RPC client over one child's pipes: allocates ids, matches responses, times out and
 //! cancels requests, answers the server's `ping`, and hands everything else up as events.
+//! Towards a 2026-07-28 server it stamps every request with the `_meta` envelope and sends
+//! no notification but `notifications/cancelled`.
 
 use crate::FastMap;
 use crate::jsonrpc::{self, Frame, Kind, Message, parse_frame};
 use crate::transport::{Outbox, StderrLog};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// Why a request got no response from the server.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -62,6 +64,12 @@ pub struct Connection {
     next_id: AtomicU64,
     /// Set once the connection is finished; later requests fail at once with this reason.
     closed: Mutex<Option<String>>,
+    /// Turns true with `closed`, for whoever waits on the connection's end.
+    ended: watch::Sender<bool>,
+    /// The server speaks 2026-07-28: requests carry the `_meta` envelope.
+    modern: AtomicBool,
+    /// The log level to ask a modern server for, on every request (it has no setLevel).
+    log_level: Mutex<Option<String>>,
     pub stderr: Arc<StderrLog>,
 }
 
@@ -73,14 +81,52 @@ impl Connection {
             pending: Mutex::new(FastMap::default()),
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
+            ended: watch::Sender::new(false),
+            modern: AtomicBool::new(false),
+            log_level: Mutex::new(None),
             stderr,
         })
+    }
+
+    /// From now on the server is spoken to in 2026-07-28 (after `server/discover` said so).
+    pub fn set_modern(&self) {
+        self.modern.store(true, Ordering::Release);
+    }
+
+    pub fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Acquire)
+    }
+
+    /// The log level stamped on a modern server's requests (`None`: no log messages).
+    pub fn set_log_level(&self, level: Option<String>) {
+        *self
+            .log_level
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = level;
+    }
+
+    /// Resolves once the connection has ended.
+    pub async fn closed(&self) {
+        let mut rx = self.ended.subscribe();
+        let _ = rx.wait_for(|ended| *ended).await;
     }
 
     /// Sends a request and waits for its response (which may be a JSON-RPC error: that is
     /// the server's answer and is returned as `Ok`). On timeout, or if the returned future is
     /// dropped first, the server is sent `notifications/cancelled`.
     pub async fn request(&self, method: &str, params: Option<&str>, timeout: Duration) -> Reply {
+        let stamped;
+        let params = if self.is_modern() {
+            let level = self
+                .log_level
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            stamped = super::modern::stamp(params, level.as_deref());
+            Some(stamped.as_str())
+        } else {
+            params
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Some(reason) = self.closed_reason() {
@@ -130,7 +176,13 @@ impl Connection {
         }
     }
 
+    /// Sends a notification; to a modern server only `notifications/cancelled` (the one
+    /// notification 2026-07-28 has from a client), the rest are dropped.
     pub fn notify(&self, method: &str, params: Option<&str>) {
+        if self.is_modern() && method != "notifications/cancelled" {
+            tracing::debug!(server = %self.label, method, "not sent: a 2026-07-28 server has no such notification");
+            return;
+        }
         self.send(jsonrpc::notification(method, params));
     }
 
@@ -150,6 +202,7 @@ impl Connection {
         if let Ok(mut c) = self.closed.lock() {
             c.get_or_insert_with(|| reason.to_string());
         }
+        self.ended.send_replace(true);
         let drained: Vec<_> = self.lock_pending().drain().collect();
         for (_, tx) in drained {
             let _ = tx.send(Err(CallError::Closed {

@@ -42,8 +42,16 @@ pub enum HandshakeError {
     Rejected { method: String, error: String },
     #[error("answered {method} with something that is not a valid result: {detail}")]
     Malformed { method: String, detail: String },
-    #[error("speaks protocol version {0}, which openpact does not (it speaks {versions})", versions = LEGACY_VERSIONS.join(", "))]
+    #[error("speaks protocol version {0}, which openpact does not (it speaks {versions}, {modern})", versions = LEGACY_VERSIONS.join(", "), modern = super::modern::MODERN_VERSION)]
     Version(String),
+    #[error(
+        "does not speak protocol 2026-07-28: it {0}; set \"protocol\": \"legacy\" or \"auto\" for this server"
+    )]
+    NotModern(String),
+    /// The server ended on the `server/discover` probe (the caller starts it afresh and
+    /// uses `initialize`).
+    #[error("ended on the server/discover probe: {0}")]
+    ProbeDied(String),
 }
 
 #[derive(Deserialize)]

@@ -5,18 +5,25 @@
 //! the exit status and last stderr lines, then the server is restarted with exponential
 //! backoff and jitter; a server that keeps crashing is parked as failed. Remote servers are
 //! supervised alike (see [`remote`]). Knows one server only.
+//!
+//! Each server is spoken to in the era its config asks for (`protocol`): `initialize`
+//! (legacy), 2026-07-28 (see [`modern`]: `server/discover`, the `_meta` envelope, change
+//! notifications through `subscriptions/listen`), or `auto`, which probes once and
+//! remembers the answer for the life of the process.
 
 mod connection;
 mod handshake;
+pub mod modern;
 mod remote;
 
 pub use connection::{CallError, Connection, Incoming, code};
 pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
 pub use remote::RemoteStatus;
 
-use crate::config::{HubSettings, RestartPolicy, ServerConfig, Transport};
-use crate::jsonrpc::Message;
+use crate::config::{HubSettings, Protocol, RestartPolicy, ServerConfig, Transport};
+use crate::jsonrpc::{Message, RawObject};
 use crate::transport::{ChildProc, ChildSpec, StderrLog, read_frames, spawn_writer};
+use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -121,7 +128,34 @@ pub struct Upstream {
     client_caps: watch::Receiver<Option<String>>,
     /// What a remote server needs across reconnects (credentials, the transport that worked).
     remote: remote::Remote,
+    /// The era `auto` found (kept for the process: a server does not change it).
+    era: std::sync::Mutex<Option<Era>>,
+    /// Resource URIs the hub subscribed to on a modern server: its listen stream's filter.
+    listen_uris: watch::Sender<BTreeSet<String>>,
 }
+
+/// The protocol era a server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Legacy,
+    Modern,
+}
+
+/// How the next connection starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    Initialize,
+    Discover,
+    Probe,
+}
+
+/// A modern listen stream that ends is opened again after this (doubling, up to
+/// [`RELISTEN_MAX`], while it keeps ending at once).
+const RELISTEN: Duration = Duration::from_millis(500);
+const RELISTEN_MAX: Duration = Duration::from_secs(30);
+/// A listen request is meant to stay open; it is renewed after this long all the same, so a
+/// stream that silently died is noticed.
+const LISTEN_RENEW: Duration = Duration::from_secs(3600);
 
 /// How long a server's `initialize` waits for the downstream client to say what it supports
 /// (the process is already starting meanwhile). Editors send `initialize` right away and CLI
@@ -182,6 +216,8 @@ impl Upstream {
             seq,
             client_caps,
             remote,
+            era: std::sync::Mutex::new(None),
+            listen_uris: watch::Sender::new(BTreeSet::new()),
         })
     }
 
@@ -228,15 +264,84 @@ impl Upstream {
         self.conn.read().ok().and_then(|c| c.clone())
     }
 
-    /// Sends a request to the server with its configured timeout.
+    /// Sends a request to the server with its configured timeout. To a modern server, the
+    /// legacy methods it no longer has are done the modern way, here: `ping` is answered
+    /// locally, `logging/setLevel` becomes the log level stamped on each request, and
+    /// `resources/subscribe` / `unsubscribe` change the listen stream's filter.
     pub async fn request(&self, method: &str, params: Option<&str>) -> Result<Message, CallError> {
         match self.connection() {
+            Some(conn) if conn.is_modern() => match self.modern_locally(&conn, method, params) {
+                Some(reply) => reply,
+                None => conn.request(method, params, self.config.timeout).await,
+            },
             Some(conn) => conn.request(method, params, self.config.timeout).await,
             None => Err(CallError::NotReady {
                 server: self.config.name.clone(),
                 state: self.describe_state(),
             }),
         }
+    }
+
+    /// The era the server was found to speak (for a server that is, or was, connected).
+    pub fn era(&self) -> Option<Era> {
+        match self.config.protocol {
+            Protocol::Legacy => Some(Era::Legacy),
+            Protocol::Modern => Some(Era::Modern),
+            Protocol::Auto => *self
+                .era
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        }
+    }
+
+    fn plan(&self) -> Plan {
+        let sse = matches!(&self.config.transport, Transport::Http { kind, .. } if kind == "sse");
+        match (self.config.protocol, self.era()) {
+            (Protocol::Legacy, _) => Plan::Initialize,
+            (Protocol::Modern, _) => Plan::Discover,
+            // 2026-07-28 has no HTTP+SSE transport: nothing to probe.
+            _ if sse => Plan::Initialize,
+            (Protocol::Auto, Some(Era::Legacy)) => Plan::Initialize,
+            (Protocol::Auto, Some(Era::Modern)) => Plan::Discover,
+            (Protocol::Auto, None) => Plan::Probe,
+        }
+    }
+
+    fn learn_era(&self, era: Era) {
+        *self
+            .era
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(era);
+    }
+
+    /// A legacy-only method towards a modern server, done the hub's way; None for the
+    /// methods that go to the server.
+    fn modern_locally(
+        &self,
+        conn: &Connection,
+        method: &str,
+        params: Option<&str>,
+    ) -> Option<Result<Message, CallError>> {
+        let obj = params
+            .and_then(|p| RawObject::parse(p).ok())
+            .unwrap_or_default();
+        match method {
+            "ping" => {}
+            "logging/setLevel" => conn.set_log_level(obj.get_str("level").map(|l| l.into_owned())),
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = obj.get_str("uri")?.into_owned();
+                let subscribe = method == "resources/subscribe";
+                self.listen_uris.send_if_modified(|uris| {
+                    if subscribe {
+                        uris.insert(uri)
+                    } else {
+                        uris.remove(&uri)
+                    }
+                });
+            }
+            _ => return None,
+        }
+        Some(modern::local_reply("{}"))
     }
 
     /// A one-line description of the state, with the reason when failed.
@@ -391,8 +496,28 @@ impl Upstream {
     /// Spawns the process and runs the handshake. On failure the process is stopped and the
     /// reason (with the server's last stderr lines) returned.
     async fn start_once(self: &Arc<Self>, spec: &ChildSpec) -> Result<Running, String> {
+        match self.spawn_and_handshake(spec).await {
+            Err(StartError::ProbeDied(reason)) => {
+                // `auto` asked with `server/discover` and the server ended: a legacy server
+                // that takes any unknown first message badly. Start it afresh and initialize.
+                tracing::info!(server = %self.name(), "ended on the server/discover probe ({reason}); starting it again with initialize");
+                self.spawn_and_handshake(spec)
+                    .await
+                    .map_err(StartError::into_reason)
+            }
+            other => other.map_err(StartError::into_reason),
+        }
+    }
+
+    async fn spawn_and_handshake(
+        self: &Arc<Self>,
+        spec: &ChildSpec,
+    ) -> Result<Running, StartError> {
         let t0 = Instant::now();
-        let spawned = spec.spawn().await.map_err(|e| e.to_string())?;
+        let spawned = spec
+            .spawn()
+            .await
+            .map_err(|e| StartError::Failed(e.to_string()))?;
         let stderr = spawned.stderr.clone();
         let pid = spawned.proc.pid();
         self.update(|s| {
@@ -440,7 +565,10 @@ impl Upstream {
                 if let Some(proc) = proc {
                     proc.terminate(STOP_GRACE).await;
                 }
-                Err(reason)
+                Err(match e {
+                    HandshakeError::ProbeDied(why) => StartError::ProbeDied(why),
+                    _ => StartError::Failed(reason),
+                })
             }
         }
     }
@@ -448,15 +576,23 @@ impl Upstream {
     /// Runs the handshake on a new connection and publishes the server as ready: `initialize`,
     /// then `initialized` (called with the negotiated version), then every list.
     async fn handshake(
-        &self,
+        self: &Arc<Self>,
         conn: &Arc<Connection>,
         t0: Instant,
         initialized: impl FnOnce(&str),
     ) -> Result<(), HandshakeError> {
-        let caps = self.client_capabilities().await;
-        let info = handshake::initialize(conn, &caps, self.config.timeout).await?;
+        let info = match self.discover(conn).await? {
+            Some(info) => info,
+            None => {
+                let caps = self.client_capabilities().await;
+                handshake::initialize(conn, &caps, self.config.timeout).await?
+            }
+        };
         initialized(&info.protocol_version);
         let [tools, prompts, resources, templates] = self.fetch_lists(conn, &info).await?;
+        if conn.is_modern() {
+            tokio::spawn(self.clone().listen(conn.clone(), info.clone()));
+        }
         let ready_in = t0.elapsed();
         tracing::info!(server = %self.name(), version = %info.protocol_version, tools = tools.len(), ms = ready_in.as_millis() as u64, "ready");
         self.set_conn(Some(conn.clone()));
@@ -471,6 +607,102 @@ impl Upstream {
             s.generation += 1;
         });
         Ok(())
+    }
+
+    /// The modern start (`server/discover`), when the plan has one: the server's
+    /// description, or None when `initialize` is next (planned, or the probe found a legacy
+    /// server).
+    async fn discover(&self, conn: &Connection) -> Result<Option<ServerInfo>, HandshakeError> {
+        let plan = self.plan();
+        if plan == Plan::Initialize {
+            return Ok(None);
+        }
+        // Over HTTP a legacy server refuses the probe at once; only a stdio server can stay
+        // silent, so only there is the wait cut short.
+        let stdio = matches!(self.config.transport, Transport::Stdio { .. });
+        let wait = if plan == Plan::Probe && stdio {
+            modern::PROBE_TIMEOUT.min(self.config.timeout)
+        } else {
+            self.config.timeout
+        };
+        match modern::discover(conn, wait).await? {
+            modern::Discovery::Modern(info) => {
+                conn.set_modern();
+                self.learn_era(Era::Modern);
+                tracing::debug!(server = %self.name(), "speaks {}", modern::MODERN_VERSION);
+                Ok(Some(info))
+            }
+            modern::Discovery::Legacy(why) if plan == Plan::Probe => {
+                tracing::info!(server = %self.name(), "not a {} server ({why}); using initialize", modern::MODERN_VERSION);
+                self.learn_era(Era::Legacy);
+                Ok(None)
+            }
+            modern::Discovery::Legacy(why) => Err(HandshakeError::NotModern(why)),
+            modern::Discovery::Died(reason) if plan == Plan::Probe => {
+                self.learn_era(Era::Legacy);
+                Err(HandshakeError::ProbeDied(reason))
+            }
+            modern::Discovery::Died(reason) => Err(HandshakeError::Call(CallError::Closed {
+                server: self.name().to_string(),
+                reason,
+            })),
+        }
+    }
+
+    /// Keeps a `subscriptions/listen` stream open on a modern server's connection for as
+    /// long as it lives: its list-change notifications refresh the lists like legacy
+    /// `list_changed` ones, and its resource updates reach the subscribed clients. Opened
+    /// again after it ends (then the lists are fetched afresh: changes may have been
+    /// missed) and whenever the set of subscribed resources changes.
+    async fn listen(self: Arc<Self>, conn: Arc<Connection>, info: ServerInfo) {
+        let mut uris = self.listen_uris.subscribe();
+        let mut quick_ends = 0u32;
+        let mut missed = false;
+        loop {
+            let wanted = uris.borrow_and_update().clone();
+            let Some(params) = modern::listen_params(&info, &wanted) else {
+                tokio::select! {
+                    _ = uris.changed() => continue,
+                    _ = conn.closed() => return,
+                }
+            };
+            if missed {
+                for kind in [
+                    ListKind::Tools,
+                    ListKind::Prompts,
+                    ListKind::Resources,
+                    ListKind::Templates,
+                ] {
+                    if info.has_capability(kind.capability()) {
+                        self.refresh(kind).await;
+                    }
+                }
+            }
+            let opened = Instant::now();
+            tokio::select! {
+                ended = conn.request("subscriptions/listen", Some(&params), LISTEN_RENEW) => {
+                    if conn.is_closed() {
+                        return;
+                    }
+                    match ended {
+                        Ok(m) if m.error().is_some() => tracing::warn!(server = %self.name(), error = m.error().unwrap_or_default(), "subscriptions/listen refused"),
+                        Ok(_) => tracing::debug!(server = %self.name(), "listen stream ended by the server"),
+                        Err(e) => tracing::debug!(server = %self.name(), "listen stream ended: {e}"),
+                    }
+                    quick_ends = if opened.elapsed() < Duration::from_secs(2) { quick_ends + 1 } else { 0 };
+                    missed = true;
+                    let wait = RELISTEN.saturating_mul(1 << quick_ends.min(6)).min(RELISTEN_MAX);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = conn.closed() => return,
+                    }
+                }
+                // Dropping the request cancels it (stdio: notifications/cancelled; HTTP:
+                // the POST is aborted), and the next one carries the new filter.
+                _ = uris.changed() => {}
+                _ = conn.closed() => return,
+            }
+        }
     }
 
     /// The capabilities to declare upstream: what the downstream client declared, as soon as
@@ -556,6 +788,22 @@ impl Upstream {
                 None => self.sink.notification(self.index, m),
             },
             Incoming::Request(m) => self.sink.request(self.index, m, from.clone()),
+        }
+    }
+}
+
+/// Why a process could not be started.
+enum StartError {
+    /// The reason, with the server's last stderr lines.
+    Failed(String),
+    /// It ended on the `server/discover` probe.
+    ProbeDied(String),
+}
+
+impl StartError {
+    fn into_reason(self) -> String {
+        match self {
+            StartError::Failed(reason) | StartError::ProbeDied(reason) => reason,
         }
     }
 }

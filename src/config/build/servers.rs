@@ -108,11 +108,11 @@ impl Builder<'_> {
         }
         let timeout = self.timeout(entry, path);
         let protocol = match get(entry, "protocol") {
-            None => Protocol::default(),
+            None => None,
             Some(v) => match v.as_str() {
-                Some("legacy") => Protocol::Legacy,
-                Some("auto") => Protocol::Auto,
-                Some("2026-07-28") => Protocol::Modern,
+                Some("legacy") => Some(Protocol::Legacy),
+                Some("auto") => Some(Protocol::Auto),
+                Some("2026-07-28") => Some(Protocol::Modern),
                 _ => {
                     self.error(
                         &child(path, "protocol"),
@@ -120,7 +120,7 @@ impl Builder<'_> {
                             "{v} is not a protocol; use \"legacy\", \"auto\" or \"2026-07-28\""
                         ),
                     );
-                    Protocol::default()
+                    None
                 }
             },
         };
@@ -137,6 +137,7 @@ impl Builder<'_> {
             cwd: None,
             injected: Vec::new(),
         });
+        let protocol = protocol.unwrap_or_else(|| Protocol::default_for(&transport));
         Some(ServerConfig {
             name: name.to_string(),
             namespace,

@@ -144,11 +144,7 @@ impl Session {
         upstream_params: &str,
     ) -> Result<Message, CallError> {
         match route {
-            Route::Server(up) => {
-                self.hub
-                    .request_for(self, up, method, upstream_params)
-                    .await
-            }
+            Route::Server(up) => self.request_upstream(up, method, upstream_params).await,
             Route::Builtin => {
                 let args: serde_json::Value =
                     serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
@@ -358,8 +354,7 @@ impl Session {
             return self.answer(audit, (up.index, outcome), t0, denied);
         }
         let reply = self
-            .hub
-            .request_for(self, &up, m.method(), m.params().unwrap_or("{}"))
+            .request_upstream(&up, m.method(), m.params().unwrap_or("{}"))
             .await;
         let outcome = self.note_outcome(&mut audit, &reply);
         self.answer(audit, (up.index, outcome), t0, relay(m.id(), &reply))

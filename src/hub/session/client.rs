@@ -146,7 +146,9 @@ impl Session {
             jsonrpc::quote(elicitation_id),
             jsonrpc::quote(url)
         );
-        let reply = self.ask_client(&params, None, "no longer needed").await;
+        let reply = self
+            .ask_client("elicitation/create", &params, None, "no longer needed")
+            .await;
         let accepted = reply.and_then(|m| {
             let result: serde_json::Value = serde_json::from_str(m.result()?).ok()?;
             Some(result.get("action")?.as_str()? == "accept")
@@ -154,11 +156,13 @@ impl Session {
         accepted.unwrap_or(false)
     }
 
-    /// Sends the hub's own `elicitation/create` with `params`; the client's answer, or None
-    /// when `timeout` passes first. Withdrawn (with `dropped` as the reason) if this is
-    /// dropped first, so the client does not keep showing a dead dialog.
-    async fn ask_client(
+    /// Sends the hub's own request `method` (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`) with `params`; the client's answer, or None when `timeout` passes
+    /// first. Withdrawn (with `dropped` as the reason) if this is dropped first, so the
+    /// client does not keep showing a dead dialog.
+    pub(super) async fn ask_client(
         &self,
+        method: &str,
         params: &str,
         timeout: Option<Duration>,
         dropped: &'static str,
@@ -171,11 +175,7 @@ impl Session {
             id,
             reason: dropped,
         };
-        self.send(jsonrpc::request(
-            &id.to_string(),
-            "elicitation/create",
-            Some(params),
-        ));
+        self.send(jsonrpc::request(&id.to_string(), method, Some(params)));
         let reply = match timeout {
             Some(limit) => tokio::time::timeout(limit, rx).await.ok(),
             None => Some(rx.await),
@@ -213,9 +213,14 @@ impl Asker for Session {
                 "{{\"message\":{},\"requestedSchema\":{schema}}}",
                 jsonrpc::quote(&message)
             );
-            self.ask_client(&params, Some(timeout), "the call was cancelled")
-                .await
-                .and_then(|reply| reply.result().map(str::to_string))
+            self.ask_client(
+                "elicitation/create",
+                &params,
+                Some(timeout),
+                "the call was cancelled",
+            )
+            .await
+            .and_then(|reply| reply.result().map(str::to_string))
         })
     }
 }

@@ -11,6 +11,7 @@
 
 mod calls;
 mod client;
+mod input;
 mod lists;
 mod routed;
 

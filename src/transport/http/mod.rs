@@ -1,6 +1,6 @@
 //! Remote MCP servers over HTTP: the Streamable HTTP client (the `initialize` eras,
-//! 2025-03-26 … 2025-11-25) and the deprecated HTTP+SSE client (2024-11-05), behind one
-//! [`Link`].
+//! 2025-03-26 … 2025-11-25, and the stateless 2026-07-28 shape) and the deprecated HTTP+SSE
+//! client (2024-11-05), behind one [`Link`].
 //!
 //! A link sits between the JSON-RPC client (`upstream::Connection`) and the network: it
 //! takes the lines the client writes to its [`Outbox`](crate::transport::Outbox), sends each
@@ -15,6 +15,7 @@
 mod auth_tests;
 mod events;
 mod legacy;
+mod modern;
 mod shared;
 mod streamable;
 

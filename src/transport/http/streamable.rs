@@ -3,12 +3,15 @@
 //! as an SSE stream (notifications and server requests, then the response), resumed with
 //! `Last-Event-ID` when it drops; a GET stream carries the server's own messages. With the
 //! transport unknown, the first POST decides: 400, 404 or 405 means the legacy HTTP+SSE
-//! transport.
+//! transport. Once the handshake says 2026-07-28 (and for the `server/discover` probe
+//! before it), requests go the modern way instead (see [`super::modern`]).
 
 use super::events::{Events, StreamError, message_data};
 use super::legacy;
+use super::modern;
 use super::shared::{Shared, answers, content_type, status_text};
 use super::{Command, LinkEnd, RemoteKind};
+use crate::FastMap;
 use crate::jsonrpc::RawObject;
 use crate::transport::lines::Outgoing;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
@@ -17,7 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use url::Url;
 
 /// How long the link waits for a notification's POST before sending what follows: the
@@ -36,15 +39,42 @@ pub(super) struct Outbound {
     pub body: String,
     /// For a request: its id (JSON text), which the answer will carry.
     pub id: Option<String>,
+    pub method: Option<String>,
+    /// `params.name`, or else `params.uri` (what a modern POST names in `Mcp-Name`).
+    pub name: Option<String>,
+    /// For `notifications/cancelled`: the id of the request it cancels (JSON text).
+    pub cancels: Option<String>,
 }
 
 impl Outbound {
     fn new(body: String) -> Outbound {
-        let id = RawObject::parse(&body).ok().and_then(|o| {
-            let id = o.get("id").filter(|id| *id != "null")?;
-            o.get("method").map(|_| id.to_string())
-        });
-        Outbound { body, id }
+        let obj = RawObject::parse(&body).unwrap_or_default();
+        let method = obj.get_str("method").map(|m| m.into_owned());
+        let id = obj
+            .get("id")
+            .filter(|id| *id != "null" && method.is_some())
+            .map(str::to_string);
+        // Only the messages that need a member of their params have them parsed.
+        let wanted = matches!(
+            method.as_deref(),
+            Some("tools/call" | "prompts/get" | "resources/read" | "notifications/cancelled")
+        );
+        let params = obj
+            .get("params")
+            .filter(|_| wanted)
+            .and_then(|p| RawObject::parse(p).ok());
+        let param = |key: &str| params.as_ref()?.get_str(key).map(|v| v.into_owned());
+        let name = param("name").or_else(|| param("uri"));
+        let cancels = (method.as_deref() == Some("notifications/cancelled"))
+            .then(|| params.as_ref()?.get("requestId").map(str::to_string))
+            .flatten();
+        Outbound {
+            id,
+            method,
+            name,
+            cancels,
+            body,
+        }
     }
 }
 
@@ -55,6 +85,8 @@ enum Mode {
     Streamable,
     /// Legacy HTTP+SSE, POSTing to this endpoint.
     Legacy(Arc<Url>),
+    /// 2026-07-28: stateless POSTs with the standard headers.
+    Modern,
 }
 
 /// Runs a link: sends every line in order until the client closes its side, and owns every
@@ -65,6 +97,8 @@ pub(super) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut tasks = JoinSet::new();
+    // Modern requests in flight, by id: aborting the POST is how they are cancelled.
+    let mut modern_requests: FastMap<String, AbortHandle> = FastMap::default();
     let mut mode = match shared.learned() {
         Some(RemoteKind::Streamable) => Mode::Streamable,
         Some(RemoteKind::Sse) => match legacy::open(&shared, &mut tasks).await {
@@ -79,7 +113,10 @@ pub(super) async fn run(
             Some(command) = commands.recv() => match command {
                 Command::Established(version) => {
                     shared.set_version(&version);
-                    if matches!(mode, Mode::Streamable) {
+                    if version == modern::VERSION {
+                        shared.learn(RemoteKind::Streamable);
+                        mode = Mode::Modern;
+                    } else if matches!(mode, Mode::Streamable) {
                         tasks.spawn(listen(shared.clone()));
                     }
                 }
@@ -87,7 +124,29 @@ pub(super) async fn run(
             line = lines.recv() => {
                 let Some(Outgoing::Line(line)) = line else { break };
                 let out = Outbound::new(line);
+                if let Some(cancelled) = &out.cancels
+                    && let Some(request) = modern_requests.remove(cancelled)
+                {
+                    request.abort();
+                    continue;
+                }
+                let is_modern = matches!(mode, Mode::Modern);
+                // The probe is a modern request whatever the transport turns out to be.
+                if is_modern || out.method.as_deref() == Some("server/discover") {
+                    match out.id.clone() {
+                        Some(id) => {
+                            let handle = modern::spawn(&shared, &mut tasks, out);
+                            if modern_requests.len() >= 64 {
+                                modern_requests.retain(|_, h| !h.is_finished());
+                            }
+                            modern_requests.insert(id, handle);
+                        }
+                        None => tracing::debug!(server = %shared.label(), method = ?out.method, "not sent: 2026-07-28 over HTTP has no such notification"),
+                    }
+                    continue;
+                }
                 match &mode {
+                    Mode::Modern => {}
                     Mode::Streamable => send(&shared, &mut tasks, out).await,
                     Mode::Legacy(endpoint) => legacy::send(&shared, &mut tasks, endpoint, out).await,
                     Mode::Probe => match probe(&shared, &out).await {
@@ -144,7 +203,7 @@ pub(super) async fn spawn_exchange(
     let _ = tokio::time::timeout(NOTIFY_WAIT, finished).await;
 }
 
-fn post(shared: &Shared, body: &str) -> RequestBuilder {
+pub(super) fn post(shared: &Shared, body: &str) -> RequestBuilder {
     shared
         .request(Method::POST, &shared.spec.url)
         .header(ACCEPT, "application/json, text/event-stream")
@@ -190,7 +249,7 @@ async fn probe(shared: &Arc<Shared>, out: &Outbound) -> Probe {
 }
 
 /// Handles the server's answer to one POST.
-async fn answered(shared: &Arc<Shared>, out: &Outbound, mut resp: Response) {
+pub(super) async fn answered(shared: &Arc<Shared>, out: &Outbound, mut resp: Response) {
     shared.note_session(&resp);
     let status = resp.status();
     let id = out.id.as_deref();
