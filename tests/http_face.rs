@@ -668,3 +668,39 @@ async fn http_get_stream_resumes_with_last_event_id() {
         .expect("answer 2");
     assert_eq!(text(&r), "two");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_a_full_hub_ends_its_idlest_session_and_refuses_only_when_all_are_busy() {
+    let h = http_hub(fx(), Some(json!({"http": {"maxSessions": 2}})), &[]).await;
+    let (mut a, mut b) = (Http::new(&h), Http::new(&h));
+    a.initialize(json!({})).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    b.initialize(json!({})).await;
+    // Full, both idle: the newcomer takes the slot of `a`, idle longest.
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(a.post(&ping).await.status(), 404, "a was ended");
+    assert_eq!(b.post(&ping).await.status(), 200, "b kept");
+    // Full with every session busy: refused, and nobody's call is lost.
+    let slow = |s: &Http, id: u64| {
+        s.spawn_post(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fx:slow", "arguments": {"ms": 1500}}}))
+    };
+    let (sb, sc) = (slow(&b, 7), slow(&c, 8));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut d = Http::new(&h);
+    let refused = d
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "late", "version": "1"}}}),
+        )
+        .await;
+    assert_eq!(refused.status(), 503);
+    for done in [sb, sc] {
+        let r = done.await.unwrap().json_text().await;
+        assert_eq!(text(&r), "slept 1500 ms", "{r}");
+    }
+    d.initialize(json!({})).await;
+}

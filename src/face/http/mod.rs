@@ -328,13 +328,13 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
 
 /// A fresh session for `initialize`; kept only if the hub answers with a result.
 async fn initialize(face: &Arc<Face>, m: Message) -> Response {
-    if lock(&face.sessions).len() >= face.settings.max_sessions {
+    if !make_room(face) {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             m.id(),
             code::INTERNAL_ERROR,
             &format!(
-                "too many sessions ({}, openpact.http.maxSessions); end one with DELETE",
+                "too many sessions ({}, openpact.http.maxSessions), all of them busy; end one with DELETE",
                 face.settings.max_sessions
             ),
         );
@@ -371,6 +371,30 @@ async fn initialize(face: &Arc<Face>, m: Message) -> Response {
         hs.end("initialize failed");
     }
     resp
+}
+
+/// Whether a new session fits. When the hub is full, the session idle longest (nothing in
+/// flight, no stream open) makes way: many clients never send DELETE, and their sessions
+/// would otherwise hold every slot until `sessionIdleTimeout`.
+fn make_room(face: &Face) -> bool {
+    let evicted = {
+        let mut sessions = lock(&face.sessions);
+        if sessions.len() < face.settings.max_sessions {
+            return true;
+        }
+        let idlest = sessions
+            .iter()
+            .filter_map(|(id, s)| s.idle_since().map(|t| (t, id.clone())))
+            .min()
+            .map(|(_, id)| id);
+        match idlest.and_then(|id| sessions.remove(&id)) {
+            Some(s) => s,
+            None => return false,
+        }
+    };
+    tracing::info!(session = %evicted.id, "HTTP sessions full: the one idle longest was ended");
+    evicted.end("openpact needed the slot of this idle session (openpact.http.maxSessions)");
+    true
 }
 
 /// Marks a JSON reply that carries a JSON-RPC error.

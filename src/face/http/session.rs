@@ -176,9 +176,14 @@ impl HttpSession {
 
     /// Nothing waiting and no stream open for at least `idle`.
     pub fn idle_for(&self, idle: std::time::Duration) -> bool {
+        self.idle_since().is_some_and(|t| t.elapsed() >= idle)
+    }
+
+    /// When the client last did anything, if nothing of it is waiting or open now.
+    pub fn idle_since(&self) -> Option<Instant> {
         let r = lock(&self.routes);
         let busy = !r.waiters.is_empty() || r.get.as_ref().is_some_and(|(_, tx)| !tx.is_closed());
-        !busy && lock(&self.last_seen).elapsed() >= idle
+        (!busy).then(|| *lock(&self.last_seen))
     }
 
     /// Hands a client message (not a request) to the session.
