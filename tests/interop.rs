@@ -46,6 +46,7 @@ fn rmcp_transport(config: &Path) -> (TokioChildProcess, StderrLog) {
 /// fixture tool name into the hub's name for it.
 async fn exercise_with_rmcp<S: rmcp::Service<rmcp::RoleClient>>(
     client: &rmcp::service::RunningService<rmcp::RoleClient, S>,
+    version: &str,
     name: impl Fn(&str) -> String,
 ) {
     let info = serde_json::to_value(
@@ -56,7 +57,7 @@ async fn exercise_with_rmcp<S: rmcp::Service<rmcp::RoleClient>>(
     )
     .unwrap();
     assert_eq!(info["serverInfo"]["name"], "openpact", "{info:#}");
-    assert_eq!(info["protocolVersion"], "2025-11-25", "{info:#}");
+    assert_eq!(info["protocolVersion"], version, "{info:#}");
     assert_eq!(
         info["capabilities"]["tools"]["listChanged"], true,
         "{info:#}"
@@ -131,7 +132,7 @@ async fn rmcp_client_lists_and_calls_qualified_tools() {
     let config = fx_config(&sc, "qualified");
     let (transport, _log) = rmcp_transport(&config);
     let client = connect((), transport).await;
-    exercise_with_rmcp(&client, |t| format!("fx:{t}")).await;
+    exercise_with_rmcp(&client, "2025-11-25", |t| format!("fx:{t}")).await;
     client.cancel().await.expect("close");
 }
 
@@ -141,7 +142,7 @@ async fn rmcp_client_lists_and_calls_portable_tools() {
     let config = fx_config(&sc, "portable");
     let (transport, _log) = rmcp_transport(&config);
     let client = connect((), transport).await;
-    exercise_with_rmcp(&client, |t| format!("fx__{t}")).await;
+    exercise_with_rmcp(&client, "2025-11-25", |t| format!("fx__{t}")).await;
     let tools = client.list_all_tools().await.unwrap();
     for t in &tools {
         let n = t.name.as_ref();
@@ -159,7 +160,7 @@ async fn rmcp_client_lists_and_calls_portable_tools() {
 /// back to `initialize` on the same pipe at once (rmcp would also fall back after 10 s of
 /// silence, so the time matters).
 #[tokio::test]
-async fn rmcp_auto_lifecycle_falls_back_to_initialize() {
+async fn rmcp_auto_lifecycle_settles_on_2026_07_28() {
     let sc = Scratch::new();
     let config = fx_config(&sc, "qualified");
     let (transport, _log) = rmcp_transport(&config);
@@ -175,9 +176,9 @@ async fn rmcp_auto_lifecycle_falls_back_to_initialize() {
     let took = t0.elapsed();
     assert!(
         took < Duration::from_secs(8),
-        "fallback took {took:?}: did the hub answer server/discover?"
+        "discovery took {took:?}: did the hub answer server/discover?"
     );
-    exercise_with_rmcp(&client, |t| format!("fx:{t}")).await;
+    exercise_with_rmcp(&client, "2026-07-28", |t| format!("fx:{t}")).await;
     client.cancel().await.expect("close");
 }
 
@@ -562,7 +563,13 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
 
     for (mode, ran) in [("auto", auto), ("legacy", legacy)] {
         let v = ran.json();
-        assert_eq!(v["protocolVersion"], "2025-11-25", "{mode}: {v:#}");
+        // `auto` discovers that the hub speaks 2026-07-28 and stays on it.
+        let version = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(v["protocolVersion"], version, "{mode}: {v:#}");
         assert_eq!(v["serverName"], "openpact", "{mode}: {v:#}");
         let tools = v["tools"].as_array().unwrap();
         assert_eq!(tools.len(), 24, "{mode}: {tools:?}");

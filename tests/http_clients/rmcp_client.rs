@@ -152,15 +152,19 @@ async fn rmcp_session(mode: &str) -> Value {
         ServerResult::CallToolResult(r) => out["progress"] = serde_json::to_value(r).unwrap(),
         other => panic!("fx:progress: {other:?}"),
     }
-    let progress: Vec<Value> = seen
-        .progress
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|p| p.progress_token == token)
-        .map(|p| json!({"progress": p.progress, "total": p.total}))
-        .collect();
-    out["progressSeen"] = json!(progress);
+    // rmcp runs notification handlers on tasks of their own: the last one may still be on
+    // its way when the response is in.
+    let ours = || -> Vec<Value> {
+        seen.progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.progress_token == token)
+            .map(|p| json!({"progress": p.progress, "total": p.total}))
+            .collect()
+    };
+    eventually(Duration::from_secs(5), || ours().len() >= 3).await;
+    out["progressSeen"] = json!(ours());
 
     if modern {
         // The prompt as it comes: an input-required result, left unanswered here.

@@ -71,10 +71,12 @@ async fn ping_discover_and_unknown_methods() {
     let mut hub = serve_config(json!({"a": fixture(&[])}), None).await;
     let c = &mut hub.client;
 
-    // A 2026-07-28 client probes first; -32601 sends it back to `initialize` on this pipe.
+    // A dual-era client probes first; the answer offers both eras, and `initialize` still
+    // works on this pipe.
     let r = c.request("server/discover", json!({})).await;
-    assert_eq!(r["error"]["code"], -32601, "{r}");
-    assert!(r.get("result").is_none(), "{r}");
+    let versions = r["result"]["supportedVersions"].as_array().unwrap();
+    assert!(versions.contains(&json!("2026-07-28")), "{r}");
+    assert!(versions.contains(&json!("2025-11-25")), "{r}");
     let r = c
         .request("initialize", initialize_params("2025-11-25"))
         .await;
