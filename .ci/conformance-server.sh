@@ -119,7 +119,8 @@ def cell(r, s):
     return "pass" if not r[s] else "FAIL (" + ", ".join(r[s]) + ")"
 scenarios = sorted(set(direct) | set(hub))
 width = max([len(s) for s in scenarios] + [8])
-print(f"conformance 0.1.16 --suite active: {'scenario':<{width}}  direct  through the hub")
+print("conformance 0.1.16 --suite active, against the fixture directly and through the hub:")
+print(f"  {'scenario':<{width}}  direct  through the hub")
 required_bad = []
 for s in scenarios:
     print(f"  {s:<{width}}  {cell(direct, s):<6}  {cell(hub, s)}")
@@ -140,8 +141,10 @@ timeout 600 "$NODE22" "$NEXT" server --url "$(local_url "$HUB")" --requirements 
   --timeout 10000 --expected-failures "$BASELINE" -o "$OUT/hub-2026-07-28" \
   >"$OUT/hub-2026-07-28.log" 2>&1 || next_ok=1
 echo "conformance 0.2.0-alpha.12 --requirements 2026-07-28 through the hub (baseline $(basename "$BASELINE")):"
-sed -n '/^Total:/p; /Expected failures (in baseline)/,$p' "$OUT/hub-2026-07-28.log" | grep -v '^  ~ ' \
-  | sed 's/\x1b\[[0-9;]*m//g; s/^/  /'
+echo "  $(grep -c '^  - ' "$BASELINE") scored scenarios expected to fail; the runner says:"
+sed -n '/^Total:/p; /Expected failures (in baseline)/,$p' "$OUT/hub-2026-07-28.log" \
+  | sed 's/\x1b\[[0-9;]*m//g' | grep -v -e '^  ~ ' -e '^ *$' -e 'Expected failures (in baseline)' \
+  | sed 's/^/  /'
 if [ "$next_ok" -ne 0 ]; then
   echo "2026-07-28: baseline check FAILED; scored scenarios failing now (a baseline to start from):"
   "$NODE22" "$NEXT" list --server --requirements 2026-07-28 2>/dev/null \
