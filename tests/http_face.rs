@@ -2,9 +2,12 @@
 //! and calls; progress on a POST's SSE stream; the permission prompt through elicitation on
 //! the POST stream and on the GET stream; two sessions kept apart; DELETE cancelling calls;
 //! the refusals (unknown session, Origin, token, body size, garbage, non-loopback bind); and
-//! `/metrics` counting calls, denials and cache hits.
+//! `/metrics` counting calls, denials and cache hits. Also the same face serving a stdio
+//! server directly (`openpact-fixture --http`), a child per session.
 
-use crate::support::{Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir};
+use crate::support::{
+    FIXTURE, Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -61,8 +64,12 @@ pub(crate) struct Http {
 
 impl Http {
     pub(crate) fn new(h: &HttpHub) -> Http {
+        Http::at(format!("{}/mcp", h.base))
+    }
+
+    pub(crate) fn at(url: String) -> Http {
         Http {
-            url: format!("{}/mcp", h.base),
+            url,
             http: client(),
             session: None,
             token: None,
@@ -703,4 +710,89 @@ async fn http_a_full_hub_ends_its_idlest_session_and_refuses_only_when_all_are_b
         assert_eq!(text(&r), "slept 1500 ms", "{r}");
     }
     d.initialize(json!({})).await;
+}
+
+/// `openpact-fixture --http`: a stdio server served directly over HTTP by the face's own code,
+/// each session a child process of its own. DELETE stops a session's child, a child that
+/// exits ends its session (its call in flight answered), SIGTERM stops the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixture_over_http_gives_each_session_a_child_of_its_own() {
+    use tokio::io::AsyncBufReadExt;
+    let mut server = tokio::process::Command::new(FIXTURE)
+        .args(["--http", "127.0.0.1:0", "--conformance"])
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(WAIT, async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("the address");
+            if let Some((_, url)) = line.split_once("serving MCP over HTTP on ") {
+                return url.to_string();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let (mut a, mut b) = (Http::at(url.clone()), Http::at(url));
+    a.initialize(json!({})).await;
+    b.initialize(json!({})).await;
+    let pid = |r: Value| -> i32 {
+        let pids: Value = serde_json::from_str(text(&r)).unwrap();
+        i32::try_from(pids["pid"].as_i64().unwrap()).unwrap()
+    };
+    let pid_a = pid(a.call(1, "pids", json!({})).await);
+    let pid_b = pid(b.call(1, "pids", json!({})).await);
+    assert_ne!(pid_a, pid_b, "one child per session");
+
+    // A conformance tool, its progress on the POST's stream.
+    let r = a
+        .rpc(
+            2,
+            "tools/call",
+            json!({"name": "test_tool_with_progress", "arguments": {},
+            "_meta": {"progressToken": "t"}}),
+        )
+        .await;
+    assert_eq!(text(&r), "Progress test completed", "{r}");
+    let progress: Vec<&Value> = a
+        .inbox
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| &m["params"]["progress"])
+        .collect();
+    assert_eq!(progress, [&json!(0), &json!(50), &json!(100)]);
+
+    // DELETE stops B's child (and reaps it).
+    let resp = b.req(reqwest::Method::DELETE).send().await.unwrap();
+    assert_eq!(resp.status(), 204);
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{pid_b}")).exists() {
+        assert!(
+            t0.elapsed() < WAIT,
+            "B's child {pid_b} outlived its session"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        Path::new(&format!("/proc/{pid_a}")).exists(),
+        "A's child went too"
+    );
+
+    // A's child exiting ends A's session: the call it died on is answered, then 404.
+    let r = tokio::time::timeout(WAIT, a.call(3, "crash", json!({})))
+        .await
+        .expect("the call the child died on is answered");
+    let why = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("exited"), "{r}");
+    let resp = a
+        .post(&json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
+        .await;
+    assert_eq!(resp.status(), 404);
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(server.id().unwrap()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(WAIT, server.wait()).await.unwrap();
+    assert!(status.unwrap().success());
 }

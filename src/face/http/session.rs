@@ -78,12 +78,13 @@ impl Backend {
 /// One session's end of its [`Backend`].
 enum Peer {
     Hub(Arc<Session>),
-    Child {
-        stdin: Outbox,
-        /// Taken when the session ends, to stop the process (boxed: it is large, and the
-        /// hub's sessions, the common case, need none).
-        proc: Mutex<Option<Box<ChildProc>>>,
-    },
+    Child(Box<ChildPeer>),
+}
+
+struct ChildPeer {
+    stdin: Outbox,
+    /// Taken when the session ends, to stop the process.
+    proc: Mutex<Option<ChildProc>>,
 }
 
 /// A child's stdout line may be as large as a hub's client message.
@@ -95,14 +96,14 @@ impl Peer {
     fn feed(&self, body: Vec<u8>) {
         match self {
             Peer::Hub(session) => session.handle_frame(Frame::Line(body)),
-            Peer::Child { stdin, .. } => {
+            Peer::Child(child) => {
                 // The child reads one message per line: a pretty-printed body's line breaks
                 // can only be whitespace between tokens (JSON strings cannot hold them raw).
                 let mut line = String::from_utf8_lossy(&body).into_owned();
                 if line.contains(['\n', '\r']) {
                     line = line.replace(['\n', '\r'], " ");
                 }
-                stdin.send(line);
+                child.stdin.send(line);
             }
         }
     }
@@ -157,10 +158,10 @@ impl HttpSession {
                 let (stdin, _) = spawn_writer(child.stdin, spec.label.clone());
                 let me = Arc::new(HttpSession {
                     id,
-                    peer: Peer::Child {
+                    peer: Peer::Child(Box::new(ChildPeer {
                         stdin,
-                        proc: Mutex::new(Some(Box::new(child.proc))),
-                    },
+                        proc: Mutex::new(Some(child.proc)),
+                    })),
                     routes,
                     last_seen: Mutex::new(Instant::now()),
                 });
@@ -284,21 +285,21 @@ impl HttpSession {
             r.get = None;
             match self.peer {
                 Peer::Hub(_) => FastMap::default(),
-                Peer::Child { .. } => std::mem::take(&mut r.waiters),
+                Peer::Child(_) => std::mem::take(&mut r.waiters),
             }
         };
         match &self.peer {
             Peer::Hub(session) => session.abort_all(reason),
-            Peer::Child { stdin, proc } => {
+            Peer::Child(child) => {
                 for (id, w) in waiters {
                     let line =
                         jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, reason, None);
                     let _ = w.tx.send(ToPost { line, last: true });
                 }
                 // Closing stdin is the first step of the shutdown the spec asks for.
-                stdin.close();
-                if let Some(proc) = lock(proc).take() {
-                    tokio::spawn((*proc).terminate(CHILD_GRACE));
+                child.stdin.close();
+                if let Some(proc) = lock(&child.proc).take() {
+                    tokio::spawn(proc.terminate(CHILD_GRACE));
                 }
             }
         }
