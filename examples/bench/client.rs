@@ -501,9 +501,7 @@ pub fn hub_command(
     let config = ctx.work.join(format!("{label}.json"));
     let text = serde_json::to_vec_pretty(&json!({"mcpServers": map, "openpact": settings}))?;
     std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
-    let log = stderr_log(ctx, label);
-    let log =
-        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let log = stderr_log(ctx, label)?;
     let mut cmd = match ctx.hub_wrapper.split_first() {
         Some((program, args)) => {
             let mut cmd = Command::new(program);
@@ -529,8 +527,13 @@ pub fn hub_command(
     Ok(cmd)
 }
 
-/// Where a server's stderr goes: `bench-work/LABEL.stderr.log`.
-pub fn stderr_log(ctx: &Ctx, label: &str) -> std::path::PathBuf {
+/// A new `bench-work/LABEL.stderr.log`, for a server's stderr.
+pub fn stderr_log(ctx: &Ctx, label: &str) -> Result<std::fs::File> {
+    let log = stderr_path(ctx, label);
+    std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))
+}
+
+pub fn stderr_path(ctx: &Ctx, label: &str) -> std::path::PathBuf {
     ctx.work.join(format!("{label}.stderr.log"))
 }
 

@@ -12,7 +12,9 @@
 //!   more than one CPU, and its share of the CPU used is reported. Directly the 64 sessions
 //!   have 64 fixture children; through the hub they share the hub's one fixture.
 
-use crate::client::{self, CallTemplate, Pids, fixture_pid, hub_command, pass_through, stderr_log};
+use crate::client::{
+    self, CallTemplate, Pids, fixture_pid, hub_command, pass_through, stderr_log, stderr_path,
+};
 use crate::http::{HttpClient, ServerProcess, Session, reqwest_client};
 use crate::latency::{Latency, LatencyPart, sample};
 use crate::{Ctx, Params, median_by, percentile};
@@ -127,26 +129,22 @@ struct Server {
 impl Server {
     fn start(ctx: &Ctx, side: Side, label: &str) -> Result<Server> {
         let listen = ["--http", "127.0.0.1:0"];
-        let (cmd, log) = match side {
+        let mut cmd = match side {
             Side::Direct => {
-                let log = stderr_log(ctx, label);
-                let file = std::fs::File::create(&log)
-                    .with_context(|| format!("cannot create {}", log.display()))?;
                 let mut cmd = Command::new(&ctx.fixture);
-                cmd.args(listen).stderr(Stdio::from(file));
-                (cmd, log)
+                cmd.args(listen).stderr(stderr_log(ctx, label)?);
+                cmd
             }
             Side::Hub => {
                 let mut servers = serde_json::Map::new();
                 servers.insert(FX.into(), json!({"command": ctx.fixture}));
                 let args = [&listen[..], &["--no-stdio"]].concat();
-                let cmd = hub_command(ctx, label, servers, &hub_settings(), &args)?;
-                (cmd, stderr_log(ctx, label))
+                hub_command(ctx, label, servers, &hub_settings(), &args)?
             }
         };
-        let mut cmd = cmd;
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
         let mut process = ServerProcess::spawn(label, cmd)?;
+        let log = stderr_path(ctx, label);
         let url = process.url_from_log(&log, LISTENING, READY)?;
         Ok(Server { process, url, side })
     }
