@@ -486,12 +486,22 @@ pub fn spawn_hub_on(
     map: serde_json::Map<String, Value>,
     settings: &Value,
 ) -> Result<Peer> {
+    Peer::spawn(label, hub_command(ctx, label, map, settings, &[])?)
+}
+
+/// Writes a config with these `mcpServers` entries; the command `openpact serve SERVE_ARGS`
+/// on it, its stderr going to `bench-work/LABEL.stderr.log`.
+pub fn hub_command(
+    ctx: &Ctx,
+    label: &str,
+    map: serde_json::Map<String, Value>,
+    settings: &Value,
+    serve_args: &[&str],
+) -> Result<Command> {
     let config = ctx.work.join(format!("{label}.json"));
     let text = serde_json::to_vec_pretty(&json!({"mcpServers": map, "openpact": settings}))?;
     std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
-    let log = ctx.work.join(format!("{label}.stderr.log"));
-    let log =
-        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let log = stderr_log(ctx, label)?;
     let mut cmd = match ctx.hub_wrapper.split_first() {
         Some((program, args)) => {
             let mut cmd = Command::new(program);
@@ -508,12 +518,23 @@ pub fn spawn_hub_on(
         .arg("--state-dir")
         .arg(&state)
         .arg("serve")
+        .args(serve_args)
         // The default log level, whatever the caller's environment says.
         .env_remove("OPENPACT_LOG")
         .env_remove("RUST_LOG")
         .env(SECRET_VAR, "bench-secret-0123456789")
         .stderr(Stdio::from(log));
-    Peer::spawn(label, cmd)
+    Ok(cmd)
+}
+
+/// A new `bench-work/LABEL.stderr.log`, for a server's stderr.
+pub fn stderr_log(ctx: &Ctx, label: &str) -> Result<std::fs::File> {
+    let log = stderr_path(ctx, label);
+    std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))
+}
+
+pub fn stderr_path(ctx: &Ctx, label: &str) -> std::path::PathBuf {
+    ctx.work.join(format!("{label}.stderr.log"))
 }
 
 /// The hub's `openpact` settings for the main measures: every call allowed by a rule, no rate
@@ -552,18 +573,23 @@ pub fn start_hub(ctx: &Ctx, label: &str, settings: &Value) -> Result<(Peer, Pids
         .ok_or_else(|| anyhow!("hub cursor went stale"))?;
     check_echo(&mut hub, &tools, "fx:echo")?;
     let pids = hub.call("tools/call", json!({"name": "fx:pids", "arguments": {}}))?;
-    let fixture = pids
-        .pointer("/content/0/text")
-        .and_then(Value::as_str)
-        .and_then(|t| serde_json::from_str::<Value>(t).ok())
-        .and_then(|v| v.get("pid").and_then(Value::as_u64))
-        .and_then(|p| u32::try_from(p).ok())
+    let fixture = fixture_pid(&pids)
         .ok_or_else(|| anyhow!("cannot learn the hub's fixture pid from fx:pids: {pids}"))?;
     let pids = Pids {
         hub: Some(hub.pid),
         fixture,
     };
     Ok((hub, pids))
+}
+
+/// The fixture's pid in the result of its `pids` tool.
+pub fn fixture_pid(result: &Value) -> Option<u32> {
+    result
+        .pointer("/content/0/text")
+        .and_then(Value::as_str)
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|v| v.get("pid").and_then(Value::as_u64))
+        .and_then(|p| u32::try_from(p).ok())
 }
 
 /// The peers parts 2, 4 and 5 share: a fixture on its own and a pass-through hub with one.
@@ -719,7 +745,7 @@ fn reschedule_ipis() -> Option<u64> {
 }
 
 /// Microseconds during which some runnable task waited for a CPU (`/proc/pressure/cpu`).
-fn cpu_pressure_us() -> Option<u64> {
+pub fn cpu_pressure_us() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
     let some = text.lines().find(|l| l.starts_with("some "))?;
     some.split_whitespace()

@@ -20,10 +20,15 @@
 //!    policy pipeline (features one at a time, a cache hit, everything on at once);
 //! 7. [`remote`]: sequential `tools/call echo` to a real Streamable HTTP server on loopback,
 //!    the bench as its HTTP client against a hub configured with its URL (skipped without
-//!    the test peers of `.ci/peers.sh`).
+//!    the test peers of `.ci/peers.sh`);
+//! 8. [`face`]: the hub's HTTP face — sequential `tools/call echo` over Streamable HTTP and
+//!    calls/s with 64 concurrent clients (sessions), DIRECT against `openpact-fixture --http`
+//!    (the same face code serving the fixture, a child per session) and HUB against
+//!    `openpact serve --http --no-stdio` with the fixture as its one server.
 //!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
-//! holds what all parts share (peers, pipes, `/proc` metering).
+//! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
+//! parts 7 and 8.
 //!
 //! # When the run fails
 //!
@@ -32,7 +37,9 @@
 //! or even the fastest start of 50 servers over 1 s ([`startup::REGRESSION_MS`]). Every other
 //! figure, the design goals included (p50 ≤ 3× direct, ≥ 50,000 calls/s, a cache hit ≤ 1.5×
 //! a direct echo, the full pipeline adding ≤ 5 µs, 50 servers ≤ the bench's own start +
-//! 50 ms, ≤ 15 MiB, a remote call ≤ 1.5× a direct one), is printed as information beside the direct figure of the same run.
+//! 50 ms, ≤ 15 MiB, a remote call ≤ 1.5× a direct one, a call through the HTTP face ≤ 2× one
+//! to the fixture's own HTTP server), is printed as information beside the direct figure of
+//! the same run.
 //!
 //! # Reading the figures on a small VM
 //!
@@ -72,6 +79,8 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod client;
+mod face;
+mod http;
 mod latency;
 mod pipeline;
 mod remote;
@@ -103,12 +112,21 @@ pub struct Params {
     pub remote_calls: usize,
     /// Part 7's runs, each with a fresh HTTP session and a fresh hub.
     pub remote_runs: usize,
+    pub http_warmup: usize,
+    pub http_calls: usize,
+    /// Part 8's sequential runs, each on fresh processes and a fresh session.
+    pub http_runs: usize,
+    /// Part 8's throughput runs (each side), and how long each lasts.
+    pub http_rate_runs: usize,
+    pub http_seconds: f64,
     /// Run parts 1, 2, 5 and 6 (everything with calls on the fixture).
     pub calls: bool,
     /// Run parts 3 and 4 (startup, 50-server memory).
     pub startup: bool,
     /// Run part 7 (a remote server).
     pub remote: bool,
+    /// Run part 8 (the HTTP face).
+    pub http: bool,
 }
 
 impl Params {
@@ -127,9 +145,15 @@ impl Params {
             remote_warmup: pick(100, 300),
             remote_calls: pick(500, 2_000),
             remote_runs: pick(3, 5),
+            http_warmup: pick(100, 300),
+            http_calls: pick(1_000, 3_000),
+            http_runs: pick(3, 5),
+            http_rate_runs: pick(1, 3),
+            http_seconds: if quick { 2.0 } else { 5.0 },
             calls: true,
             startup: true,
             remote: true,
+            http: true,
         }
     }
 }
@@ -141,6 +165,7 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only latency          sequential latency alone, for profiling
   --only throughput       throughput alone, for profiling
   --only remote           a remote server over Streamable HTTP (needs the peers of .ci/peers.sh)
+  --only http             the hub's HTTP face against the fixture's own HTTP server
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -154,6 +179,7 @@ pub enum Only {
     Latency,
     Throughput,
     Remote,
+    Http,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -169,9 +195,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("latency") => Only::Latency,
                     Some("throughput") => Only::Throughput,
                     Some("remote") => Only::Remote,
+                    Some("http") => Only::Http,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput or remote, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote or http, not {other:?}"
                         ));
                     }
                 });
@@ -191,9 +218,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     p.latency_calls = scaled(p.latency_calls);
     p.throughput_calls = scaled(p.throughput_calls);
-    p.calls = !matches!(only, Some(Only::Startup | Only::Remote));
+    p.calls = !matches!(only, Some(Only::Startup | Only::Remote | Only::Http));
     p.startup = only.is_none() || only == Some(Only::Startup);
     p.remote = only.is_none() || only == Some(Only::Remote);
+    p.http = only.is_none() || only == Some(Only::Http);
     Ok(Some((p, only)))
 }
 
@@ -440,10 +468,19 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let http = if p.http {
+        ctx.watchdog.arm("the HTTP face", Duration::from_secs(300));
+        let part = face::run(&ctx, p)?;
+        ctx.watchdog.disarm();
+        Some(part)
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
         remote: remote.as_ref(),
+        http: http.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

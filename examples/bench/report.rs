@@ -5,6 +5,7 @@
 //! "goal … met / not met" — information, never a failure; only the gates say PASS or FAIL.
 
 use crate::client::{Procs, sched_runtime};
+use crate::face::{self, HttpPart, Rate};
 use crate::latency::{self, Latency, LatencyPart, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
 use crate::remote;
@@ -427,6 +428,7 @@ pub struct Parts<'a> {
     pub calls: Option<&'a Calls>,
     pub startup: Option<&'a StartupPart>,
     pub remote: Option<&'a LatencyPart>,
+    pub http: Option<&'a HttpPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -458,6 +460,108 @@ fn print_remote(p: &Params, r: &LatencyPart) {
     every_p50(r);
 }
 
+fn print_http(p: &Params, h: &HttpPart) {
+    let l = &h.latency;
+    println!(
+        "8. HTTP face: sequential tools/call echo over Streamable HTTP ({} calls after {} warm-up; {} runs each, fresh processes and session)",
+        p.http_calls,
+        p.http_warmup,
+        l.hub.len()
+    );
+    println!(
+        "   direct: openpact-fixture --http (the face's code, a fixture child per session); hub: openpact serve --http --no-stdio"
+    );
+    let (bd, bh) = (best_p50(&l.direct), best_p50(&l.hub));
+    let goal_note = format!(
+        "goal ≤ {}×: {}",
+        face::GOAL_RATIO,
+        goal(bh <= face::GOAL_RATIO * bd)
+    );
+    row("p50 (best run: least disturbed)", bd, bh, "µs", &goal_note);
+    if let (Some(d), Some(hb)) = (l.median_direct(), l.median_hub()) {
+        let goal_note = format!(
+            "goal ≤ {}×: {}",
+            face::GOAL_RATIO,
+            goal(hb.p50_us <= face::GOAL_RATIO * d.p50_us)
+        );
+        row("p50 (median run)", d.p50_us, hb.p50_us, "µs", &goal_note);
+        row("p99 (median run)", d.p99_us, hb.p99_us, "µs", "");
+        let cpu = |c: &Procs<f64>| {
+            format!(
+                "{:.0}/{:.0}/{:.0}",
+                c.client,
+                c.hub.unwrap_or(f64::NAN),
+                c.fixture
+            )
+        };
+        text(
+            "CPU µs per call: client/HTTP server/fixture",
+            &cpu(&d.cpu_us_per_call),
+            &cpu(&hb.cpu_us_per_call),
+        );
+    }
+    every_p50(l);
+    let (Some(d), Some(hb)) = (face::median(&h.direct), face::median(&h.hub)) else {
+        return;
+    };
+    println!(
+        "   {} concurrent clients, a session and connection each, one call in flight each, {:.0} s per run, {} run(s) each;",
+        face::CLIENTS,
+        p.http_seconds,
+        h.hub.len()
+    );
+    println!(
+        "   the clients are tasks on one thread (the bench uses at most one CPU); fixture processes: direct {}, hub {}",
+        d.fixtures, hb.fixtures
+    );
+    let rate = |x: f64| format!("{x:.0}");
+    ratio_row(
+        "calls/s (median run)",
+        &rate(d.per_sec),
+        &rate(hb.per_sec),
+        ratio(hb.per_sec, d.per_sec),
+        "",
+    );
+    let (bd, bh) = (face::best(&h.direct), face::best(&h.hub));
+    ratio_row(
+        "calls/s (best run)",
+        &rate(bd),
+        &rate(bh),
+        ratio(bh, bd),
+        "",
+    );
+    let runs = |v: &[Rate]| figures(v.iter().map(|r| r.per_sec), 0);
+    println!(
+        "   {:<42} direct {}; hub {}",
+        "every run (calls/s)",
+        runs(&h.direct),
+        runs(&h.hub)
+    );
+    row("latency at 64 clients p50", d.p50_us, hb.p50_us, "µs", "");
+    row("latency at 64 clients p99", d.p99_us, hb.p99_us, "µs", "");
+    let per_call = |r: &Rate| {
+        let us = |s: f64| s / r.calls as f64 * 1e6;
+        format!(
+            "{:.0}/{:.0}/{:.0}",
+            us(r.cpu.client),
+            us(r.cpu.face),
+            us(r.cpu.fixtures)
+        )
+    };
+    text(
+        "CPU µs per call: client/HTTP server/fixtures",
+        &per_call(d),
+        &per_call(hb),
+    );
+    let share = |r: &Rate| pct(ratio(r.cpu.client, r.cpu.total()));
+    text("client's share of all CPU used", &share(d), &share(hb));
+    text(
+        "CPU pressure (time some task waited)",
+        &pct(d.cpu_pressure),
+        &pct(hb.cpu_pressure),
+    );
+}
+
 /// Prints the table, writes `target/bench.json`; `Ok(false)` when a gate failed.
 pub fn finish(
     ctx: &Ctx,
@@ -470,6 +574,7 @@ pub fn finish(
         calls,
         startup,
         remote,
+        http,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -504,6 +609,9 @@ pub fn finish(
     print_memory(calls, s50);
     if let Some(r) = remote {
         print_remote(p, r);
+    }
+    if let Some(h) = http {
+        print_http(p, h);
     }
 
     let latency_ok = latency.map(|l| !l.regressed());
@@ -561,6 +669,12 @@ pub fn finish(
             "remote_warmup": p.remote_warmup,
             "remote_calls": p.remote_calls,
             "remote_runs": p.remote_runs,
+            "http_warmup": p.http_warmup,
+            "http_calls": p.http_calls,
+            "http_runs": p.http_runs,
+            "http_rate_runs": p.http_rate_runs,
+            "http_seconds": p.http_seconds,
+            "http_clients": face::CLIENTS,
             "cpu_source": if sched_runtime(std::process::id()).is_some() { "/proc/PID/task/*/sched se.sum_exec_runtime" } else { "/proc/PID/stat utime+stime" },
         },
         "calls": calls.map(calls_json),
@@ -571,6 +685,7 @@ pub fn finish(
             v["goal_ratio"] = json!(remote::GOAL_RATIO);
             v
         }),
+        "http_face": http.map(http_json),
         "gates": {
             "latency": latency.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
@@ -592,6 +707,42 @@ pub fn finish(
         .with_context(|| format!("cannot write {}", out.display()))?;
     println!("figures written to {}", out.display());
     Ok(latency_ok != Some(false) && startup_ok != Some(false))
+}
+
+fn rate_json(r: &Rate) -> Value {
+    let n = r.calls as f64;
+    let cpu = |c: &face::Cpu, f: &dyn Fn(f64) -> f64| json!({"client": round(f(c.client), 3), "http_server": round(f(c.face), 3), "fixtures": round(f(c.fixtures), 3)});
+    json!({
+        "calls": r.calls,
+        "seconds": round(r.secs, 3),
+        "calls_per_sec": round(r.per_sec, 0),
+        "latency_p50_us": round(r.p50_us, 1),
+        "latency_p99_us": round(r.p99_us, 1),
+        "fixture_processes": r.fixtures,
+        "cpu_pressure": round(r.cpu_pressure, 3),
+        "cpu_seconds": cpu(&r.cpu, &|s| s),
+        "cpu_us_per_call": cpu(&r.cpu, &|s| s / n * 1e6),
+    })
+}
+
+/// Part 8: the sequential runs and the throughput runs.
+fn http_json(h: &HttpPart) -> Value {
+    let runs = |v: &[Rate]| v.iter().map(rate_json).collect::<Vec<_>>();
+    let mut latency = latency_part_json(&h.latency);
+    latency["note"] = json!(
+        "cpu_us_per_call.hub is the process serving HTTP on both sides: openpact-fixture --http directly, openpact through the hub; fixture is the session's fixture child"
+    );
+    json!({
+        "goal_ratio": face::GOAL_RATIO,
+        "latency": latency,
+        "throughput": {
+            "clients": face::CLIENTS,
+            "median_calls_per_sec": face::median(&h.direct).zip(face::median(&h.hub)).map(|(d, hb)| versus(d.per_sec, hb.per_sec, 0)),
+            "best_calls_per_sec": versus(face::best(&h.direct), face::best(&h.hub), 0),
+            "direct_runs": runs(&h.direct),
+            "hub_runs": runs(&h.hub),
+        },
+    })
 }
 
 fn procs_json(p: &Procs<f64>, places: i32) -> Value {
