@@ -557,14 +557,10 @@ enum Next {
 struct Asked {
     /// The session's id for it (a number).
     id: String,
+    /// Its key in `inputRequests`.
+    key: String,
     method: String,
     params: Option<Value>,
-}
-
-impl Asked {
-    fn key(&self) -> String {
-        format!("openpact-{}", self.id)
-    }
 }
 
 /// A request in progress on its own session.
@@ -634,8 +630,10 @@ impl Running {
             Kind::Request => {
                 let params = m.params().and_then(|p| serde_json::from_str(p).ok());
                 if resumable {
+                    let key = self.key_for(m.id());
                     self.asked.push(Asked {
                         id: m.id().to_string(),
+                        key,
                         method: m.method().to_string(),
                         params,
                     });
@@ -676,6 +674,18 @@ impl Running {
         }
     }
 
+    /// The `inputRequests` key for the session's request `id`: the server's own id for it
+    /// when that is a string (servers name what they ask, e.g. `user_name`), else ours.
+    fn key_for(&self, id: &str) -> String {
+        let theirs = self
+            .session
+            .forwarded_id(id)
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|t| t.as_str().map(str::to_string))
+            .filter(|k| !k.is_empty() && !self.asked.iter().any(|a| a.key == *k));
+        theirs.unwrap_or_else(|| format!("openpact-{id}"))
+    }
+
     /// Progress under the token of the attempt the client is waiting on now.
     fn retoken(&self, line: String, current: Option<&Value>) -> String {
         let (Some(current), Some(first)) = (current, &self.token) else {
@@ -709,7 +719,7 @@ impl Running {
             if a.method != "roots/list" || params.as_object().is_some_and(|p| !p.is_empty()) {
                 entry.insert("params".into(), params);
             }
-            map.insert(a.key(), Value::Object(entry));
+            map.insert(a.key.clone(), Value::Object(entry));
         }
         Value::Object(map)
     }
@@ -719,7 +729,7 @@ impl Running {
         let responses = responses.and_then(Value::as_object);
         let mut open = Vec::new();
         for a in std::mem::take(&mut self.asked) {
-            match responses.and_then(|r| r.get(&a.key())) {
+            match responses.and_then(|r| r.get(&a.key)) {
                 Some(result) => {
                     let line = jsonrpc::result(&a.id, &result.to_string());
                     self.session.handle_frame(Frame::Line(line.into_bytes()));

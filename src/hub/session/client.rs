@@ -33,6 +33,12 @@ impl Session {
         self.send(jsonrpc::request(&id.to_string(), m.method(), m.params()));
     }
 
+    /// The id (JSON text) the server used for a request forwarded under our id `ours`.
+    pub(crate) fn forwarded_id(&self, ours: &str) -> Option<String> {
+        let ours: u64 = ours.parse().ok()?;
+        lock(&self.forwarded).get(&ours).map(|f| f.id.clone())
+    }
+
     /// A server cancelled a request of its that we forwarded to this client.
     pub(crate) fn cancel_forwarded(
         &self,
