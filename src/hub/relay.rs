@@ -36,22 +36,24 @@ impl Hub {
         CallerGuard { hub: self, number }
     }
 
-    /// Who gets server `upstream`'s request needing client capability `cap`: the session
-    /// whose call to it started last (the server is working on a call; on stdio nothing
-    /// says which, and the newest is the likeliest), else any legacy session able to answer
-    /// (a server may ask for roots at any time).
+    /// Who gets server `upstream`'s request needing client capability `cap`: a session with
+    /// a call to it in flight (the server is working on a call; on stdio nothing says which,
+    /// so the newest able to answer). Only a server no session is calling asks any legacy
+    /// session able to answer (a server may ask for roots at any time); a question is never
+    /// carried to another client than the ones waiting on the server.
     fn asked_session(&self, upstream: usize, cap: &str) -> Option<Arc<Session>> {
-        let calling = lock(&self.callers)
+        let calling: Vec<Arc<Session>> = lock(&self.callers)
             .iter()
             .rev()
             .filter(|c| c.upstream == upstream)
             .filter_map(|c| c.session.upgrade())
-            .find(|s| s.client_has(cap));
-        calling.or_else(|| {
-            self.sessions()
-                .into_iter()
-                .find(|s| !s.is_modern() && s.client_has(cap))
-        })
+            .collect();
+        if !calling.is_empty() {
+            return calling.into_iter().find(|s| s.client_has(cap));
+        }
+        self.sessions()
+            .into_iter()
+            .find(|s| !s.is_modern() && s.client_has(cap))
     }
 
     fn rewrite_progress<'h, 'p>(

@@ -73,7 +73,13 @@ async fn ping_discover_and_unknown_methods() {
 
     // A dual-era client probes first; the answer offers both eras, and `initialize` still
     // works on this pipe.
-    let r = c.request("server/discover", json!({})).await;
+    let r = c
+        .request(
+            "server/discover",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}}),
+        )
+        .await;
     let versions = r["result"]["supportedVersions"].as_array().unwrap();
     assert!(versions.contains(&json!("2026-07-28")), "{r}");
     assert!(versions.contains(&json!("2025-11-25")), "{r}");

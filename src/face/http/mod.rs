@@ -277,10 +277,8 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
         }
         None => return StatusCode::BAD_REQUEST.into_response(),
     };
-    if m.kind() == Kind::Request && m.method() == "initialize" {
-        return initialize(&face, m).await;
-    }
     // No session: the 2026-07-28 revision, stateless (a session id means a legacy client).
+    // Checked before `initialize`, which that revision does not have.
     if let Some(hub) = face.backend.hub()
         && !headers.contains_key(SESSION_HEADER)
         && modern::speaks_modern(&headers, &m)
@@ -297,6 +295,9 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
                 "2026-07-28 clients never send responses: input comes back with the retried request",
             ),
         };
+    }
+    if m.kind() == Kind::Request && m.method() == "initialize" {
+        return initialize(&face, m).await;
     }
     let hs = match session_of(&face, &headers) {
         Ok(hs) => hs,

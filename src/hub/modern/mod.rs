@@ -34,6 +34,7 @@ const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// Revision errors (2026-07-28 reserves -32020 … -32099).
 pub const HEADER_MISMATCH: i64 = -32020;
+pub const MISSING_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// How long a request waits for the client to come back with the input it asked for: long
@@ -41,6 +42,8 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 const INPUT_WAIT: Duration = Duration::from_secs(600);
 /// Requests waiting for input at once, over all clients: each holds an upstream call open.
 const MAX_WAITING: usize = 1024;
+/// How long after a question further ones may join it in one input-required result.
+const GATHER: Duration = Duration::from_millis(25);
 
 /// The client requests of the revision (anything else is unknown to it).
 const METHODS: [&str; 10] = [
@@ -172,11 +175,8 @@ impl Envelope {
         let id = m.id();
         let meta = params.get("_meta");
         let version = meta.and_then(|m| m.get(KEY_VERSION));
-        let discover = m.method() == "server/discover";
         match version {
             Some(Value::String(v)) if v == VERSION => {}
-            // A discovery without the envelope is still a fair question.
-            None if discover => {}
             Some(Value::String(v)) => {
                 let data = json!({"supported": [VERSION], "requested": v}).to_string();
                 return Err(Out::error(
@@ -201,7 +201,6 @@ impl Envelope {
         }
         let capabilities = match meta.and_then(|m| m.get(KEY_CAPS)) {
             Some(c @ Value::Object(_)) => c.to_string(),
-            None if discover => "{}".to_string(),
             _ => {
                 return Err(Out::error(
                     id,
@@ -380,6 +379,16 @@ fn request_digest(origin: &str, method: &str, params: &Value) -> String {
     state::digest(&[origin, method, &target, &arguments])
 }
 
+/// The client capability a server's request needs.
+fn capability_of(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
 /// A tool call, prompt, read, list or completion, on a session of its own.
 async fn call(
     hub: Arc<Hub>,
@@ -429,6 +438,12 @@ async fn call(
                 inner_id,
                 token: token.clone(),
                 asked: Vec::new(),
+                // Servers SHOULD take answers offered up front and ignore keys they do not know.
+                preset: params
+                    .get("inputResponses")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default(),
             }
         }
     };
@@ -440,11 +455,11 @@ async fn call(
     };
     match next {
         Next::Done(line) => {
-            let _ = tx.send(Out::Done {
-                line: final_line(id, method, &line),
-                status: Status::Ok,
-            });
+            let line = final_line(id, method, &line);
+            let status = status_of(&line);
+            let _ = tx.send(Out::Done { line, status });
         }
+
         Next::Input => {
             let asked = running.asked_json();
             match park(&hub, running, digest) {
@@ -534,7 +549,8 @@ fn final_line(id: &str, method: &str, line: &str) -> String {
         return line.to_string();
     };
     if let Some(result) = msg.get_mut("result") {
-        let cacheable = method.ends_with("/list");
+        // Lists and reads carry caching fields in this revision.
+        let cacheable = method.ends_with("/list") || method == "resources/read";
         complete(result, cacheable);
         return jsonrpc::result(id, &result.to_string());
     }
@@ -551,6 +567,18 @@ fn final_line(id: &str, method: &str, line: &str) -> String {
 enum Next {
     Done(String),
     Input,
+}
+
+/// The revision ties its own errors to HTTP 400, whoever raised them (a 2026-07-28 server
+/// behind the hub too); everything else is 200.
+fn status_of(line: &str) -> Status {
+    let code = serde_json::from_str::<Value>(line)
+        .ok()
+        .and_then(|m| m.get("error")?.get("code")?.as_i64());
+    match code {
+        Some(HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION) => Status::BadRequest,
+        _ => Status::Ok,
+    }
 }
 
 /// A question the session put to the client, waiting for its answer.
@@ -572,6 +600,8 @@ struct Running {
     /// The first attempt's progress token, which the session's notifications carry.
     token: Option<Value>,
     asked: Vec<Asked>,
+    /// Answers the client sent for questions not asked yet, by key.
+    preset: Map<String, Value>,
 }
 
 impl Drop for Running {
@@ -599,16 +629,19 @@ impl Running {
                 ));
             };
             let Outgoing::Line(line) = out else { continue };
-            if let Some(done) = self.take(line, tx, token, resumable) {
-                return Next::Done(done);
+            if let Some(next) = self.take(line, tx, token, resumable) {
+                return next;
             }
             if self.asked.is_empty() {
                 continue;
             }
-            // Questions sent together are asked together.
-            while let Ok(Outgoing::Line(line)) = self.rx.try_recv() {
-                if let Some(done) = self.take(line, tx, token, resumable) {
-                    return Next::Done(done);
+            // Questions sent together are asked together: a server sending several at once
+            // has them on their way within moments of each other.
+            while let Ok(Some(Outgoing::Line(line))) =
+                tokio::time::timeout(GATHER, self.rx.recv()).await
+            {
+                if let Some(next) = self.take(line, tx, token, resumable) {
+                    return next;
                 }
             }
             return Next::Input;
@@ -623,12 +656,35 @@ impl Running {
         tx: &mpsc::UnboundedSender<Out>,
         token: Option<&Value>,
         resumable: bool,
-    ) -> Option<String> {
+    ) -> Option<Next> {
         let m = Message::parse(line.as_str().into()).ok()?;
         match m.kind() {
-            Kind::Response => (m.id() == self.inner_id).then_some(line),
+            Kind::Response => (m.id() == self.inner_id).then_some(Next::Done(line)),
             Kind::Request => {
                 let params = m.params().and_then(|p| serde_json::from_str(p).ok());
+                if let Some(cap) = capability_of(m.method())
+                    && !self.session.client_has(cap)
+                {
+                    // Only what the request declared is asked; the server hears "no", as from
+                    // a legacy client without the capability, and decides what that means.
+                    let refusal = jsonrpc::error(
+                        m.id(),
+                        code::METHOD_NOT_FOUND,
+                        &format!(
+                            "the client's request did not declare the {cap} capability, so {} cannot be answered",
+                            m.method()
+                        ),
+                        None,
+                    );
+                    self.session.handle_frame(Frame::Line(refusal.into_bytes()));
+                    return None;
+                }
+                if let Some(answer) = self.preset.remove(&self.key_for(m.id())) {
+                    // The client answered before being asked (it knew the question).
+                    let line = jsonrpc::result(m.id(), &answer.to_string());
+                    self.session.handle_frame(Frame::Line(line.into_bytes()));
+                    return None;
+                }
                 if resumable {
                     let key = self.key_for(m.id());
                     self.asked.push(Asked {
@@ -724,12 +780,16 @@ impl Running {
         Value::Object(map)
     }
 
-    /// Hands the client's answers to the session; unanswered questions stay open.
+    /// Hands the client's answers to the session; unanswered questions stay open, and
+    /// answers to questions not asked yet are kept for when they are.
     fn answer(&mut self, responses: Option<&Value>) {
-        let responses = responses.and_then(Value::as_object);
+        let mut responses = responses
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
         let mut open = Vec::new();
         for a in std::mem::take(&mut self.asked) {
-            match responses.and_then(|r| r.get(&a.key)) {
+            match responses.remove(&a.key) {
                 Some(result) => {
                     let line = jsonrpc::result(&a.id, &result.to_string());
                     self.session.handle_frame(Frame::Line(line.into_bytes()));
@@ -738,5 +798,6 @@ impl Running {
             }
         }
         self.asked = open;
+        self.preset = responses;
     }
 }
