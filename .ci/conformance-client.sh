@@ -5,7 +5,8 @@
 # Required (the step fails if any of them fails), with @modelcontextprotocol/conformance
 # 0.1.16: initialize, tools_call, sse-retry, elicitation-sep1034-client-defaults and the
 # 14 scenarios of its `auth` suite. Reported only: the 2026-07-28 auth scenarios of
-# 0.2.0-alpha.12 (`--spec-version 2026-07-28`); their results are listed in the README.
+# 0.2.0-alpha.12 (`--spec-version 2026-07-28`, the server entry then pinned to that revision);
+# their results are listed in the README.
 # Needs target/release/openpact built and the peers installed (.ci/peers.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

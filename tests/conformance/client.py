@@ -32,6 +32,9 @@ def log(*parts):
 
 def config(url, context):
     server = {"url": url, "namespace": ""}
+    # A 2026-07-28 scenario's server speaks only that revision.
+    if os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") == "2026-07-28":
+        server["protocol"] = "2026-07-28"
     oauth = {}
     if context.get("client_id"):
         oauth["clientId"] = context["client_id"]
