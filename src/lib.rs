@@ -6,6 +6,7 @@
 //! - [`state`]: private files in the state dir, written atomically (a leaf).
 //! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
 //! - [`metrics`]: Prometheus counters and histograms of calls, served at `/metrics` (a leaf).
+//! - [`revision`]: the 2026-07-28 revision's version, `_meta` keys and error codes (a leaf).
 //! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
 //!   a loopback callback, refresh, the token store.
 //! - [`transport`]: child processes, our own stdio, Streamable HTTP and legacy SSE clients.
@@ -27,6 +28,7 @@ pub mod hub;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod policy;
+pub mod revision;
 pub mod state;
 pub mod time;
 pub mod transport;

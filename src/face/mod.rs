@@ -50,6 +50,12 @@ pub async fn serve(
         None
     };
     let hub = Hub::start(config, state_dir);
+    if !faces.stdio {
+        // Many HTTP clients and no editor whose `initialize` speaks for them all: servers are
+        // told at once everything the hub can pass on (a question then reaches the calling
+        // client only if that client declared it; otherwise the server hears "no").
+        hub.declare_client(Some(crate::upstream::modern::CLIENT_CAPABILITIES));
+    }
     // Let the servers' supervisors queue their spawns before the rest of the setup: with one
     // worker they would otherwise wait for this task's next await.
     tokio::task::yield_now().await;

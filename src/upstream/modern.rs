@@ -11,25 +11,7 @@ use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// The one modern revision openpact speaks.
-pub const MODERN_VERSION: &str = "2026-07-28";
-
-/// The reserved `_meta` keys of a modern request (§2.2).
-pub mod meta {
-    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-}
-
-/// Error codes only a 2026-07-28 server answers with (§1.3, §2.2): seeing one means the
-/// server is modern, whatever else it says.
-pub mod code {
-    pub const HEADER_MISMATCH: i64 = -32020;
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    pub const UNSUPPORTED_VERSION: i64 = -32022;
-}
+pub use crate::revision::{MODERN_VERSION, code, meta};
 
 /// What the hub declares to a modern server on every request: all it can bridge to its
 /// clients (form and URL elicitation, sampling, roots — each reaches a client that declared

@@ -4,7 +4,8 @@
 
 use super::{VERSION_HEADER, json, rpc_error, sse};
 use crate::hub::Hub;
-use crate::hub::modern::{self, Call, HEADER_MISMATCH, Out, Status};
+use crate::hub::modern::{self, Call, Out, Status};
+use crate::revision::code::HEADER_MISMATCH;
 use crate::jsonrpc::Message;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
-const KEY_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+use crate::revision::meta::SUBSCRIPTION_ID as KEY_SUBSCRIPTION;
 
 /// How long unsubscribing upstream may take once a stream ends.
 const UNSUBSCRIBE_WAIT: Duration = Duration::from_secs(5);

@@ -23,19 +23,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-/// The stateless revision.
-pub const VERSION: &str = "2026-07-28";
-
-const KEY_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const KEY_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
-const KEY_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const KEY_LOG: &str = "io.modelcontextprotocol/logLevel";
-const KEY_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-
-/// Revision errors (2026-07-28 reserves -32020 … -32099).
-pub const HEADER_MISMATCH: i64 = -32020;
-pub const MISSING_CAPABILITY: i64 = -32021;
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub use crate::revision::MODERN_VERSION as VERSION;
+use crate::revision::code::{HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION};
+use crate::revision::meta::{
+    CLIENT_CAPABILITIES as KEY_CAPS, CLIENT_INFO as KEY_INFO, LOG_LEVEL as KEY_LOG,
+    PROTOCOL_VERSION as KEY_VERSION, SERVER_INFO as KEY_SERVER_INFO,
+};
 
 /// How long a request waits for the client to come back with the input it asked for: long
 /// enough for a person to answer a prompt. After that its upstream call is cancelled.
@@ -576,7 +569,7 @@ fn status_of(line: &str) -> Status {
         .ok()
         .and_then(|m| m.get("error")?.get("code")?.as_i64());
     match code {
-        Some(HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION) => Status::BadRequest,
+        Some(HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_VERSION) => Status::BadRequest,
         _ => Status::Ok,
     }
 }

@@ -10,8 +10,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::sync::Arc;
 use tokio::task::{AbortHandle, JoinSet};
 
-/// The revision whose shape this is (the same constant the upstream client stamps).
-pub(super) const VERSION: &str = crate::upstream::modern::MODERN_VERSION;
+/// The revision whose shape this is.
+pub(super) const VERSION: &str = crate::revision::MODERN_VERSION;
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 /// The methods whose `params.name` (or `params.uri`) goes in `Mcp-Name`.
