@@ -5,8 +5,8 @@
 use super::{VERSION_HEADER, json, rpc_error, sse};
 use crate::hub::Hub;
 use crate::hub::modern::{self, Call, Out, Status};
-use crate::revision::code::HEADER_MISMATCH;
 use crate::jsonrpc::Message;
+use crate::revision::code::HEADER_MISMATCH;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};

@@ -569,7 +569,9 @@ fn status_of(line: &str) -> Status {
         .ok()
         .and_then(|m| m.get("error")?.get("code")?.as_i64());
     match code {
-        Some(HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_VERSION) => Status::BadRequest,
+        Some(HEADER_MISMATCH | MISSING_CLIENT_CAPABILITY | UNSUPPORTED_VERSION) => {
+            Status::BadRequest
+        }
         _ => Status::Ok,
     }
 }
