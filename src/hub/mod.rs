@@ -82,6 +82,17 @@ pub fn log_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 
+/// The client capability a server's request to the client needs; None for any other method
+/// (no client answers those).
+pub(crate) fn client_capability(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
 pub struct Hub {
     pub settings: HubSettings,
     upstreams: Vec<Arc<Upstream>>,

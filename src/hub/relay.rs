@@ -255,12 +255,7 @@ impl Hub {
 
     fn on_request(&self, i: usize, m: Message, from: Weak<Connection>) {
         let up = &self.upstreams[i];
-        let capability = match m.method() {
-            "sampling/createMessage" => Some("sampling"),
-            "elicitation/create" => Some("elicitation"),
-            "roots/list" => Some("roots"),
-            _ => None,
-        };
+        let capability = super::client_capability(m.method());
         let session = capability.and_then(|cap| self.asked_session(i, cap));
         match (capability, session) {
             (Some(_), Some(session)) => session.forward_server_request(i, m, from),

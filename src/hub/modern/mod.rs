@@ -372,16 +372,6 @@ fn request_digest(origin: &str, method: &str, params: &Value) -> String {
     state::digest(&[origin, method, &target, &arguments])
 }
 
-/// The client capability a server's request needs.
-fn capability_of(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
-}
-
 /// A tool call, prompt, read, list or completion, on a session of its own.
 async fn call(
     hub: Arc<Hub>,
@@ -657,23 +647,6 @@ impl Running {
             Kind::Response => (m.id() == self.inner_id).then_some(Next::Done(line)),
             Kind::Request => {
                 let params = m.params().and_then(|p| serde_json::from_str(p).ok());
-                if let Some(cap) = capability_of(m.method())
-                    && !self.session.client_has(cap)
-                {
-                    // Only what the request declared is asked; the server hears "no", as from
-                    // a legacy client without the capability, and decides what that means.
-                    let refusal = jsonrpc::error(
-                        m.id(),
-                        code::METHOD_NOT_FOUND,
-                        &format!(
-                            "the client's request did not declare the {cap} capability, so {} cannot be answered",
-                            m.method()
-                        ),
-                        None,
-                    );
-                    self.session.handle_frame(Frame::Line(refusal.into_bytes()));
-                    return None;
-                }
                 if let Some(answer) = self.preset.remove(&self.key_for(m.id())) {
                     // The client answered before being asked (it knew the question).
                     let line = jsonrpc::result(m.id(), &answer.to_string());

@@ -121,24 +121,20 @@ impl Session {
 /// capabilities that takes (`elicitation.url` for URL mode, which gets the `elicitationId`
 /// a legacy client expects); None for a method no client answers.
 fn for_client(method: &str, params: &str) -> Option<(String, Vec<&'static str>)> {
-    match method {
-        "elicitation/create" => {
-            let obj = RawObject::parse(params).ok()?;
-            if obj.get_str("mode").as_deref() != Some("url") {
-                return Some((params.to_string(), vec!["elicitation"]));
-            }
+    let capability = crate::hub::client_capability(method)?;
+    if method == "elicitation/create" {
+        let obj = RawObject::parse(params).ok()?;
+        if obj.get_str("mode").as_deref() == Some("url") {
             let id = format!(
                 "openpact-{}-{}",
                 std::process::id(),
                 NEXT_ELICITATION.fetch_add(1, Ordering::Relaxed)
             );
             let params = obj.with("elicitationId", &jsonrpc::quote(&id));
-            Some((params, vec!["elicitation", "elicitation.url"]))
+            return Some((params, vec![capability, "elicitation.url"]));
         }
-        "sampling/createMessage" => Some((params.to_string(), vec!["sampling"])),
-        "roots/list" => Some((params.to_string(), vec!["roots"])),
-        _ => None,
     }
+    Some((params.to_string(), vec![capability]))
 }
 
 /// Whether a result is an `input_required` one (cheaply ruling out the usual result).
