@@ -397,7 +397,7 @@ async fn login_call_refresh_status_logout() {
         "only remote servers: {list}"
     );
     assert_eq!(list[0]["server"], "remote");
-    assert_eq!(list[0]["logged_in"], false);
+    assert_eq!(list[0]["loggedIn"], false);
 
     let login = openpact(&cfg, &state, &["auth", "login", "remote"], &[]).await;
     assert_eq!(login.code, Some(0), "{login:#?}");
@@ -425,7 +425,7 @@ async fn login_call_refresh_status_logout() {
 
     let status = openpact(&cfg, &state, &["auth", "status", "--json"], &[]).await;
     let list: Value = serde_json::from_str(&status.stdout).unwrap();
-    assert_eq!(list[0]["logged_in"], true, "{list}");
+    assert_eq!(list[0]["loggedIn"], true, "{list}");
     assert_eq!(list[0]["scopes"], json!(["mcp:tools"]));
     assert_eq!(list[0]["store"], "file");
     let human = openpact(&cfg, &state, &["auth", "status"], &[]).await;

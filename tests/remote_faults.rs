@@ -602,7 +602,7 @@ async fn config_check_shows_remote_servers_without_secrets() {
             assert_eq!(v["servers"][1]["transport"], "sse", "{v}");
             assert_eq!(v["servers"][0]["headers"], json!(["Authorization"]), "{v}");
             assert_eq!(v["servers"][0]["oauth"]["clientId"], "app", "{v}");
-            assert_eq!(v["servers"][0]["login"]["logged_in"], false, "{v}");
+            assert_eq!(v["servers"][0]["login"]["loggedIn"], false, "{v}");
             assert_eq!(v["servers"][0]["login"]["store"], "file", "{v}");
         } else {
             assert!(

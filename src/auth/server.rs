@@ -68,6 +68,7 @@ struct FlowState {
 
 /// What `openpact auth status` and `config check` show for a server: never a token.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct AuthStatus {
     pub server: String,
     /// Without credentials (see [`crate::config::display_url`]).
@@ -87,6 +88,9 @@ pub struct AuthStatus {
     pub store_location: String,
     /// The stored login could not be read.
     pub error: Option<String>,
+    /// Whether the server asks for a login: known only after asking it (`auth status`
+    /// does), or from an `Authorization` header in the config (then `false`).
+    pub login_required: Option<bool>,
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -233,6 +237,7 @@ impl ServerAuth {
             store: i.store.kind(),
             store_location: i.store.describe(),
             error,
+            login_required: None,
         }
     }
 

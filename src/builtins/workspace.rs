@@ -1,5 +1,5 @@
 //! The workspace and memory tools (`workspace_read`, `workspace_write`, `workspace_list`,
-//! `memory_read`, `memory_write`) over the workspace root (`ai-data` beside the config by
+//! `memory_read`, `memory_write`) over the workspace root (`ai-data` beside the config, or in the data dir with none, by
 //! default, created on first write), plus the capped text reads and atomic writes the vault
 //! tools share.
 //!
@@ -50,7 +50,7 @@ impl Group for Workspace {
             ToolDef {
                 name: "workspace_read",
                 description: format!(
-                    "Read a UTF-8 text file from the workspace (ai-data). `path` is relative to \
+                    "Read a UTF-8 text file from the workspace folder. `path` is relative to \
                      the workspace root; paths outside it are refused. Files over {cap} KiB are \
                      cut with a marker; binary files are refused."
                 ),
@@ -65,7 +65,7 @@ impl Group for Workspace {
             },
             ToolDef {
                 name: "workspace_write",
-                description: "Write a text file in the workspace (ai-data), creating parent \
+                description: "Write a text file in the workspace folder, creating parent \
                               folders and replacing any existing file atomically. Returns \
                               `Wrote <N> bytes to <path>`. Paths outside the workspace are refused."
                     .into(),
@@ -82,7 +82,7 @@ impl Group for Workspace {
             ToolDef {
                 name: "workspace_list",
                 description: format!(
-                    "List one folder of the workspace (ai-data): entry names sorted, folders \
+                    "List one folder of the workspace: entry names sorted, folders \
                      ending in `/`, dotfiles included. `path` defaults to the workspace root. \
                      Returns JSON {{path, entries}}; at most {MAX_LIST_ENTRIES} entries."
                 ),

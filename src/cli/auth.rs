@@ -56,16 +56,29 @@ pub async fn run(config: &Config, state: &Path, command: AuthCommand) -> Result<
             Ok(ExitCode::SUCCESS)
         }
         AuthCommand::Status { json } => {
-            let all: Vec<AuthStatus> = config
-                .servers
-                .iter()
-                .filter_map(|s| match &s.transport {
-                    Transport::Http { url, oauth, .. } => {
-                        Some(auth::describe(&s.name, url, oauth, store.clone()))
+            let mut asking = tokio::task::JoinSet::new();
+            for (i, s) in config.servers.iter().enumerate() {
+                let Transport::Http {
+                    url,
+                    oauth,
+                    headers,
+                    ..
+                } = &s.transport
+                else {
+                    continue;
+                };
+                let mut status = auth::describe(&s.name, url, oauth, store.clone());
+                let (url, headers) = (url.clone(), headers.clone());
+                asking.spawn(async move {
+                    if !status.logged_in {
+                        status.login_required = login_required(&url, &headers).await;
                     }
-                    Transport::Stdio { .. } => None,
-                })
-                .collect();
+                    (i, status)
+                });
+            }
+            let mut all: Vec<(usize, AuthStatus)> = asking.join_all().await;
+            all.sort_by_key(|(i, _)| *i);
+            let all: Vec<AuthStatus> = all.into_iter().map(|(_, s)| s).collect();
             if json {
                 out!("{}", serde_json::to_string_pretty(&all)?);
             } else if all.is_empty() {
@@ -113,6 +126,27 @@ async fn login(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether the server at `url` wants a login, asked as a client would (a few seconds at
+/// most); `None` when it could not be asked. An `Authorization` header in the config means
+/// no login is needed.
+async fn login_required(url: &str, headers: &[(String, String)]) -> Option<bool> {
+    if headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        return Some(false);
+    }
+    let probe = tokio::time::timeout(Duration::from_secs(5), auth::probe(url, headers));
+    match probe.await {
+        Ok(Ok(p)) => Some(p.wants_login()),
+        Ok(Err(e)) => {
+            tracing::debug!(url = %crate::config::display_url(url), "cannot ask whether a login is needed: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// A remote server's URL, headers and oauth settings.
 type Remote<'a> = (&'a str, &'a [(String, String)], &'a OAuthSettings);
 
@@ -152,15 +186,17 @@ pub(super) fn status_line(s: &AuthStatus) -> String {
         return format!("{}: cannot read the stored login: {e}", s.server);
     }
     if !s.logged_in {
-        let why = if s.expired {
-            "login expired"
-        } else {
-            "not logged in"
+        let name = &s.server;
+        return match (s.expired, s.login_required) {
+            (true, _) => format!("{name}: login expired (run `openpact auth login {name}`)"),
+            (false, Some(true)) => {
+                format!("{name}: needs a login (run `openpact auth login {name}`)")
+            }
+            (false, Some(false)) => format!("{name}: no login needed (it answers without one)"),
+            (false, None) => format!(
+                "{name}: not logged in (needed only if the server asks for one; then run `openpact auth login {name}`)"
+            ),
         };
-        return format!(
-            "{}: {why} (run `openpact auth login {}`)",
-            s.server, s.server
-        );
     }
     format!("{}: logged in. {}", s.server, details(s))
 }

@@ -215,8 +215,20 @@ impl Cli {
     }
 }
 
-/// How long CLI commands wait for servers to start before reporting what they have.
-const CLI_START_LIMIT: Duration = Duration::from_secs(120);
+/// Waits for the servers still starting, as `serve` does for a first `tools/list`: up to
+/// `openpact.listWait`, never a hung server's whole `timeout`; then says on stderr which
+/// servers are left out, so a short answer is never a silent one.
+async fn settle(hub: &Hub) {
+    let wait = hub.settings.list_wait;
+    hub.settled(wait).await;
+    let starting: Vec<&str> = hub
+        .upstreams()
+        .iter()
+        .filter(|u| u.snapshot().state.is_pending())
+        .map(|u| u.name())
+        .collect();
+    output::still_starting(&starting, wait);
+}
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -368,7 +380,7 @@ async fn permissions(
     let config = load(config)?;
     let hub = start_for(&config, state, Some(&name));
     hub.declare_client(None);
-    hub.settled(CLI_START_LIMIT).await;
+    settle(&hub).await;
     let catalog = hub.catalog();
     let found = catalog
         .tools
@@ -454,7 +466,7 @@ async fn list(
 ) -> Result<ExitCode> {
     let hub = Hub::start(config, state);
     hub.declare_client(None);
-    hub.settled(CLI_START_LIMIT).await;
+    settle(&hub).await;
     let catalog = hub.catalog();
     let shown = if json {
         output::listing_json(&hub, &catalog, what)
@@ -501,8 +513,8 @@ async fn invoke(
 ) -> Result<ExitCode> {
     let hub = start_for(config, state, name);
     // Connect first: servers wait to learn the client's capabilities before `initialize`.
+    // The request itself waits for a server still starting (up to listWait), as in `serve`.
     let mut client = LocalClient::connect(hub.clone(), "{}").await;
-    hub.settled(CLI_START_LIMIT).await;
     let progress = output::Progress::new();
     let params = if progress.visible() {
         with_progress_token(params)
@@ -570,7 +582,7 @@ async fn servers(
     }
     let hub = Hub::start(config, state_dir);
     hub.declare_client(None);
-    hub.settled(CLI_START_LIMIT).await;
+    settle(&hub).await;
     let status = hub.status();
     hub.shutdown().await;
     if json {
@@ -602,7 +614,7 @@ fn config_check(
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            output::config_problems(&e);
+            output::config_problems(&e, json)?;
             Ok(ExitCode::from(1))
         }
     }

@@ -91,7 +91,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
                     .ok()
                     .and_then(|o| o.get_str("name"))
                     .unwrap_or_default();
-                let server = hub.upstreams()[r.upstream].name();
+                let server = hub.server_name(r.upstream);
                 (
                     r.key.to_string(),
                     format!("[{server}] {name}  {}", description(&r.json))
@@ -149,17 +149,23 @@ fn prompt_arguments(json: &str) -> String {
 }
 
 pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Result<()> {
+    // The server's own name for the item: `tool` for tools, `prompt` for prompts.
+    let own = match what {
+        Listing::Prompts => "prompt",
+        _ => "tool",
+    };
     let named = |items: &[std::sync::Arc<crate::hub::Named>]| -> Vec<Value> {
         items
             .iter()
             .map(|t| {
-                json!({
+                let mut v = json!({
                     "name": t.wire,
                     "qualified": t.qualified,
-                    "server": hub.upstreams()[t.upstream].name(),
-                    "tool": t.original,
+                    "server": hub.server_name(t.upstream),
                     "definition": serde_json::from_str::<Value>(&t.json).unwrap_or(Value::Null),
-                })
+                });
+                v[own] = json!(t.original);
+                v
             })
             .collect()
     };
@@ -168,7 +174,7 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
             .iter()
             .map(|r| {
                 json!({
-                    "server": hub.upstreams()[r.upstream].name(),
+                    "server": hub.server_name(r.upstream),
                     "definition": serde_json::from_str::<Value>(&r.json).unwrap_or(Value::Null),
                 })
             })
@@ -183,6 +189,18 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
     };
     out!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// Servers a command stopped waiting for (see `openpact.listWait`).
+pub fn still_starting(names: &[&str], waited: std::time::Duration) {
+    if names.is_empty() {
+        return;
+    }
+    eprintln!(
+        "openpact: still starting after {} (openpact.listWait), so left out: {}. A first `npx`/`uvx` run may be downloading the server: try again, or raise openpact.listWait; `openpact servers` shows each server's state and stderr.",
+        human_duration(waited),
+        names.join(", ")
+    );
 }
 
 pub fn interrupted() {
@@ -486,8 +504,8 @@ pub fn config_human(config: &Config, state_dir: &Path) {
     out!("config: {}", source_label(config));
     out!("state dir: {}", state_dir.display());
     out!(
-        "tool names: {:?}, page size {}, list wait {}",
-        config.hub.tool_names,
+        "tool names: {}, page size {}, list wait {}",
+        config.hub.tool_names.label(),
         config.hub.page_size,
         human_duration(config.hub.list_wait)
     );
@@ -612,6 +630,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         })
         .collect();
     let out = json!({
+        "ok": true,
         "config": config.source,
         "stateDir": state_dir,
         "servers": servers,
@@ -669,8 +688,21 @@ fn auth_plan(headers: &[(String, String)], oauth: &OAuthSettings) -> String {
     plan
 }
 
-pub fn config_problems(e: &ConfigError) {
-    eprintln!("{e}");
+/// A config that does not pass `config check`: every problem and warning, on stderr, or as
+/// one JSON object on stdout with `--json` (`ok: false`).
+pub fn config_problems(e: &ConfigError, raw: bool) -> anyhow::Result<()> {
+    if !raw {
+        eprintln!("{e}");
+        return Ok(());
+    }
+    let problems: Vec<Value> = e
+        .problems
+        .iter()
+        .map(|p| json!({"file": p.file, "path": p.path, "message": p.message}))
+        .collect();
+    let out = json!({"ok": false, "problems": problems, "warnings": e.warnings});
+    out!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
 }
 
 pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 
 use super::build::{Builder, kind_of};
 use super::expand::Unset;
-use super::suggest::{child, closest_key, index, unknown_key};
+use super::suggest::{child, closest_key, index};
 use super::units;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -135,7 +135,8 @@ impl Builder<'_> {
         let mut discard = Vec::new();
         let s = self.expanded(v, path, Unset::Fail, &mut discard)?;
         let s = self.tilde(s, path)?;
-        Some(self.base_dir.join(s))
+        // `./ai-data` beside the config is `DIR/ai-data`, not `DIR/./ai-data`.
+        Some(self.base_dir.join(s).components().collect())
     }
 
     fn string_setting(&mut self, v: &Value, path: &str) -> Option<String> {
@@ -158,7 +159,7 @@ impl Builder<'_> {
             Value::Object(m) => {
                 for k in m.keys() {
                     if !keys.contains(&k.as_str()) {
-                        self.warn(&child(path, k), unknown_key(closest_key(k, keys)));
+                        self.unknown(&child(path, k), closest_key(k, keys));
                     }
                 }
                 Some(m)

@@ -22,7 +22,7 @@ pub use builtins::{
     BuiltinsSettings, CalendarFeed, CalendarSource, ChatProvider, ChatSettings, GithubSettings,
     ScriptsSettings, VaultSettings, WebSettings,
 };
-pub use paths::{FILE_NAME, locate, state_dir};
+pub use paths::{FILE_NAME, data_dir, locate, state_dir};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
 };
@@ -44,6 +44,9 @@ pub struct Config {
     pub hub: HubSettings,
     /// Non-fatal findings (`FILE: PATH: message`) for the caller to log.
     pub warnings: Vec<String>,
+    /// Keys that are ignored (unknown, or out of place); each is in `warnings` too, and a
+    /// problem for [`Config::strict`].
+    pub ignored: Vec<Problem>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -63,18 +66,25 @@ pub struct ServerConfig {
 }
 
 impl Config {
-    /// Fails with every server-level problem too (what `config check` reports).
+    /// Fails with every server-level problem and every ignored key too (what `config check`
+    /// reports); the other warnings come along with them.
     pub fn strict(self) -> Result<Config, ConfigError> {
         let problems: Vec<Problem> = self
             .servers
             .iter()
             .flat_map(|s| s.unavailable.iter().cloned())
+            .chain(self.ignored.iter().cloned())
             .collect();
         if problems.is_empty() {
-            Ok(self)
-        } else {
-            Err(ConfigError { problems })
+            return Ok(self);
         }
+        let listed: Vec<String> = self.ignored.iter().map(Problem::to_string).collect();
+        let warnings = self
+            .warnings
+            .into_iter()
+            .filter(|w| !listed.contains(w))
+            .collect();
+        Err(ConfigError { problems, warnings })
     }
 }
 
@@ -183,6 +193,16 @@ pub enum ToolNames {
     Portable,
 }
 
+impl ToolNames {
+    /// As written in the config.
+    pub fn label(self) -> &'static str {
+        match self {
+            ToolNames::Qualified => "qualified",
+            ToolNames::Portable => "portable",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct HubSettings {
     pub tool_names: ToolNames,
@@ -206,6 +226,9 @@ pub struct HttpSettings {
     /// The bearer token every request must carry (expanded from `${VAR}`); required to bind
     /// a non-loopback address.
     pub token: Option<String>,
+    /// Why the configured token could not be had (`FILE: openpact.http.token: ${VAR} is
+    /// not set…`): the HTTP face refuses to start rather than serve without it.
+    pub token_unset: Option<String>,
     /// Origins allowed beside http(s)://localhost, 127.0.0.1 and [::1] (any port), as
     /// `scheme://host[:port]`, lower case, without a trailing slash.
     pub allowed_origins: Vec<String>,
@@ -237,6 +260,7 @@ impl Default for HttpSettings {
         HttpSettings {
             address: Self::DEFAULT_ADDRESS.to_string(),
             token: None,
+            token_unset: None,
             allowed_origins: Vec::new(),
             max_body_size: HubSettings::DEFAULT_MAX_MESSAGE_SIZE,
             max_sessions: 64,
@@ -252,6 +276,7 @@ impl fmt::Debug for HttpSettings {
         f.debug_struct("HttpSettings")
             .field("address", &self.address)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("token_unset", &self.token_unset)
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_size", &self.max_body_size)
             .field("max_sessions", &self.max_sessions)
@@ -299,10 +324,9 @@ impl Default for HubSettings {
             list_wait: Self::DEFAULT_LIST_WAIT,
             restart: RestartPolicy::default(),
             policy: PolicySettings::default(),
-            // With no config file, `ai-data` goes beside the working directory.
-            builtins: BuiltinsSettings::defaults(
-                &std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-            ),
+            // With no config file, `ai-data` goes to the user's data dir (a config file puts
+            // it beside itself).
+            builtins: BuiltinsSettings::defaults(&data_dir(&|k| std::env::var(k).ok())),
             http: HttpSettings::default(),
         }
     }
@@ -336,17 +360,20 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Every problem found in one pass over the config.
+/// Every problem found in one pass over the config, and the warnings found beside them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", lines(.problems))]
+#[error("{}", lines(.problems, .warnings))]
 pub struct ConfigError {
     pub problems: Vec<Problem>,
+    /// `FILE: PATH: message`, as in [`Config::warnings`].
+    pub warnings: Vec<String>,
 }
 
-fn lines(problems: &[Problem]) -> String {
+fn lines(problems: &[Problem], warnings: &[String]) -> String {
     problems
         .iter()
         .map(Problem::to_string)
+        .chain(warnings.iter().map(|w| format!("warning: {w}")))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -355,6 +382,7 @@ impl From<Problem> for ConfigError {
     fn from(problem: Problem) -> Self {
         Self {
             problems: vec![problem],
+            warnings: Vec::new(),
         }
     }
 }
@@ -366,6 +394,7 @@ pub fn empty() -> Config {
         servers: Vec::new(),
         hub: HubSettings::default(),
         warnings: Vec::new(),
+        ignored: Vec::new(),
     }
 }
 

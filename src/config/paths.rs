@@ -66,6 +66,23 @@ fn user_config_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", APP).map(|dirs| dirs.config_dir().to_path_buf())
 }
 
+/// Where OpenPact's built-in tools keep their files when no config file says where (the
+/// workspace `ai-data` and its scripts): `$XDG_DATA_HOME/openpact`, else the platform's data
+/// dir (usually `~/.local/share/openpact`). Never the working directory, which for an
+/// editor-launched hub is wherever the editor happened to start.
+pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(xdg) = non_empty(env, "XDG_DATA_HOME") {
+        return PathBuf::from(xdg).join(APP);
+    }
+    if let Some(dirs) = directories::ProjectDirs::from("", "", APP) {
+        return dirs.data_dir().to_path_buf();
+    }
+    match non_empty(env, "HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share").join(APP),
+        None => std::env::temp_dir().join(APP),
+    }
+}
+
 /// Where persistent state goes: `--state-dir`, else `$OPENPACT_STATE_DIR`, else
 /// `$XDG_STATE_HOME/openpact`, else the platform state dir (or local data dir where
 /// the platform has none). Nothing is created here.

@@ -2,7 +2,7 @@
 //! validated values. Globs are checked here so a typo fails at load, not at the first call.
 
 use super::build::{Builder, kind_of as kind};
-use super::suggest::{child, closest_key, index, unknown_key};
+use super::suggest::{child, closest_key, index};
 use super::units;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -162,7 +162,7 @@ impl Builder<'_> {
     fn known_keys(&mut self, m: &Map<String, Value>, path: &str, keys: &[&str]) {
         for k in m.keys() {
             if !keys.contains(&k.as_str()) {
-                self.warn(&child(path, k), unknown_key(closest_key(k, keys)));
+                self.unknown(&child(path, k), closest_key(k, keys));
             }
         }
     }

@@ -132,10 +132,7 @@ impl Policy {
             return match self.rules.matching(t.qualified) {
                 Some(Rule::Deny) => Verdict::Deny(
                     Source::Rule,
-                    format!(
-                        "openpact denied {} {}: a rule in openpact.permissions.deny matches it",
-                        t.kind, t.qualified
-                    ),
+                    self.denied_by_rule(t),
                 ),
                 _ => self.ask(t, asker, None, false).await,
             };
@@ -144,10 +141,7 @@ impl Policy {
             Some(Rule::Deny) => {
                 return Verdict::Deny(
                     Source::Rule,
-                    format!(
-                        "openpact denied {} {}: a rule in openpact.permissions.deny matches it",
-                        t.kind, t.qualified
-                    ),
+                    self.denied_by_rule(t),
                 );
             }
             Some(Rule::Allow) => return Verdict::Allow(Source::Rule),
@@ -169,7 +163,7 @@ impl Policy {
                     "openpact denied {} {}: openpact.permissions.default is \"deny\"; {}",
                     t.kind,
                     t.qualified,
-                    self.how_to_allow(t.qualified)
+                    self.how_to_allow(t)
                 ),
             ),
             (None, Rule::Ask) => self.ask(t, asker, None, true).await,
@@ -210,7 +204,43 @@ impl Policy {
         }
     }
 
-    fn how_to_allow(&self, qualified: &str) -> String {
+    /// The rule that decides a name and the glob that matched, for messages.
+    pub fn explain(&self, qualified: &str) -> Option<rules::Matched> {
+        self.rules.explain(qualified)
+    }
+
+    fn denied_by_rule(&self, t: &Target<'_>) -> String {
+        let rule = self.rules.explain(t.qualified).map_or_else(
+            || "a rule in openpact.permissions.deny".to_string(),
+            |m| m.describe(),
+        );
+        format!(
+            "openpact denied {} {}: {rule} matches it; to allow it, take it out of that list in {}",
+            t.kind, t.qualified, self.config_label
+        )
+    }
+
+    /// Advice that works for a call denied for want of a way to ask: what allows it
+    /// depends on what made openpact ask.
+    fn how_to_allow(&self, t: &Target<'_>) -> String {
+        let qualified = t.qualified;
+        let ask_instead = "use a client that supports elicitation, or run `openpact call` from a terminal, to be asked";
+        if t.ask_every_time {
+            return format!(
+                "{qualified} asks on every call, whatever the rules say; {ask_instead}"
+            );
+        }
+        if let Some(m) = self
+            .rules
+            .explain(qualified)
+            .filter(|m| m.rule == Rule::Ask)
+        {
+            return format!(
+                "{} matches it, and asks on every call whatever else allows it; {ask_instead}, or take it out of openpact.permissions.ask in {} (then `openpact permissions allow {qualified}` works)",
+                m.describe(),
+                self.config_label
+            );
+        }
         // Built-ins have bare names: there is no server glob to offer for them.
         let alternative = match qualified.split_once(':') {
             Some((server, _)) => format!(" (or \"{server}:*\")"),
@@ -283,7 +313,7 @@ impl Policy {
                         "openpact denied {} {}: it needs permission and there is no way to ask (the client did not declare elicitation and there is no terminal); {}",
                         t.kind,
                         t.qualified,
-                        self.how_to_allow(t.qualified)
+                        self.how_to_allow(t)
                     ),
                 ),
             };

@@ -33,48 +33,83 @@ impl<V: Copy> Memo<V> {
 
 #[derive(Debug)]
 pub struct RuleSet {
-    deny: GlobSet,
-    ask: GlobSet,
-    allow: GlobSet,
+    /// In precedence order: deny, ask, allow.
+    lists: [(Rule, Globs); 3],
     memo: Memo<Option<Rule>>,
 }
 
-fn compile(globs: &[String]) -> GlobSet {
+/// One list of rules: the compiled set, and the globs as written for messages.
+#[derive(Debug)]
+struct Globs {
+    set: GlobSet,
+    written: Vec<String>,
+}
+
+fn compile(globs: &[String]) -> Globs {
     let mut b = GlobSetBuilder::new();
+    let mut written = Vec::new();
     for g in globs {
         // The config layer already rejected invalid globs; skipping keeps this total.
         if let Ok(glob) = Glob::new(g) {
             b.add(glob);
+            written.push(g.clone());
         }
     }
-    b.build().unwrap_or_else(|_| GlobSet::empty())
+    Globs {
+        set: b.build().unwrap_or_else(|_| GlobSet::empty()),
+        written,
+    }
+}
+
+/// The rule that decides a name, and the first glob of its list that matches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched {
+    pub rule: Rule,
+    pub glob: String,
+}
+
+impl Matched {
+    /// `"fs:read_*" in openpact.permissions.allow`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "the rule \"{}\" in openpact.permissions.{}",
+            self.glob,
+            self.rule.label()
+        )
+    }
 }
 
 impl RuleSet {
     pub fn new(p: &Permissions) -> RuleSet {
         RuleSet {
-            deny: compile(&p.deny),
-            ask: compile(&p.ask),
-            allow: compile(&p.allow),
+            lists: [
+                (Rule::Deny, compile(&p.deny)),
+                (Rule::Ask, compile(&p.ask)),
+                (Rule::Allow, compile(&p.allow)),
+            ],
             memo: Memo::default(),
         }
     }
 
     /// The strongest rule matching `qualified`: deny beats ask beats allow.
     pub fn matching(&self, qualified: &str) -> Option<Rule> {
-        self.memo.get_or(qualified, || self.compute(qualified))
+        self.memo.get_or(qualified, || {
+            self.lists
+                .iter()
+                .find(|(_, globs)| globs.set.is_match(qualified))
+                .map(|(rule, _)| *rule)
+        })
     }
 
-    fn compute(&self, qualified: &str) -> Option<Rule> {
-        if self.deny.is_match(qualified) {
-            Some(Rule::Deny)
-        } else if self.ask.is_match(qualified) {
-            Some(Rule::Ask)
-        } else if self.allow.is_match(qualified) {
-            Some(Rule::Allow)
-        } else {
-            None
-        }
+    /// Which rule decides `qualified` and why (for messages; not memoised).
+    pub fn explain(&self, qualified: &str) -> Option<Matched> {
+        self.lists.iter().find_map(|(rule, globs)| {
+            let first = globs.set.matches(qualified).into_iter().min()?;
+            Some(Matched {
+                rule: *rule,
+                glob: globs.written.get(first)?.clone(),
+            })
+        })
     }
 }
 
@@ -112,6 +147,24 @@ impl<T: Clone> FirstMatch<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn explain_names_the_deciding_glob() {
+        let p = Permissions {
+            allow: vec!["fs:*".into()],
+            ask: vec!["fs:write_*".into(), "fs:write_file".into()],
+            ..Permissions::default()
+        };
+        let rules = RuleSet::new(&p);
+        let m = rules.explain("fs:write_file").unwrap();
+        assert_eq!((m.rule, m.glob.as_str()), (Rule::Ask, "fs:write_*"));
+        assert_eq!(
+            m.describe(),
+            "the rule \"fs:write_*\" in openpact.permissions.ask"
+        );
+        assert_eq!(rules.explain("fs:read").unwrap().rule, Rule::Allow);
+        assert_eq!(rules.explain("time:now"), None);
+    }
 
     #[test]
     fn deny_beats_ask_beats_allow() {

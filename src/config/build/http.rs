@@ -2,8 +2,8 @@
 //! extra allowed origins, body size and per-session limits.
 
 use super::{Builder, kind_of};
-use crate::config::expand::Unset;
-use crate::config::suggest::{child, closest_key, unknown_key};
+use crate::config::expand::{self, ExpandError, Unset};
+use crate::config::suggest::{child, closest_key};
 use crate::config::{HttpSettings, units};
 use serde_json::Value;
 
@@ -55,9 +55,27 @@ impl Builder<'_> {
                         );
                     }
                     let mut discard = Vec::new();
-                    http.token = self
-                        .expanded(v, &p, Unset::Fail, &mut discard)
-                        .filter(|t| !t.is_empty());
+                    let expanded = v
+                        .as_str()
+                        .map(|text| expand::expand(text, self.env, Unset::Fail, &mut discard));
+                    match expanded {
+                        // Only `serve --http` needs the token: an unset variable must not
+                        // break stdio serving or the other commands, so the face refuses to
+                        // start instead (see `HttpSettings::token_unset`).
+                        Some(Err(e @ ExpandError::Unset { .. })) => {
+                            let why = format!(
+                                "{}; `serve --http` refuses to start until it is set",
+                                e.message()
+                            );
+                            http.token_unset = Some(format!("{}: {p}: {why}", self.label));
+                            self.warn(&p, why);
+                        }
+                        _ => {
+                            http.token = self
+                                .expanded(v, &p, Unset::Fail, &mut discard)
+                                .filter(|t| !t.is_empty());
+                        }
+                    }
                 }
                 "allowedOrigins" => http.allowed_origins = self.origins(v, &p),
                 "maxBodySize" => match units::size(v).map(usize::try_from) {
@@ -79,7 +97,7 @@ impl Builder<'_> {
                     Ok(d) => http.session_idle_timeout = d,
                     Err(message) => self.error(&p, message),
                 },
-                _ => self.warn(&p, unknown_key(closest_key(key, HTTP_KEYS))),
+                _ => self.unknown(&p, closest_key(key, HTTP_KEYS)),
             }
         }
         http

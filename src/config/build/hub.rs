@@ -3,7 +3,7 @@
 //! rules that name no configured server.
 
 use super::{Builder, HUB_KEYS, kind_of};
-use crate::config::suggest::{child, closest_key, unknown_key};
+use crate::config::suggest::{child, closest_key};
 use crate::config::{HubSettings, ServerConfig, ToolNames, units};
 use serde_json::Value;
 
@@ -96,7 +96,7 @@ impl Builder<'_> {
                         format!("{v} is not a valid count; use a whole number of at least 1"),
                     ),
                 },
-                _ => self.warn(&p, unknown_key(closest_key(key, RESTART_KEYS))),
+                _ => self.unknown(&p, closest_key(key, RESTART_KEYS)),
             }
         }
         if policy.max_backoff < policy.initial_backoff {
@@ -168,7 +168,7 @@ impl Builder<'_> {
                 _ => {
                     let known: Vec<&str> =
                         HUB_KEYS.iter().chain(RESERVED_HUB_KEYS).copied().collect();
-                    self.warn(&path, unknown_key(closest_key(key, &known)));
+                    self.unknown(&path, closest_key(key, &known));
                 }
             }
         }

@@ -45,6 +45,7 @@ pub(super) fn parse(
         problems: Vec::new(),
         local: Vec::new(),
         warnings: Vec::new(),
+        ignored: Vec::new(),
     };
     let Value::Object(root) = root else {
         b.error(
@@ -65,7 +66,7 @@ pub(super) fn parse(
         match key.as_str() {
             "mcpServers" | "servers" | "inputs" | "$schema" => {}
             "openpact" => hub = b.hub(value),
-            "mcp" => b.warn(
+            "mcp" => b.ignored(
                 "mcp",
                 "ignored: this looks like VS Code settings.json; move the `servers` inside it to the top level",
             ),
@@ -77,7 +78,7 @@ pub(super) fn parse(
                     .collect();
                 let pairs: Vec<(&str, &str)> =
                     candidates.iter().map(|(c, s)| (*c, s.as_str())).collect();
-                b.warn(&child("", key), unknown_key(closest(key, &pairs)));
+                b.unknown(&child("", key), closest(key, &pairs));
             }
         }
     }
@@ -126,6 +127,7 @@ pub(super) fn parse(
         servers,
         hub,
         warnings: b.warnings,
+        ignored: b.ignored,
     })
 }
 
@@ -173,6 +175,8 @@ pub(super) struct Builder<'a> {
     /// The subset of `problems` confined to one server's entry (see `server`).
     local: Vec<Problem>,
     warnings: Vec<String>,
+    /// Keys that are ignored (unknown, or meaningless where they stand); also in `warnings`.
+    ignored: Vec<Problem>,
 }
 
 impl Builder<'_> {
@@ -193,9 +197,27 @@ impl Builder<'_> {
         self.warnings.push(problem.to_string());
     }
 
+    /// A key that is ignored: a warning when the config is used, a problem for `config
+    /// check` (a misspelt `disabled` must not quietly start a server).
+    pub(super) fn ignored(&mut self, path: &str, message: impl Into<String>) {
+        let problem = Problem {
+            file: self.label.to_string(),
+            path: path.to_string(),
+            message: message.into(),
+        };
+        self.warnings.push(problem.to_string());
+        self.ignored.push(problem);
+    }
+
+    /// An unknown key, with the closest known one as a suggestion.
+    pub(super) fn unknown(&mut self, path: &str, suggestion: Option<&str>) {
+        self.ignored(path, unknown_key(suggestion));
+    }
+
     fn into_error(self) -> ConfigError {
         ConfigError {
             problems: self.problems,
+            warnings: self.warnings,
         }
     }
 

@@ -4,7 +4,7 @@ use super::servers::check_header_name;
 use super::{Builder, get, kind_of};
 use crate::config::display_url;
 use crate::config::expand::Unset;
-use crate::config::suggest::{child, closest_key, index, unknown_key};
+use crate::config::suggest::{child, closest_key, index};
 use crate::config::{OAuthSettings, Transport};
 use serde_json::{Map, Value};
 
@@ -114,7 +114,7 @@ impl Builder<'_> {
                         format!("{v} is not a URL path; use one like \"/callback\""),
                     ),
                 },
-                _ => self.warn(&p, unknown_key(closest_key(key, OAUTH_KEYS))),
+                _ => self.unknown(&p, closest_key(key, OAUTH_KEYS)),
             }
         }
         oauth

@@ -4,7 +4,7 @@
 
 use super::{Builder, get, kind_of};
 use crate::config::expand::Unset;
-use crate::config::suggest::{child, closest_key, index, unknown_key};
+use crate::config::suggest::{child, closest_key, index};
 use crate::config::{DEFAULT_TIMEOUT, Protocol, ServerConfig, Transport, resolve, units};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -61,12 +61,12 @@ impl Builder<'_> {
         for key in entry.keys() {
             let key_path = child(path, key);
             if key == "envFile" {
-                self.warn(
+                self.ignored(
                     &key_path,
                     "envFile is not supported (ignored); put the variables in `env`",
                 );
             } else if !SERVER_KEYS.contains(&key.as_str()) {
-                self.warn(&key_path, unknown_key(closest_key(key, SERVER_KEYS)));
+                self.unknown(&key_path, closest_key(key, SERVER_KEYS));
             }
         }
 
@@ -238,7 +238,7 @@ impl Builder<'_> {
             None => {
                 for key in ["url", "headers", "oauth"] {
                     if get(entry, key).is_some() {
-                        self.warn(&child(path, key), "ignored for a stdio server");
+                        self.ignored(&child(path, key), "ignored for a stdio server");
                     }
                 }
                 self.stdio(entry, path, disabled)
@@ -246,7 +246,7 @@ impl Builder<'_> {
             Some(kind) => {
                 for key in ["command", "args", "env", "cwd"] {
                     if get(entry, key).is_some() {
-                        self.warn(&child(path, key), format!("ignored for a {kind} server"));
+                        self.ignored(&child(path, key), format!("ignored for a {kind} server"));
                     }
                 }
                 self.remote(entry, path, kind, disabled)

@@ -27,6 +27,7 @@ fn builtins_settings_parse_relative_to_the_config() {
     );
     let b = &c.hub.builtins;
     assert_eq!(b.workspace_root, base.join("./data"));
+    assert_eq!(b.workspace_root.to_str(), base.join("data").to_str());
     assert_eq!(
         b.vault,
         Some(VaultSettings {

@@ -48,6 +48,8 @@ pub enum HttpError {
          (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1"
     )]
     NoToken(SocketAddr),
+    #[error("refusing to serve HTTP without the configured token: {0}")]
+    TokenUnset(String),
     #[error("could not listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
 }
@@ -67,6 +69,9 @@ pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Boun
         .parse()
         .map_err(|_| HttpError::Address(text.to_string()))?;
     let loopback = addr.ip().is_loopback();
+    if let Some(why) = &settings.token_unset {
+        return Err(HttpError::TokenUnset(why.clone()));
+    }
     if !loopback && settings.token.is_none() {
         return Err(HttpError::NoToken(addr));
     }
