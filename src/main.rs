@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         // between two writes to stderr, and the writer is lossy anyway.
         .buffered_lines_limit(4096)
         .finish(std::io::stderr());
-    let default = if cli.is_serve() { "info" } else { "warn" };
+    let default = cli.default_log_filter();
     let filter = std::env::var("OPENPACT_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
@@ -38,9 +38,13 @@ fn main() -> ExitCode {
     };
     // Run on a worker, not on this thread: the tasks the command spawns then start on the
     // same thread that spawned them instead of waking another one.
+    let json = cli.wants_json();
     let code = match runtime.block_on(async { tokio::spawn(cli::run(cli)).await }) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
+            if json {
+                cli::output::fatal_json(&e);
+            }
             cli::output::fatal(&e);
             ExitCode::from(2)
         }

@@ -173,8 +173,45 @@ impl Metrics {
         let mut text = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
+        in_label_order(&text)
     }
+}
+
+/// The exposition with each family's series sorted by their labels (`le` aside, so a
+/// histogram's lines stay together and in order): families keep series in a hash map, and
+/// a scrape that reorders its lines every time is hard to read and to diff.
+fn in_label_order(text: &str) -> String {
+    fn key(line: &str) -> String {
+        let labels = line
+            .split_once('{')
+            .and_then(|(_, rest)| rest.split_once('}'))
+            .map_or("", |(labels, _)| labels);
+        labels
+            .split(',')
+            .filter(|l| !l.starts_with("le="))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut samples: Vec<&str> = Vec::new();
+    let flush = |samples: &mut Vec<&str>, out: &mut String| {
+        samples.sort_by_key(|l| key(l));
+        for l in samples.drain(..) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('#') {
+            flush(&mut samples, &mut out);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut samples, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -196,6 +233,15 @@ mod tests {
         assert!(text.contains(r#"openpact_call_duration_seconds_count{server="a"} 2"#));
         assert!(text.contains(r#"openpact_servers{state="ready"} 2"#));
         assert!(text.contains(r#"openpact_servers{state="failed"} 1"#));
+        // Series in label order, the same on every scrape.
+        let calls: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("openpact_calls_total"))
+            .collect();
+        let mut sorted = calls.clone();
+        sorted.sort();
+        assert_eq!(calls, sorted);
+        assert_eq!(text, m.encode(["ready", "failed", "ready"]));
         // A later scrape reflects only the states then.
         let text = m.encode(["starting"]);
         assert!(text.contains(r#"openpact_servers{state="ready"} 0"#));

@@ -28,9 +28,16 @@ pub struct Cli {
     /// Where openpact keeps its state (default: $OPENPACT_STATE_DIR, then the user state dir).
     #[arg(long, global = true, value_name = "PATH")]
     pub state_dir: Option<PathBuf>,
-    /// Same as `openpact serve` (the form some editors expect).
+    /// Same as `openpact serve` (the form some editors expect); takes serve's --http and
+    /// --no-stdio, and no command.
     #[arg(long)]
     pub mcp: bool,
+    /// With --mcp: as `serve --http`.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, requires = "mcp")]
+    pub http: Option<Option<String>>,
+    /// With --mcp --http: as `serve --no-stdio`.
+    #[arg(long, requires = "http")]
+    pub no_stdio: bool,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -213,6 +220,51 @@ impl Cli {
     pub fn is_serve(&self) -> bool {
         self.mcp || matches!(self.command, Some(Command::Serve { .. }))
     }
+
+    /// Whether the command asked for `--json`: its failures are then JSON on stdout too.
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            Some(
+                Command::Tools { json }
+                | Command::Call { json, .. }
+                | Command::Resources { json }
+                | Command::Read { json, .. }
+                | Command::Prompts { json }
+                | Command::Prompt { json, .. }
+                | Command::Servers { json, .. }
+                | Command::Config {
+                    command: ConfigCommand::Check { json },
+                }
+                | Command::Audit {
+                    command: AuditCommand::Tail { json, .. },
+                },
+            ) => *json,
+            Some(Command::Permissions {
+                command: PermissionsCommand::List { json },
+            })
+            | Some(Command::Cache {
+                command: CacheCommand::Stats { json },
+            })
+            | Some(Command::Scripts {
+                command: ScriptsCommand::List { json },
+            }) => *json,
+            Some(Command::Auth {
+                command: auth::AuthCommand::Status { json },
+            }) => *json,
+            _ => false,
+        }
+    }
+
+    /// The log filter when `OPENPACT_LOG` and `RUST_LOG` set none. A command that calls one
+    /// tool or prompt leaves out which of two servers serves a contested name or URI: that
+    /// is for listings, `servers` and `serve`, not news on every call.
+    pub fn default_log_filter(&self) -> &'static str {
+        match &self.command {
+            _ if self.is_serve() => "info",
+            Some(Command::Call { .. } | Command::Prompt { .. }) => "warn,openpact::conflicts=error",
+            _ => "warn",
+        }
+    }
 }
 
 /// Waits for the servers still starting, as `serve` does for a first `tools/list`: up to
@@ -243,10 +295,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             crate::face::serve(&config, &state, faces).await?;
             return Ok(ExitCode::SUCCESS);
         }
-        (true, _) => {
+        (true, Some(_)) => bail!(
+            "--mcp means `openpact serve`, so it takes no other command; run the command without --mcp"
+        ),
+        (true, None) => {
             let faces = crate::face::Faces {
-                stdio: true,
-                http: None,
+                stdio: !cli.no_stdio,
+                http: cli.http,
             };
             let config = load(&cli.config)?;
             crate::face::serve(&config, &state, faces).await?;
@@ -328,7 +383,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let records = crate::policy::audit::tail(&state, lines)
                 .with_context(|| format!("reading the audit log in {}", state.display()))?;
-            output::audit(&records, json)?;
+            output::audit(&records, lines, json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Config {
@@ -362,10 +417,14 @@ async fn permissions(
     state: &std::path::Path,
     command: PermissionsCommand,
 ) -> Result<ExitCode> {
+    use crate::policy::decisions::Remember;
     let store = crate::policy::decisions::DecisionStore::new(state);
     let (name, decision) = match command {
         PermissionsCommand::List { json } => {
-            output::decisions(&store.all()?, json)?;
+            // Rules beat remembered decisions: show which ones a rule overrides.
+            let config = load(config)?;
+            let rules = crate::policy::rules::RuleSet::new(&config.hub.policy.permissions);
+            output::decisions(&store.all()?, &rules, json)?;
             return Ok(ExitCode::SUCCESS);
         }
         PermissionsCommand::Forget { name } => {
@@ -373,11 +432,13 @@ async fn permissions(
             output::forgot(&name, existed);
             return Ok(ExitCode::SUCCESS);
         }
-        PermissionsCommand::Allow { name } => (name, crate::policy::decisions::Remember::Allow),
-        PermissionsCommand::Deny { name } => (name, crate::policy::decisions::Remember::Deny),
+        PermissionsCommand::Allow { name } => (name, Remember::Allow),
+        PermissionsCommand::Deny { name } => (name, Remember::Deny),
     };
-    // A decision is bound to the definition the server shows now, so ask the server.
     let config = load(config)?;
+    let label = config.label();
+    let rules = crate::policy::rules::RuleSet::new(&config.hub.policy.permissions);
+    // A decision is bound to the definition the server shows now, so ask the server.
     let hub = start_for(&config, state, Some(&name));
     hub.declare_client(None);
     settle(&hub).await;
@@ -393,8 +454,24 @@ async fn permissions(
             "no tool or prompt is named {name} (see `openpact tools` and `openpact prompts`); for patterns, use openpact.permissions rules in the config"
         );
     };
+    // Rules come before remembered decisions: a decision a rule overrides would do nothing,
+    // so it is refused with the rule named, and one a rule already makes is only noted.
+    if let Some(m) = rules.explain(&qualified) {
+        let same = matches!(
+            (m.rule, decision),
+            (crate::config::Rule::Allow, Remember::Allow)
+                | (crate::config::Rule::Deny, Remember::Deny)
+        );
+        if !same {
+            output::overridden(&qualified, decision, &m, &label);
+            return Ok(ExitCode::from(1));
+        }
+        store.remember(&qualified, decision, &definition)?;
+        output::remembered(&qualified, decision, Some(&m));
+        return Ok(ExitCode::SUCCESS);
+    }
     store.remember(&qualified, decision, &definition)?;
-    output::remembered(&qualified, decision);
+    output::remembered(&qualified, decision, None);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -488,6 +565,11 @@ fn arguments_object(arguments: Option<&str>) -> Result<String> {
             std::io::stdin()
                 .read_to_string(&mut s)
                 .context("reading the arguments from stdin")?;
+            if s.trim().is_empty() {
+                bail!(
+                    "`-` reads the arguments from stdin, which was empty; give a JSON object there, like '{{\"message\": \"hi\"}}' ('{{}}' for none)"
+                );
+            }
             s
         }
         Some(text) => text.to_string(),
@@ -540,7 +622,7 @@ async fn invoke(
         bail!("the request got no answer")
     };
     if let Some(error) = reply.error() {
-        output::rpc_error(error);
+        output::rpc_error(error, json);
         return Ok(ExitCode::from(1));
     }
     let result = reply.result().unwrap_or("{}");
@@ -570,27 +652,57 @@ async fn servers(
     start: bool,
 ) -> Result<ExitCode> {
     if !start {
-        let live = crate::face::status_file::live(state_dir);
+        // Only the hubs serving this very config: another config's servers are not the ones
+        // asked about.
+        let live: Vec<_> = crate::face::status_file::live(state_dir)
+            .into_iter()
+            .filter(|h| same_config(h.config.as_deref(), config.source.as_deref()))
+            .collect();
         if !live.is_empty() {
             if json {
-                output::live_json(&live)?;
+                output::hubs_json(&live, true)?;
             } else {
                 output::live_human(&live);
             }
             return Ok(ExitCode::SUCCESS);
         }
     }
+    let started_at = crate::time::now_rfc3339();
     let hub = Hub::start(config, state_dir);
     hub.declare_client(None);
     settle(&hub).await;
     let status = hub.status();
     hub.shutdown().await;
     if json {
-        output::servers_json(&status)?;
+        let fresh = crate::hub::HubStatus {
+            pid: std::process::id(),
+            config: config.source.as_ref().map(|p| p.display().to_string()),
+            started_at,
+            updated_at: crate::time::now_rfc3339(),
+            servers: status,
+            cache: None,
+        };
+        output::hubs_json(&[fresh], false)?;
     } else {
         output::servers_human(&status);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a running hub's config (as it published it) is the file `ours` names.
+fn same_config(theirs: Option<&str>, ours: Option<&std::path::Path>) -> bool {
+    match (theirs, ours) {
+        (None, None) => true,
+        (Some(theirs), Some(ours)) => {
+            let theirs = std::path::Path::new(theirs);
+            theirs == ours
+                || matches!(
+                    (std::fs::canonicalize(theirs), std::fs::canonicalize(ours)),
+                    (Ok(a), Ok(b)) if a == b
+                )
+        }
+        _ => false,
+    }
 }
 
 fn state_dir(explicit: &Option<PathBuf>) -> PathBuf {

@@ -46,6 +46,11 @@ pub fn fatal(e: &anyhow::Error) {
     eprintln!("openpact: {e:#}");
 }
 
+/// A command's failure as `{"error": {"message": …}}` on stdout, for `--json` callers.
+pub fn fatal_json(e: &anyhow::Error) {
+    out!("{}", json!({"error": {"message": format!("{e:#}")}}));
+}
+
 fn description(json: &str) -> String {
     let d = RawObject::parse(json)
         .ok()
@@ -266,8 +271,19 @@ impl Progress {
     }
 }
 
-pub fn rpc_error(error: &str) {
+/// A JSON-RPC error answer: `error CODE: message` on stderr, or with `--json` the error
+/// object as `{"error": …}` on stdout, so a script reads every outcome the same way.
+pub fn rpc_error(error: &str, raw: bool) {
     let v: Value = serde_json::from_str(error).unwrap_or(Value::Null);
+    if raw {
+        let error = if v.is_object() {
+            v
+        } else {
+            json!({"message": error})
+        };
+        out!("{}", json!({ "error": error }));
+        return;
+    }
     let code = v.get("code").and_then(Value::as_i64).unwrap_or(0);
     let message = v.get("message").and_then(Value::as_str).unwrap_or(error);
     eprintln!("error {code}: {message}");
@@ -465,11 +481,6 @@ fn remote_of(s: &ServerStatus) -> Option<RemoteStatus> {
     serde_json::from_value(v.get("remote")?.clone()).ok()
 }
 
-pub fn servers_json(servers: &[ServerStatus]) -> anyhow::Result<()> {
-    out!("{}", serde_json::to_string_pretty(servers)?);
-    Ok(())
-}
-
 pub fn live_human(hubs: &[HubStatus]) {
     for (i, h) in hubs.iter().enumerate() {
         if i > 0 {
@@ -487,8 +498,16 @@ pub fn live_human(hubs: &[HubStatus]) {
     out!("\n(`openpact servers --start` starts the configured servers afresh instead)");
 }
 
-pub fn live_json(hubs: &[HubStatus]) -> anyhow::Result<()> {
-    out!("{}", serde_json::to_string_pretty(hubs)?);
+/// `servers --json`: always a list of hubs, each with its servers; `running` tells a
+/// running `openpact serve` (true) from servers started for this command (false).
+pub fn hubs_json(hubs: &[HubStatus], running: bool) -> anyhow::Result<()> {
+    let mut list = Vec::with_capacity(hubs.len());
+    for h in hubs {
+        let mut v = serde_json::to_value(h)?;
+        v["running"] = json!(running);
+        list.push(v);
+    }
+    out!("{}", serde_json::to_string_pretty(&list)?);
     Ok(())
 }
 
@@ -509,6 +528,16 @@ pub fn config_human(config: &Config, state_dir: &Path) {
         config.hub.page_size,
         human_duration(config.hub.list_wait)
     );
+    let b = &config.hub.builtins;
+    if b.enabled {
+        out!(
+            "built-in tools' workspace: {} (scripts: {})",
+            b.workspace_root.display(),
+            b.scripts.dir.display()
+        );
+    } else {
+        out!("built-in tools: off");
+    }
     for s in &config.servers {
         let flag = if s.disabled { " (disabled)" } else { "" };
         out!("\n{}{flag}", s.name);
@@ -633,6 +662,11 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         "ok": true,
         "config": config.source,
         "stateDir": state_dir,
+        "builtins": if config.hub.builtins.enabled {
+            json!({"workspace": config.hub.builtins.workspace_root, "scripts": config.hub.builtins.scripts.dir})
+        } else {
+            Value::Null
+        },
         "servers": servers,
         "warnings": config.warnings,
     });
@@ -705,8 +739,13 @@ pub fn config_problems(e: &ConfigError, raw: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Result<()> {
-    if records.is_empty() && !raw {
+/// `asked`: how many records were asked for (`-n`); none asked, none shown, nothing said.
+pub fn audit(
+    records: &[crate::policy::audit::Record],
+    asked: usize,
+    raw: bool,
+) -> anyhow::Result<()> {
+    if records.is_empty() && !raw && asked > 0 {
         out!("the audit log is empty");
     }
     for r in records {
@@ -738,29 +777,64 @@ pub fn audit(records: &[crate::policy::audit::Record], raw: bool) -> anyhow::Res
     Ok(())
 }
 
+/// What a remembered decision does given the rules: `None` when it applies, else the rule
+/// that decides instead (one that agrees with it included).
+fn ruled(
+    name: &str,
+    r: &crate::policy::decisions::Remembered,
+    rules: &crate::policy::rules::RuleSet,
+) -> Option<(crate::policy::rules::Matched, bool)> {
+    use crate::config::Rule;
+    use crate::policy::decisions::Remember;
+    let m = rules.explain(name)?;
+    let agrees = matches!(
+        (m.rule, r.decision),
+        (Rule::Allow, Remember::Allow) | (Rule::Deny, Remember::Deny)
+    );
+    Some((m, agrees))
+}
+
 pub fn decisions(
     map: &std::collections::BTreeMap<String, crate::policy::decisions::Remembered>,
+    rules: &crate::policy::rules::RuleSet,
     raw: bool,
 ) -> anyhow::Result<()> {
     if raw {
-        out!("{}", serde_json::to_string_pretty(map)?);
+        let mut out = serde_json::Map::new();
+        for (name, r) in map {
+            let mut v = serde_json::to_value(r)?;
+            if let Some((m, agrees)) = ruled(name, r, rules) {
+                v["rule"] = json!({"list": m.rule.label(), "glob": m.glob, "overrides": !agrees});
+            }
+            out.insert(name.clone(), v);
+        }
+        out!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     if map.is_empty() {
         out!("no remembered decisions");
     }
     for (name, r) in map {
-        let d = match r.decision {
-            crate::policy::decisions::Remember::Allow => "allow",
-            crate::policy::decisions::Remember::Deny => "deny",
-        };
+        let d = remember_label(r.decision);
         out!(
             "{name:<40} {d:<6} since {}  ({})",
             r.at,
             &r.definition[..r.definition.len().min(19)]
         );
+        match ruled(name, r, rules) {
+            Some((m, false)) => out!("    overridden: {} decides instead", m.describe()),
+            Some((m, true)) => out!("    (also {} by {})", d, m.describe()),
+            None => {}
+        }
     }
     Ok(())
+}
+
+fn remember_label(d: crate::policy::decisions::Remember) -> &'static str {
+    match d {
+        crate::policy::decisions::Remember::Allow => "allow",
+        crate::policy::decisions::Remember::Deny => "deny",
+    }
 }
 
 pub fn forgot(name: &str, existed: bool) {
@@ -771,13 +845,40 @@ pub fn forgot(name: &str, existed: bool) {
     }
 }
 
-pub fn remembered(name: &str, decision: crate::policy::decisions::Remember) {
+pub fn remembered(
+    name: &str,
+    decision: crate::policy::decisions::Remember,
+    rule: Option<&crate::policy::rules::Matched>,
+) {
     let d = match decision {
         crate::policy::decisions::Remember::Allow => "allowed",
         crate::policy::decisions::Remember::Deny => "denied",
     };
     out!(
         "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
+    );
+    if let Some(m) = rule {
+        out!("note: {} already has it {d}, and decides first", m.describe());
+    }
+}
+
+/// A decision not saved because a rule decides otherwise, with what to do about it.
+pub fn overridden(
+    name: &str,
+    decision: crate::policy::decisions::Remember,
+    rule: &crate::policy::rules::Matched,
+    config: &str,
+) {
+    use crate::config::Rule;
+    let what = match rule.rule {
+        Rule::Ask => "asks on every call",
+        Rule::Allow => "allows it",
+        Rule::Deny => "denies it",
+    };
+    eprintln!(
+        "openpact: not saved: {} matches {name} and {what}; rules come before remembered decisions, so `openpact permissions {} {name}` would do nothing. Change that rule in {config} so it no longer matches {name}, then run this again.",
+        rule.describe(),
+        remember_label(decision)
     );
 }
 

@@ -135,8 +135,7 @@ impl Builder<'_> {
         let mut discard = Vec::new();
         let s = self.expanded(v, path, Unset::Fail, &mut discard)?;
         let s = self.tilde(s, path)?;
-        // `./ai-data` beside the config is `DIR/ai-data`, not `DIR/./ai-data`.
-        Some(self.base_dir.join(s).components().collect())
+        Some(super::resolve::beside(&self.base_dir, &s))
     }
 
     fn string_setting(&mut self, v: &Value, path: &str) -> Option<String> {

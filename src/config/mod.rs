@@ -22,7 +22,7 @@ pub use builtins::{
     BuiltinsSettings, CalendarFeed, CalendarSource, ChatProvider, ChatSettings, GithubSettings,
     ScriptsSettings, VaultSettings, WebSettings,
 };
-pub use paths::{FILE_NAME, data_dir, locate, state_dir};
+pub use paths::{FILE_NAME, data_dir, locate, state_dir, user_config_file};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
 };
@@ -452,6 +452,22 @@ pub fn parse(
         file.display().to_string()
     };
     build::parse(text, file, &label, env)
+}
+
+impl Config {
+    /// The config file as messages name it; with none loaded, where to create one.
+    pub fn label(&self) -> String {
+        match &self.source {
+            Some(p) => p.display().to_string(),
+            None => {
+                let user = user_config_file(&|k| std::env::var(k).ok()).map_or_else(
+                    || FILE_NAME.to_string(),
+                    |p| p.display().to_string(),
+                );
+                format!("a config file (none is loaded: create {user}, or pass --config)")
+            }
+        }
+    }
 }
 
 /// A URL fit to show: no user name or password, query values replaced by `…` (API keys

@@ -56,6 +56,12 @@ pub fn locate(
     Ok(user.filter(|p| p.is_file()))
 }
 
+/// Where a user's own config goes (`~/.config/openpact/mcp.json`), for messages that
+/// suggest creating one.
+pub fn user_config_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    user_config_dir(env).map(|dir| dir.join(FILE_NAME))
+}
+
 /// `$XDG_CONFIG_HOME/openpact` when the lookup has it, else the platform's config dir.
 /// A set `XDG_CONFIG_HOME` is authoritative (as the XDG spec says), which also keeps
 /// an injected lookup from falling through to the real user's files.

@@ -20,12 +20,18 @@ pub(crate) fn tilde(text: String, home: Option<String>) -> Result<String, String
     }
 }
 
+/// `path` taken from `base_dir` when relative, without `.` components: `./ai-data` beside
+/// the config is `DIR/ai-data`, not `DIR/./ai-data`.
+pub(crate) fn beside(base_dir: &Path, path: &str) -> PathBuf {
+    base_dir.join(path).components().collect()
+}
+
 /// An absolute `cwd` for the child; relative ones are taken from the config file's directory.
 pub(crate) fn cwd(expanded: &str, base_dir: &Path, check: bool) -> Result<PathBuf, String> {
     if expanded.is_empty() {
         return Err("cwd is empty; remove it or give a directory".to_string());
     }
-    let full = base_dir.join(expanded);
+    let full = beside(base_dir, expanded);
     if check {
         if !full.exists() {
             return Err(format!(

@@ -149,7 +149,8 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
         let _ = hub.events.send(c);
     }
     // After publishing: a client waiting for the servers to settle need not wait for these.
+    // A target of their own, so a command that calls one tool can leave them out.
     for message in catalog::Conflict::messages(&new_conflicts, &hub.upstreams) {
-        tracing::warn!("{message}");
+        tracing::warn!(target: "openpact::conflicts", "{message}");
     }
 }

@@ -326,11 +326,13 @@ impl Hub {
         servers: &[String],
         secrets: &[(String, String)],
     ) -> Policy {
-        let label = config
-            .source
-            .as_ref()
-            .map_or_else(|| "your mcp.json".to_string(), |p| p.display().to_string());
-        Policy::new(&config.hub.policy, state_dir, servers, secrets, label)
+        Policy::new(
+            &config.hub.policy,
+            state_dir,
+            servers,
+            secrets,
+            config.label(),
+        )
     }
 
     /// The name of server `i` (`openpact` for the built-ins).

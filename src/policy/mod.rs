@@ -215,7 +215,7 @@ impl Policy {
             |m| m.describe(),
         );
         format!(
-            "openpact denied {} {}: {rule} matches it; to allow it, take it out of that list in {}",
+            "openpact denied {} {}: {rule} matches it; to allow it, change that rule in {} so it no longer matches",
             t.kind, t.qualified, self.config_label
         )
     }
@@ -236,7 +236,7 @@ impl Policy {
             .filter(|m| m.rule == Rule::Ask)
         {
             return format!(
-                "{} matches it, and asks on every call whatever else allows it; {ask_instead}, or take it out of openpact.permissions.ask in {} (then `openpact permissions allow {qualified}` works)",
+                "{} matches it, and asks on every call whatever else allows it; {ask_instead}, or change that rule in {} so it no longer matches (then `openpact permissions allow {qualified}` works)",
                 m.describe(),
                 self.config_label
             );

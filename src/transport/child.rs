@@ -48,22 +48,67 @@ pub struct Spawned {
     pub stderr: Arc<StderrLog>,
 }
 
-/// The last lines a child wrote to stderr, for error messages and `openpact servers`.
-#[derive(Debug, Default)]
+/// The last lines a child wrote to stderr, for error messages and `openpact servers`; also
+/// what it wrote to stdout that was not JSON-RPC (a banner breaks the protocol, and is the
+/// first thing to show when a handshake fails).
+#[derive(Default)]
 pub struct StderrLog {
     lines: Mutex<VecDeque<String>>,
+    /// Applied to every line kept or logged (secret redaction).
+    scrub: Option<Scrub>,
     /// Set when the pipe reaches EOF, so a crash report can wait for the last words.
     done: tokio::sync::Notify,
     finished: std::sync::atomic::AtomicBool,
 }
 
+impl std::fmt::Debug for StderrLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StderrLog")
+            .field("lines", &self.tail(KEEP_LINES).len())
+            .finish_non_exhaustive()
+    }
+}
+
 const KEEP_LINES: usize = 40;
+/// How much of a non-JSON stdout line is logged and kept.
+const NOISE_SHOWN: usize = 200;
 const MAX_LINE: usize = 2000;
 /// Lines per second per server that reach the log; the rest are counted, not written, so a
 /// flooding server cannot drown the hub's own log (the ring buffer still sees every line).
 const LOG_RATE: u32 = 200;
 
 impl StderrLog {
+    pub fn new(scrub: Option<Scrub>) -> StderrLog {
+        StderrLog {
+            scrub,
+            ..StderrLog::default()
+        }
+    }
+
+    /// The line with secrets redacted.
+    pub fn scrubbed(&self, line: String) -> String {
+        match &self.scrub {
+            Some(scrub) => scrub(&line),
+            None => line,
+        }
+    }
+
+    /// Records a line the server wrote to stdout that is not JSON-RPC: logged (cut and
+    /// redacted) with what is wrong, and kept beside the stderr lines so that a failed
+    /// start shows it.
+    pub fn push_stdout_noise(&self, server: &str, line: &str) {
+        let mut shown: String = line.trim_end().chars().take(NOISE_SHOWN).collect();
+        if shown.len() < line.trim_end().len() {
+            shown.push('…');
+        }
+        let shown = self.scrubbed(shown);
+        tracing::warn!(
+            server,
+            "skipped a line on stdout that is not JSON-RPC (stdout must carry only JSON-RPC; the server should write banners and logs to stderr): {shown}"
+        );
+        self.push(format!("[stdout, not JSON-RPC] {shown}"));
+    }
+
     pub fn push(&self, mut line: String) {
         if line.len() > MAX_LINE {
             let mut cut = MAX_LINE;
@@ -170,13 +215,8 @@ impl ChildSpec {
         let missing = || err(std::io::Error::other("pipe missing"));
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
-        let stderr = Arc::new(StderrLog::default());
-        tokio::spawn(drain_stderr(
-            stderr_pipe,
-            self.label.clone(),
-            stderr.clone(),
-            self.scrub.clone(),
-        ));
+        let stderr = Arc::new(StderrLog::new(self.scrub.clone()));
+        tokio::spawn(drain_stderr(stderr_pipe, self.label.clone(), stderr.clone()));
 
         let pid = child.id();
         Ok(Spawned {
@@ -192,12 +232,7 @@ impl ChildSpec {
     }
 }
 
-async fn drain_stderr(
-    pipe: tokio::process::ChildStderr,
-    label: String,
-    log: Arc<StderrLog>,
-    scrub: Option<Scrub>,
-) {
+async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc<StderrLog>) {
     // Stderr lines are cut at MAX_LINE anyway; a small buffer keeps 50 idle servers cheap.
     let mut reader = BufReader::with_capacity(1 << 12, pipe);
     let mut buf = Vec::with_capacity(256);
@@ -210,10 +245,7 @@ async fn drain_stderr(
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
-        if let Some(scrub) = &scrub {
-            line = scrub(&line);
-        }
+        let line = log.scrubbed(String::from_utf8_lossy(&buf).trim_end().to_string());
         if window.elapsed() >= Duration::from_secs(1) {
             if suppressed > 0 {
                 tracing::warn!(server = %label, suppressed, "stderr lines not logged (server is flooding stderr)");

@@ -254,10 +254,21 @@ impl Connection {
                 return;
             }
         };
+        // A line that cannot even start a JSON object or array is text a server printed
+        // (a banner, a log line): shown as such, which a parse error would not do.
+        match line.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => return,
+            Some(b'{' | b'[') => {}
+            Some(_) => {
+                self.stderr
+                    .push_stdout_noise(&self.label, &String::from_utf8_lossy(&line));
+                return;
+            }
+        }
         let messages = match parse_frame(line) {
             Ok(m) => m,
             Err(e) => {
-                tracing::warn!(server = %self.label, error = %e, "skipped a line on stdout that is not JSON-RPC");
+                tracing::warn!(server = %self.label, error = %e, "skipped a line on stdout that is not JSON-RPC (stdout must carry only JSON-RPC)");
                 return;
             }
         };

@@ -160,7 +160,8 @@ impl Upstream {
                 Err(end) => (end, false),
             };
             failures = if was_stable { 1 } else { failures + 1 };
-            let reason = end.reason();
+            // The link's reasons are predicates ("is unreachable (…)"): give them their subject.
+            let reason = format!("'{}' {}", self.name(), end.reason());
             let delay = match &end {
                 LinkEnd::NeedsLogin { detail, how } => {
                     let how = match how {

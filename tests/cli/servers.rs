@@ -29,7 +29,10 @@ async fn servers_shows_state_protocol_tools_times_and_failures() {
     let after = now_rfc3339();
     out.expect_code(0);
     let v = stdout_json(&out);
-    let list = v.as_array().expect("a JSON array");
+    // One shape whether or not a hub runs: a list of hubs, here the one started for this.
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v:#}");
+    assert_eq!(v[0]["running"], false, "{v:#}");
+    let list = v[0]["servers"].as_array().expect("a JSON array");
     assert_eq!(list.len(), 2, "{v:#}");
     let fx = list.iter().find(|x| x["name"] == "fx").expect("fx listed");
     assert_eq!(fx["state"], "ready", "{fx:#}");
@@ -166,6 +169,7 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     };
     let hubs = live.as_array().expect("a list of running hubs");
     assert_eq!(hubs.len(), 1, "{live:#}");
+    assert_eq!(hubs[0]["running"], true, "{live:#}");
     assert_eq!(hubs[0]["pid"], hub_pid, "{live:#}");
     assert!(
         hubs[0]["config"]
@@ -199,9 +203,10 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     let fresh = cli.run(&["servers", "--json", "--start"]).await;
     fresh.expect_code(0);
     let v: Value = serde_json::from_str(&fresh.stdout).unwrap();
-    assert_eq!(v[0]["name"], "fx", "a plain list of servers: {v:#}");
-    assert_eq!(v[0]["restarts"], 0, "{v:#}");
-    assert_ne!(v[0]["pid"], fx["pid"], "{v:#}");
+    assert_eq!(v[0]["running"], false, "started for the occasion: {v:#}");
+    assert_eq!(v[0]["servers"][0]["name"], "fx", "{v:#}");
+    assert_eq!(v[0]["servers"][0]["restarts"], 0, "{v:#}");
+    assert_ne!(v[0]["servers"][0]["pid"], fx["pid"], "{v:#}");
 
     let (code, _) = hub.close().await;
     assert_eq!(code, Some(0));
@@ -218,8 +223,9 @@ async fn servers_shows_a_running_serve_from_the_state_dir() {
     after.expect_code(0);
     let v: Value = serde_json::from_str(&after.stdout).unwrap();
     assert_eq!(
-        v[0]["name"], "fx",
+        (&v[0]["running"], &v[0]["servers"][0]["name"]),
+        (&json!(false), &json!("fx")),
         "after the hub exited, servers starts its own: {v:#}"
     );
-    assert_eq!(v[0]["restarts"], 0, "{v:#}");
+    assert_eq!(v[0]["servers"][0]["restarts"], 0, "{v:#}");
 }
