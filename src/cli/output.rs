@@ -858,7 +858,10 @@ pub fn remembered(
         "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
     );
     if let Some(m) = rule {
-        out!("note: {} already has it {d}, and decides first", m.describe());
+        out!(
+            "note: {} already has it {d}, and decides first",
+            m.describe()
+        );
     }
 }
 

@@ -460,10 +460,8 @@ impl Config {
         match &self.source {
             Some(p) => p.display().to_string(),
             None => {
-                let user = user_config_file(&|k| std::env::var(k).ok()).map_or_else(
-                    || FILE_NAME.to_string(),
-                    |p| p.display().to_string(),
-                );
+                let user = user_config_file(&|k| std::env::var(k).ok())
+                    .map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string());
                 format!("a config file (none is loaded: create {user}, or pass --config)")
             }
         }

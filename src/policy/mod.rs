@@ -130,19 +130,13 @@ impl Policy {
     pub async fn permission(&self, t: &Target<'_>, asker: &dyn Asker) -> Verdict {
         if t.ask_every_time {
             return match self.rules.matching(t.qualified) {
-                Some(Rule::Deny) => Verdict::Deny(
-                    Source::Rule,
-                    self.denied_by_rule(t),
-                ),
+                Some(Rule::Deny) => Verdict::Deny(Source::Rule, self.denied_by_rule(t)),
                 _ => self.ask(t, asker, None, false).await,
             };
         }
         match self.rules.matching(t.qualified) {
             Some(Rule::Deny) => {
-                return Verdict::Deny(
-                    Source::Rule,
-                    self.denied_by_rule(t),
-                );
+                return Verdict::Deny(Source::Rule, self.denied_by_rule(t));
             }
             Some(Rule::Allow) => return Verdict::Allow(Source::Rule),
             // An explicit ask rule asks every time, whatever was remembered.

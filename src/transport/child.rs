@@ -216,7 +216,11 @@ impl ChildSpec {
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
         let stderr = Arc::new(StderrLog::new(self.scrub.clone()));
-        tokio::spawn(drain_stderr(stderr_pipe, self.label.clone(), stderr.clone()));
+        tokio::spawn(drain_stderr(
+            stderr_pipe,
+            self.label.clone(),
+            stderr.clone(),
+        ));
 
         let pid = child.id();
         Ok(Spawned {

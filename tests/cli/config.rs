@@ -75,32 +75,42 @@ async fn config_check_names_file_path_and_fix_for_an_unset_variable() {
         }
         let out = cli.run(&args).await;
         out.expect_code(1);
+        // With --json the problems are JSON on stdout, each as the text would show it.
+        let said = if json_flag {
+            let v = stdout_json(&out);
+            assert_eq!(v["ok"], false, "{v:#}");
+            let p = &v["problems"][0];
+            format!(
+                "{}: {}: {}",
+                p["file"].as_str().unwrap(),
+                p["path"].as_str().unwrap(),
+                p["message"].as_str().unwrap()
+            )
+        } else {
+            assert!(!out.stdout.contains("ok:"), "{}", out.stdout);
+            out.stderr.clone()
+        };
         let want = format!(
             "{}: mcpServers.x.args[0]: ${{NOPE_VAR}} is not set",
             cfg.display()
         );
+        assert!(said.contains(&want), "want {want:?} in {said}");
         assert!(
-            out.stderr.contains(&want),
-            "want {want:?} in {}",
-            out.stderr
+            said.contains("export it or use ${NOPE_VAR:-}"),
+            "a fix is suggested: {said}"
         );
-        assert!(
-            out.stderr.contains("export it or use ${NOPE_VAR:-}"),
-            "a fix is suggested: {}",
-            out.stderr
-        );
-        assert!(!out.stdout.contains("ok:"), "{}", out.stdout);
     }
 }
 
+/// A typo key is a problem for `config check` (exit 1), a warning for the other commands.
 #[tokio::test]
-async fn config_check_warns_about_a_typo_key() {
+async fn config_check_fails_on_a_typo_key() {
     let cli = with_servers(
         json!({"x": {"command": support::FIXTURE, "comand": "oops"}}),
         None,
     );
     let out = cli.run_after(&["config", "check"]).await;
-    out.expect_code(0);
+    out.expect_code(1);
     let warning = out
         .stderr
         .lines()
@@ -113,14 +123,20 @@ async fn config_check_warns_about_a_typo_key() {
     );
 
     let out = cli.run_after(&["config", "check", "--json"]).await;
-    out.expect_code(0);
+    out.expect_code(1);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
-    let warnings = v["warnings"].as_array().unwrap();
-    assert_eq!(warnings.len(), 1, "{v:#}");
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v:#}");
     assert!(
-        warnings[0].as_str().unwrap().contains("did you mean"),
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean"),
         "{v:#}"
     );
+    let tools = cli.run(&["tools"]).await;
+    tools.expect_code(0);
+    assert!(tools.stderr.contains("did you mean"), "{}", tools.stderr);
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@
 
 mod call;
 mod config;
+mod first_hour;
 mod locations;
 mod servers;
 mod serving;

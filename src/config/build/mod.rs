@@ -58,8 +58,15 @@ pub(super) fn parse(
         return Err(b.into_error());
     };
 
+    // Built-in tools' files go beside a config file; embedded text has no place of its own,
+    // so they go where they go with no config at all (the user's data dir).
+    let builtins_base = if file.as_os_str().is_empty() {
+        super::data_dir(env)
+    } else {
+        b.base_dir.clone()
+    };
     let mut hub = HubSettings {
-        builtins: super::BuiltinsSettings::defaults(&b.base_dir),
+        builtins: super::BuiltinsSettings::defaults(&builtins_base),
         ..HubSettings::default()
     };
     for (key, value) in &root {

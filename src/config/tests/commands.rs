@@ -114,7 +114,12 @@ fn relative_command_and_cwd() {
 fn misspelt_command_is_pointed_out_in_the_error() {
     let f = Fixture::new();
     let errs = f.err_short(r#"{"mcpServers": {"t": {"comand": "x"}}}"#, &[]);
-    assert_eq!(errs.len(), 1);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[1].ends_with("mcpServers.t.comand: unknown key (ignored); did you mean `command`?"),
+        "{}",
+        errs[1]
+    );
     assert!(
         errs[0].starts_with("mcp.json: mcpServers.t: has no `command`"),
         "{}",

@@ -6,7 +6,7 @@ use super::*;
 #[test]
 fn unknown_keys_warn_with_suggestions() {
     let f = Fixture::new();
-    let c = f.ok(
+    let c = f.loose(
         r#"{
             "$schema": "x", "inputs": [],
             "toolNames": "portable",

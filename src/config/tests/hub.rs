@@ -133,6 +133,14 @@ fn restart_policy_is_configurable_and_checked() {
     assert_eq!(c.hub.restart.window, Duration::from_secs(10));
     let errs = f.err_short(r#"{"openpact": {"restart": {"maxCrashes": 0}}}"#, &[]);
     assert!(errs[0].contains("openpact.restart.maxCrashes"), "{errs:?}");
-    let c = f.ok(r#"{"openpact": {"restart": {"maxCrash": 2}}}"#, &[]);
+    let c = f.loose(r#"{"openpact": {"restart": {"maxCrash": 2}}}"#, &[]);
     assert!(c.warnings[0].contains("did you mean"), "{:?}", c.warnings);
+    // `config check` (strict) fails on it.
+    let errs = f.err_short(r#"{"openpact": {"restart": {"maxCrash": 2}}}"#, &[]);
+    assert!(
+        errs[0].contains(
+            "openpact.restart.maxCrash: unknown key (ignored); did you mean `maxCrashes`?"
+        ),
+        "{errs:?}"
+    );
 }

@@ -58,6 +58,17 @@ impl Fixture {
         parse(text, &self.file(), &env_of(&pairs)).and_then(Config::strict)
     }
 
+    /// As the commands other than `config check` load it: ignored keys are warnings.
+    fn loose(&self, text: &str, extra: &[(&str, &str)]) -> Config {
+        let bin = self.bin();
+        let mut pairs = vec![("PATH", bin.as_str()), ("HOME", "/home/u")];
+        pairs.extend_from_slice(extra);
+        match parse(text, &self.file(), &env_of(&pairs)) {
+            Ok(c) => c,
+            Err(e) => panic!("expected a usable config, got:\n{e}"),
+        }
+    }
+
     fn ok(&self, text: &str, extra: &[(&str, &str)]) -> Config {
         match self.parse(text, extra) {
             Ok(c) => c,
