@@ -609,7 +609,7 @@ async fn config_check_shows_remote_servers_without_secrets() {
                 stdout.contains("transport: Streamable HTTP, falling back to legacy HTTP+SSE")
                     && stdout.contains("transport: legacy HTTP+SSE")
                     && stdout.contains("headers: Authorization: …")
-                    && stdout.contains("login: r: not logged in (run `openpact auth login r`)"),
+                    && stdout.contains("login: r: not logged in (needed only if the server asks for one; then run `openpact auth login r`)"),
                 "{stdout}"
             );
         }
@@ -630,8 +630,9 @@ async fn a_remote_server_down_at_start_is_retried_while_others_serve() {
     let r = hub.client.call("py:add", json!({"a": 1, "b": 1})).await;
     let message = error_text(&r);
     assert!(
-        message
-            .contains("belongs to server 'py', which is reconnecting (last error: is unreachable"),
+        message.contains(
+            "belongs to server 'py', which is reconnecting (last error: 'py' is unreachable"
+        ),
         "{r}"
     );
     let _py = python(&peers, port).await;

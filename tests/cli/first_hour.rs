@@ -487,3 +487,50 @@ async fn json_errors_empty_stdin_and_small_spellings() {
         "{first:#}"
     );
 }
+
+/// The example config's filesystem server serves the folder the config is in, whatever the
+/// working directory (an editor may start openpact in `/`); paths show without `./`.
+#[tokio::test]
+async fn the_example_fs_server_serves_the_config_folder() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sc = Scratch::new();
+    let example = root.join("mcp.example.json");
+    let out = openpact(
+        &sc,
+        &["--config", s(&example), "config", "check", "--json"],
+        &[],
+        None,
+    )
+    .await;
+    let v = stdout_json(&out);
+    let servers = v["servers"].as_array().unwrap_or_else(|| panic!("{v:#}"));
+    let fs = servers.iter().find(|x| x["name"] == "fs").unwrap();
+    assert_eq!(fs["cwd"], s(root), "{fs:#}");
+    assert_eq!(fs["args"][2], ".", "{fs:#}");
+    assert_eq!(
+        v["builtins"]["scripts"],
+        s(&root.join("ai-data/scripts")),
+        "{v:#}"
+    );
+}
+
+/// Two servers exposing the same resources: a listing says which one serves them; a call
+/// to one tool does not.
+#[tokio::test]
+async fn a_call_leaves_out_resource_conflicts_a_listing_shows() {
+    // A built-in tool's name names no server, so every server starts for the call.
+    let cli = with_servers(
+        json!({"fx": fixture(&[]), "fy": fixture(&[])}),
+        Some(json!({"builtins": {}})),
+    );
+    let listing = cli.run(&["resources"]).await;
+    listing.expect_code(0);
+    assert!(
+        listing.stderr.contains("servers 'fx' and 'fy' both expose"),
+        "{}",
+        listing.stderr
+    );
+    let call = cli.run(&["call", "workspace_list", "{}"]).await;
+    call.expect_code(0);
+    assert!(!call.stderr.contains("both expose"), "{}", call.stderr);
+}
