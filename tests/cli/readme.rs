@@ -228,6 +228,19 @@ const CASES: &[Case] = &[
         ok(&["\"contents\"", "Everything Server"]),
         exits(1, &["demo://resource/static/document/features.md"]),
     ),
+    // "binary summarised, or base64 with --json"
+    case(
+        "read-blob",
+        &["read", "demo://resource/dynamic/blob/1"],
+        ok(&["bytes"]),
+        exits(1, &["demo://resource/dynamic/blob/1"]),
+    ),
+    case(
+        "read-blob-json",
+        &["read", "demo://resource/dynamic/blob/1", "--json"],
+        ok(&["\"blob\""]),
+        exits(1, &["demo://resource/dynamic/blob/1"]),
+    ),
     case(
         "prompts",
         &["prompts"],
@@ -506,7 +519,10 @@ const COVERAGE: &[(&str, &[&str])] = &[
         "openpact resources [--json]",
         &["resources", "resources-json"],
     ),
-    ("openpact read URI [--json]", &["read", "read-json"]),
+    (
+        "openpact read URI [--json]",
+        &["read", "read-json", "read-blob", "read-blob-json"],
+    ),
     ("openpact prompts [--json]", &["prompts", "prompts-json"]),
     (
         "openpact prompt SERVER:NAME [JSON | -] [--json]",
