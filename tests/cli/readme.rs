@@ -1078,6 +1078,14 @@ fn judge(out: &Ran, args: &[String], want: &Outcome<'_>, output: &[String]) -> V
             }
         }
         wrong.extend(lacks(out, want.lacks));
+        // "Logs go to stderr; OPENPACT_LOG … (default: … `warn` otherwise)".
+        if let Some(l) = out
+            .stderr
+            .lines()
+            .find(|l| l.contains(" INFO ") || l.contains(" DEBUG "))
+        {
+            wrong.push(format!("logs below warn with OPENPACT_LOG unset: {l:?}"));
+        }
         if args.iter().any(|a| a == "--json") {
             // `audit tail --json` prints the log's own lines: none when it is empty.
             let lines = args.iter().any(|a| a == "audit");
