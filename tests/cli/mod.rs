@@ -5,6 +5,8 @@
 //! - `tools`, `call`, `servers`, `config`: one subcommand each.
 //! - `locations`: the global flags and where the config and the state dir come from.
 //! - `serving`: `--mcp`, the example config, usage.
+//! - `readme`: every command README.md shows, walked as a user with the example config and
+//!   with none.
 //!
 //! Every run gets its own scratch dir as working directory, `HOME` and XDG dirs, so the
 //! real user's config and state are never read or written.
@@ -13,6 +15,7 @@ mod call;
 mod config;
 mod first_hour;
 mod locations;
+mod readme;
 mod servers;
 mod serving;
 mod tools;
