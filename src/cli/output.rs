@@ -66,6 +66,17 @@ fn description(json: &str) -> String {
 
 /// One line per tool / prompt / resource, then a count; failed servers on stderr.
 pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
+    // Which servers the rows came from, for the count (built-ins count as `openpact`).
+    let servers: std::collections::BTreeSet<usize> = match what {
+        Listing::Tools => catalog.tools.items.iter().map(|t| t.upstream).collect(),
+        Listing::Prompts => catalog.prompts.items.iter().map(|p| p.upstream).collect(),
+        Listing::Resources => catalog
+            .resources
+            .iter()
+            .chain(catalog.templates.iter())
+            .map(|r| r.upstream)
+            .collect(),
+    };
     let rows: Vec<(String, String)> = match what {
         Listing::Tools => catalog
             .tools
@@ -114,17 +125,12 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
     for (a, b) in &rows {
         out!("{a:width$}  {b}");
     }
-    let ready = hub
-        .upstreams()
-        .iter()
-        .filter(|u| u.snapshot().state == State::Ready)
-        .count();
     let noun = match what {
         Listing::Tools => "tools",
         Listing::Prompts => "prompts",
         Listing::Resources => "resources and templates",
     };
-    out!("{} {noun} from {ready} server(s)", rows.len());
+    out!("{} {noun} from {} server(s)", rows.len(), servers.len());
     for up in hub.upstreams() {
         if let State::Failed(reason) = &up.snapshot().state {
             eprintln!("server '{}' failed: {reason}", up.name());

@@ -554,24 +554,30 @@ const COVERAGE: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "openpact permissions list|allow|deny|forget [SERVER:NAME]",
+        "openpact permissions list [--json]",
         &[
             "permissions-list-empty",
-            "permissions-allow",
-            "permissions-deny",
-            "permissions-deny-overridden",
             "permissions-list",
-            "permissions-forget",
+            "permissions-list-json",
             "permissions-list-after-forget",
         ],
     ),
     (
-        "openpact cache stats|clear",
+        "openpact permissions allow|deny|forget SERVER:NAME",
+        &[
+            "permissions-allow",
+            "permissions-deny",
+            "permissions-deny-overridden",
+            "permissions-forget",
+        ],
+    ),
+    (
+        "openpact cache stats [--json]",
         &[
             "cache-stats",
-            "cache-clear",
+            "cache-stats-json",
             "cache-stats-live",
-            "cache-clear-live",
+            "cache-stats-live-json",
         ],
     ),
     (
@@ -579,13 +585,12 @@ const COVERAGE: &[(&str, &[&str])] = &[
         &["audit-tail", "audit-tail-n", "audit-tail-json"],
     ),
     (
-        "openpact scripts list|show|approve|reject [NAME]",
-        &[
-            "scripts-list",
-            "scripts-show",
-            "scripts-approve",
-            "scripts-reject",
-        ],
+        "openpact scripts list [--json]",
+        &["scripts-list", "scripts-list-json"],
+    ),
+    (
+        "openpact scripts show|approve|reject NAME",
+        &["scripts-show", "scripts-approve", "scripts-reject"],
     ),
     (
         "openpact config check [--json]",
@@ -658,7 +663,7 @@ const COVERAGE: &[(&str, &[&str])] = &[
         &["permissions-allow"],
     ),
     ("openpact cache stats", &["cache-stats-live"]),
-    ("openpact cache clear", &["cache-clear-live"]),
+    ("openpact cache clear", &["cache-clear", "cache-clear-live"]),
     ("openpact tools --json", &["tools-json"]),
     ("openpact scripts approve NAME", &["scripts-approve"]),
     ("openpact serve --http --no-stdio", &["serve-http-only"]),

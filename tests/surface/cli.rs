@@ -36,7 +36,8 @@ async fn cli_lists_resources_and_prompts() {
         assert!(line.starts_with(uri), "{line:?} should list {uri}");
         assert!(line.contains("[a]"), "{line:?}: served by a");
     }
-    assert_eq!(lines[4], "4 resources and templates from 2 server(s)");
+    // Both servers list the same resources; "a" serves them all.
+    assert_eq!(lines[4], "4 resources and templates from 1 server(s)");
 
     let out = cli(&s, &cfg, &["resources", "--json"]).await;
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
