@@ -5,9 +5,7 @@
 //! `/metrics` counting calls, denials and cache hits. Also the same face serving a stdio
 //! server directly (`openpact-fixture --http`), a child per session.
 
-use crate::support::{
-    FIXTURE, Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir,
-};
+use crate::support::{Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -717,24 +715,7 @@ async fn http_a_full_hub_ends_its_idlest_session_and_refuses_only_when_all_are_b
 /// exits ends its session (its call in flight answered), SIGTERM stops the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_over_http_gives_each_session_a_child_of_its_own() {
-    use tokio::io::AsyncBufReadExt;
-    let mut server = tokio::process::Command::new(FIXTURE)
-        .args(["--http", "127.0.0.1:0", "--conformance"])
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(WAIT, async {
-        loop {
-            let line = lines.next_line().await.unwrap().expect("the address");
-            if let Some((_, url)) = line.split_once("serving MCP over HTTP on ") {
-                return url.to_string();
-            }
-        }
-    })
-    .await
-    .unwrap();
+    let (mut server, url) = crate::support::fixture_over_http(&["--conformance"]).await;
     let (mut a, mut b) = (Http::at(url.clone()), Http::at(url));
     a.initialize(json!({})).await;
     b.initialize(json!({})).await;

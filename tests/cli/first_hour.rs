@@ -365,24 +365,7 @@ async fn mcp_flag_is_serve_and_takes_no_command() {
 /// need none; one that cannot be asked gets the conditional advice.
 #[tokio::test]
 async fn auth_status_asks_whether_a_login_is_needed() {
-    use tokio::io::AsyncBufReadExt;
-    let mut server = tokio::process::Command::new(FIXTURE)
-        .args(["--http", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(support::WAIT, async {
-        loop {
-            let line = lines.next_line().await.unwrap().expect("the address");
-            if let Some((_, url)) = line.split_once("serving MCP over HTTP on ") {
-                return url.to_string();
-            }
-        }
-    })
-    .await
-    .unwrap();
+    let (_server, url) = support::fixture_over_http(&[]).await;
     let cli = with_servers(
         json!({"open": {"url": url}, "gone": {"url": "http://127.0.0.1:1/mcp"}}),
         None,

@@ -14,6 +14,31 @@ use tokio::process::{Child, Command};
 /// second or two.
 const CLIENT_LIMIT: Duration = Duration::from_secs(90);
 
+/// `openpact-fixture --http 127.0.0.1:0 ARGS`, and the URL it serves MCP on once it has
+/// said so on stderr.
+pub async fn fixture_over_http(args: &[&str]) -> (Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut server = Command::new(super::FIXTURE)
+        .args(["--http", "127.0.0.1:0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(super::WAIT, async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("the address");
+            if let Some((_, url)) = line.split_once("serving MCP over HTTP on ") {
+                return url.to_string();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    (server, url)
+}
+
 /// A child's stderr, collected in the background and printed if the test fails.
 pub struct StderrLog {
     what: String,

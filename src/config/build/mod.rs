@@ -187,31 +187,28 @@ pub(super) struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Problem {
+    fn problem(&self, path: &str, message: impl Into<String>) -> Problem {
+        Problem {
             file: self.label.to_string(),
             path: path.to_string(),
             message: message.into(),
-        });
+        }
+    }
+
+    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
+        let problem = self.problem(path, message);
+        self.problems.push(problem);
     }
 
     pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
-        let problem = Problem {
-            file: self.label.to_string(),
-            path: path.to_string(),
-            message: message.into(),
-        };
+        let problem = self.problem(path, message);
         self.warnings.push(problem.to_string());
     }
 
     /// A key that is ignored: a warning when the config is used, a problem for `config
     /// check` (a misspelt `disabled` must not quietly start a server).
     pub(super) fn ignored(&mut self, path: &str, message: impl Into<String>) {
-        let problem = Problem {
-            file: self.label.to_string(),
-            path: path.to_string(),
-            message: message.into(),
-        };
+        let problem = self.problem(path, message);
         self.warnings.push(problem.to_string());
         self.ignored.push(problem);
     }
