@@ -16,7 +16,9 @@ fn main() -> ExitCode {
         // between two writes to stderr, and the writer is lossy anyway.
         .buffered_lines_limit(4096)
         .finish(std::io::stderr());
-    let default = if cli.is_serve() { "info" } else { "warn" };
+    // Quiet by default, `serve` too: editors show every stderr line of a server as an error,
+    // so only warnings and errors go there unless OPENPACT_LOG asks for more.
+    let default = "warn";
     let filter = std::env::var("OPENPACT_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())

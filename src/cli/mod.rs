@@ -208,13 +208,6 @@ pub enum ConfigCommand {
     },
 }
 
-impl Cli {
-    /// True when this run serves MCP on stdio (stdout is then the protocol's).
-    pub fn is_serve(&self) -> bool {
-        self.mcp || matches!(self.command, Some(Command::Serve { .. }))
-    }
-}
-
 /// How long CLI commands wait for servers to start before reporting what they have.
 const CLI_START_LIMIT: Duration = Duration::from_secs(120);
 
