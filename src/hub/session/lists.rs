@@ -47,10 +47,8 @@ impl Session {
             self.hub.capabilities(),
             env!("CARGO_PKG_VERSION")
         );
-        if let Some(text) = self.hub.instructions() {
-            result.push_str(",\"instructions\":");
-            result.push_str(&jsonrpc::quote(&text));
-        }
+        result.push_str(",\"instructions\":");
+        result.push_str(&jsonrpc::quote(&self.hub.instructions()));
         result.push('}');
         jsonrpc::result(m.id(), &result)
     }
