@@ -112,6 +112,7 @@ impl Session {
                 }
             },
         };
+        self.given(m.method(), fingerprint);
         let end = (start + self.hub.settings.page_size).min(items.len());
         let page = &items[start..end];
         let mut result =
