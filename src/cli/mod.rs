@@ -41,7 +41,8 @@ pub enum Command {
     /// Streamable HTTP, or both.
     ///
     /// `--http` adds HTTP on `/mcp` (and `/health`) beside stdio; `--http --no-stdio` serves
-    /// HTTP alone until SIGTERM/SIGINT. With stdio served, closing stdin ends the process.
+    /// HTTP alone. Closing stdin (or a background job's unreadable terminal) ends the stdio
+    /// session, and the process unless HTTP is served; HTTP runs until SIGTERM/SIGINT.
     /// HTTP binds 127.0.0.1 by default, checks Origin and Host, and takes the
     /// `openpact.http` settings (address, token, allowedOrigins, maxBodySize, maxSessions,
     /// maxInFlight, sessionIdleTimeout); a non-loopback address needs `openpact.http.token`.
