@@ -801,8 +801,7 @@ async fn fixture_over_http_gives_each_session_a_child_of_its_own() {
 /// background job, `</dev/null`, a service manager).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_serves_on_after_stdin_closes() {
-    use nix::sys::signal::{Signal, kill};
-    use nix::unistd::Pid;
+    use nix::sys::signal::Signal;
     let mut h = http_hub(fx(), None, &[]).await;
     h.hub.client.close_stdin();
     h.hub
@@ -819,13 +818,8 @@ async fn http_serves_on_after_stdin_closes() {
     let r = c.call(1, "fx:echo", json!({"message": "still here"})).await;
     assert_eq!(text(&r), "still here", "{r}");
 
-    let pid = h.hub.child.id().expect("running");
-    kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), h.hub.child.wait())
-        .await
-        .expect("openpact exits on SIGTERM")
-        .unwrap();
-    assert_eq!(status.code(), Some(0), "{status}");
+    let (code, _) = h.hub.signal(Signal::SIGTERM).await;
+    assert_eq!(code, Some(0), "{}", h.hub.stderr());
 }
 
 /// Sends SIGKILL to a process when dropped (a test failing half-way leaves nothing behind).
@@ -882,10 +876,10 @@ async fn http_background_job_on_a_terminal_keeps_serving() {
             .and_then(|p| p.trim().parse::<i32>().ok());
         guard.0 = guard.0.or(pid);
         let text = read_log();
-        if let (Some(pid), Some(start)) = (pid, text.find("http://")) {
-            if let Some(len) = text[start..].find("/mcp") {
-                break (pid, text[start..start + len].to_string());
-            }
+        if let (Some(pid), Some(start)) = (pid, text.find("http://"))
+            && let Some(len) = text[start..].find("/mcp")
+        {
+            break (pid, text[start..start + len].to_string());
         }
         assert!(
             Instant::now() < deadline,

@@ -48,7 +48,8 @@ pub enum Command {
     /// maxInFlight, sessionIdleTimeout); a non-loopback address needs `openpact.http.token`.
     Serve {
         /// Also serve Streamable HTTP, on ADDR (IP:PORT; default: openpact.http.address,
-        /// else 127.0.0.1:8765; port 0 picks a free one, logged at start).
+        /// else 127.0.0.1:8765; port 0 picks a free one, logged at start
+        /// with OPENPACT_LOG=info).
         #[arg(long, value_name = "ADDR", num_args = 0..=1)]
         http: Option<Option<String>>,
         /// Don't serve stdio (only with --http).

@@ -2,7 +2,9 @@
 //! cursors (the hub's own and the upstream's).
 
 use super::{direct_fixture, fixture_tools};
-use crate::support::{Hub, Scratch, fixture, names, ready, serve, serve_ready, text};
+use crate::support::{
+    Hub, Scratch, fixture, names, ready, serve, serve_ready, text, without_task_support,
+};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 
@@ -59,19 +61,6 @@ async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
     // The add tool has an outputSchema: proof that fields beyond the basics survive.
     let add = hub_tools.iter().find(|t| t["name"] == "a:add").unwrap();
     assert_eq!(add["outputSchema"]["required"], json!(["sum"]), "{add}");
-}
-
-/// A tool definition as the hub serves it: `execution.taskSupport` gone (the only change
-/// besides the name), `execution` too when nothing else was in it.
-fn without_task_support(mut tool: Value) -> Value {
-    let obj = tool.as_object_mut().unwrap();
-    if let Some(execution) = obj.get_mut("execution").and_then(Value::as_object_mut) {
-        execution.remove("taskSupport");
-        if execution.is_empty() {
-            obj.remove("execution");
-        }
-    }
-    tool
 }
 
 /// The hub drops the `tasks` capability and cannot run task-augmented calls, so no tool may
