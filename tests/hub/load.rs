@@ -89,6 +89,19 @@ async fn batch_array_gets_every_answer() {
     assert_eq!(four["result"], json!({}), "{answers:?}");
     let bad = answers.iter().find(|a| a["id"].is_null()).unwrap();
     assert_eq!(bad["error"]["code"], -32600, "{answers:?}");
+
+    // A batched request the client cancels gets no answer; the array comes without it.
+    c.send(&json!([
+        {"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {"name": "a:slow", "arguments": {"ms": 30000}}},
+        {"jsonrpc": "2.0", "id": "five", "method": "ping"}
+    ]))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long"}}))
+        .await;
+    let answers = next_array(c).await;
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "five", "{answers:?}");
 }
 
 /// The next message, which must be a batch answer (an array).

@@ -293,25 +293,34 @@ impl Session {
         news
     }
 
-    /// Files `line` (already redacted) with its batch if it answers a batched request, and
-    /// sends the batch's array when it is complete; otherwise hands the line back.
+    /// Files `line` (already redacted) with its batch if it answers a batched request;
+    /// otherwise hands the line back.
     fn join_batch(&self, line: String) -> Option<String> {
-        let batch = match Message::parse(line.as_str().into()) {
-            Ok(m) if m.kind() == Kind::Response => lock(&self.batches).remove(m.id()),
-            _ => None,
+        let id = match Message::parse(line.as_str().into()) {
+            Ok(m) if m.kind() == Kind::Response => m.id().to_string(),
+            _ => return Some(line),
         };
-        let Some(batch) = batch else {
-            return Some(line);
+        self.settle_batched(&id, Some(line))
+    }
+
+    /// Counts the batched request `id` (JSON text) as settled, with its answer (none when
+    /// the client cancelled it: a cancelled request is not answered), and sends the batch's
+    /// array once nothing is missing. Hands `answer` back when `id` is in no batch.
+    fn settle_batched(&self, id: &str, answer: Option<String>) -> Option<String> {
+        let Some(batch) = lock(&self.batches).remove(id) else {
+            return answer;
         };
         let complete = {
             let mut b = lock(&batch);
-            b.answers.push(line);
+            b.answers.extend(answer);
             b.missing -= 1;
             (b.missing == 0).then(|| std::mem::take(&mut b.answers))
         };
         if let Some(answers) = complete {
             self.open_batches.fetch_sub(1, Ordering::AcqRel);
-            self.out.send(format!("[{}]", answers.join(",")));
+            if !answers.is_empty() {
+                self.out.send(format!("[{}]", answers.join(",")));
+            }
         }
         None
     }
@@ -493,6 +502,9 @@ impl Session {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();
                     tracing::debug!(id, "request cancelled by the client");
+                    if self.open_batches.load(Ordering::Acquire) > 0 {
+                        self.settle_batched(id, None);
+                    }
                 }
             }
             "notifications/roots/list_changed" => {
