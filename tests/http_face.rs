@@ -777,3 +777,127 @@ async fn fixture_over_http_gives_each_session_a_child_of_its_own() {
     let status = tokio::time::timeout(WAIT, server.wait()).await.unwrap();
     assert!(status.unwrap().success());
 }
+
+/// The stdio client leaving ends the stdio session only: HTTP serves on until SIGTERM (a
+/// background job, `</dev/null`, a service manager).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_serves_on_after_stdin_closes() {
+    use nix::sys::signal::Signal;
+    let mut h = http_hub(fx(), None, &[]).await;
+    h.hub.client.close_stdin();
+    h.hub
+        .wait_log("stdin closed: the stdio session ends", WAIT)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        h.hub.child.try_wait().unwrap().is_none(),
+        "the hub exited when stdin closed:\n{}",
+        h.hub.stderr()
+    );
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    let r = c.call(1, "fx:echo", json!({"message": "still here"})).await;
+    assert_eq!(text(&r), "still here", "{r}");
+
+    let (code, _) = h.hub.signal(Signal::SIGTERM).await;
+    assert_eq!(code, Some(0), "{}", h.hub.stderr());
+}
+
+/// Sends SIGKILL to a process when dropped (a test failing half-way leaves nothing behind).
+struct KillOnDrop(Option<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// `openpact serve --http &` from an interactive shell: a background job reading its
+/// terminal is stopped by SIGTTIN, and HTTP would stop with it. The stdio session ends
+/// instead and HTTP serves on. Runs a job-control shell on a pseudo-terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_background_job_on_a_terminal_keeps_serving() {
+    use std::process::Stdio;
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), None);
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let tty = |fd: &std::os::fd::OwnedFd| Stdio::from(fd.try_clone().unwrap());
+    let log = sc.path().join("hub.log");
+    let pidfile = sc.path().join("hub.pid");
+    // `set -m`: job control, so the job gets a process group of its own, in the background,
+    // and keeps the terminal as its stdin.
+    let script = r#"set -m; "$@" >/dev/null 2>"$LOG" & echo $! >"$PIDFILE"; wait"#;
+    let state = state_dir(&config);
+    let mut shell = tokio::process::Command::new("setsid")
+        .args(["-c", "bash", "-c", script, "bash", OPENPACT, "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("LOG", &log)
+        .env("PIDFILE", &pidfile)
+        .env("OPENPACT_LOG", "info")
+        .stdin(tty(&pty.slave))
+        .stdout(tty(&pty.slave))
+        .stderr(tty(&pty.slave))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("setsid and bash");
+    let mut guard = KillOnDrop(None);
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (pid, base) = loop {
+        let pid = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok());
+        guard.0 = guard.0.or(pid);
+        let text = read_log();
+        if let (Some(pid), Some(start)) = (pid, text.find("http://"))
+            && let Some(len) = text[start..].find("/mcp")
+        {
+            break (pid, text[start..start + len].to_string());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hub never served HTTP (stopped by SIGTTIN?):\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // Time to read the terminal, and be stopped if it were going to be.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let state = stat.rsplit(')').next().unwrap().split_whitespace().next();
+    assert_ne!(state, Some("T"), "the background hub was stopped: {stat}");
+    let health = tokio::time::timeout(
+        Duration::from_secs(5),
+        client().get(format!("{base}/health")).send(),
+    )
+    .await
+    .expect("/health answered")
+    .unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(
+        read_log().contains("stdin is a terminal this process is in the background of"),
+        "{}",
+        read_log()
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), shell.wait())
+        .await
+        .expect("the shell's job ends on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    guard.0 = None;
+    drop(pty.master);
+}

@@ -392,7 +392,8 @@ async fn http_stop_is_prompt_with_connections_open() {
         "params": {"name": "fx:slow", "arguments": {"ms": 60000}}}));
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let (code, took) = h.hub.close().await;
+    // With HTTP served, stdin EOF ends only the stdio session: the hub stops on a signal.
+    let (code, took) = h.hub.signal(nix::sys::signal::Signal::SIGTERM).await;
     assert_eq!(code, Some(0), "{}", h.hub.stderr());
     assert!(took < Duration::from_secs(5), "stopping took {took:?}");
     // The waiting call was answered, the stream ended, the idle socket was closed.

@@ -48,13 +48,15 @@ pub enum Command {
     /// Streamable HTTP, or both.
     ///
     /// `--http` adds HTTP on `/mcp` (and `/health`) beside stdio; `--http --no-stdio` serves
-    /// HTTP alone until SIGTERM/SIGINT. With stdio served, closing stdin ends the process.
+    /// HTTP alone. Closing stdin (or a background job's unreadable terminal) ends the stdio
+    /// session, and the process unless HTTP is served; HTTP runs until SIGTERM/SIGINT.
     /// HTTP binds 127.0.0.1 by default, checks Origin and Host, and takes the
     /// `openpact.http` settings (address, token, allowedOrigins, maxBodySize, maxSessions,
     /// maxInFlight, sessionIdleTimeout); a non-loopback address needs `openpact.http.token`.
     Serve {
         /// Also serve Streamable HTTP, on ADDR (IP:PORT; default: openpact.http.address,
-        /// else 127.0.0.1:8765; port 0 picks a free one, logged at start).
+        /// else 127.0.0.1:8765; port 0 picks a free one; the
+        /// address is logged on stderr at start).
         #[arg(long, value_name = "ADDR", num_args = 0..=1)]
         http: Option<Option<String>>,
         /// Don't serve stdio (only with --http).
@@ -216,11 +218,6 @@ pub enum ConfigCommand {
 }
 
 impl Cli {
-    /// True when this run serves MCP on stdio (stdout is then the protocol's).
-    pub fn is_serve(&self) -> bool {
-        self.mcp || matches!(self.command, Some(Command::Serve { .. }))
-    }
-
     /// Whether the command asked for `--json`: its failures are then JSON on stdout too.
     pub fn wants_json(&self) -> bool {
         match &self.command {
@@ -255,14 +252,16 @@ impl Cli {
         }
     }
 
-    /// The log filter when `OPENPACT_LOG` and `RUST_LOG` set none. A command that calls one
-    /// tool or prompt leaves out which of two servers serves a contested name or URI: that
-    /// is for listings, `servers` and `serve`, not news on every call.
+    /// The log filter when `OPENPACT_LOG` and `RUST_LOG` set none: quiet, `serve` too, since
+    /// editors show every stderr line of a server as an error; `serve` still says where its
+    /// HTTP face listens (port 0 picks one), the one line a person starting it needs. A
+    /// command that calls one tool or prompt leaves out which of two servers serves a
+    /// contested name or URI: that is for listings, `servers` and `serve`, not news on
+    /// every call.
     pub fn default_log_filter(&self) -> &'static str {
         match &self.command {
-            _ if self.is_serve() => "info",
             Some(Command::Call { .. } | Command::Prompt { .. }) => "warn,openpact::conflicts=error",
-            _ => "warn",
+            _ => "warn,openpact::listening=info",
         }
     }
 }

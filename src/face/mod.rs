@@ -29,8 +29,10 @@ pub enum ServeError {
     Http(#[from] http::HttpError),
 }
 
-/// Runs the hub behind `faces`. Returns when the stdio client is gone (stdin closed; with
-/// stdio served, the process lives as long as its stdio client) or on SIGTERM/SIGINT.
+/// Runs the hub behind `faces`. Returns on SIGTERM/SIGINT, or when the stdio client is gone
+/// (stdin closed or unreadable) and no HTTP is served: an editor's stdio server lives as long
+/// as its editor, while the HTTP face serves on (`serve --http </dev/null`, a background job
+/// or a service manager) and only the stdio session ends.
 pub async fn serve(
     config: &Config,
     state_dir: &std::path::Path,
@@ -96,7 +98,21 @@ pub async fn serve(
             }
         };
         tokio::select! {
-            _ = stdin_closed => break "stdin closed",
+            _ = stdin_closed => {
+                if http_face.is_none() {
+                    break "stdin closed";
+                }
+                tracing::info!("stdin closed: the stdio session ends; HTTP serves on until SIGTERM or SIGINT");
+                // Servers waiting for the stdio client's capabilities hear HTTP's instead
+                // (a no-op if that client declared its own already).
+                hub.declare_client(Some(crate::upstream::modern::CLIENT_CAPABILITIES));
+                if let Some(face) = stdio_face.take() {
+                    tokio::spawn(async move {
+                        face.finish(true).await;
+                        face.close().await;
+                    });
+                }
+            }
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
             _ = sigusr1.recv() => {
@@ -107,7 +123,9 @@ pub async fn serve(
     };
     tracing::info!("shutting down ({why})");
     if let Some(face) = &stdio_face {
-        face.finish().await;
+        // A pipe's end asks for its answers (`printf … | openpact serve`); a signal asks to
+        // stop now: a host sends SIGTERM 100 ms after SIGINT, and SIGKILL may follow.
+        face.finish(why == "stdin closed").await;
     }
     if let Some(face) = http_face {
         face.stop().await;

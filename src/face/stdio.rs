@@ -40,10 +40,10 @@ pub fn start(hub: &Arc<Hub>, stdout: stdio::Stdout) -> std::io::Result<StdioFace
 }
 
 impl StdioFace {
-    /// Lets in-flight requests finish briefly, then answers the rest with an error.
-    pub async fn finish(&self) {
+    /// Lets in-flight requests finish briefly (`grace`), then answers the rest with an error.
+    pub async fn finish(&self, grace: bool) {
         let deadline = tokio::time::Instant::now() + FINISH_GRACE;
-        while self.session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        while grace && self.session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         self.session.abort_all("openpact is shutting down");

@@ -6,10 +6,10 @@ use super::names;
 use super::uri_template::UriTemplate;
 use crate::FastMap;
 use crate::config::ToolNames;
-use crate::jsonrpc::{self, RawObject};
+use crate::jsonrpc::{self, MemberProbe, RawObject};
 use crate::upstream::{Entry, Snapshot, State, Upstream};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// Name and URI tables.
 type Index = FastMap<Arc<str>, usize>;
@@ -79,9 +79,15 @@ impl Named {
         }
     }
 
-    /// A server's tool or prompt under the names `prefix` and `mode` give it (`None`: the
-    /// entry is not an object).
-    fn upstream(upstream: usize, prefix: &str, mode: ToolNames, entry: &Entry) -> Option<Named> {
+    /// A server's tool (`tool`) or prompt under the names `prefix` and `mode` give it
+    /// (`None`: the entry is not an object).
+    fn upstream(
+        upstream: usize,
+        prefix: &str,
+        mode: ToolNames,
+        entry: &Entry,
+        tool: bool,
+    ) -> Option<Named> {
         let obj = RawObject::parse(&entry.json).ok()?;
         let qualified: Arc<str> = Arc::from(names::qualified(prefix, &entry.key));
         let portable: Arc<str> = Arc::from(names::portable(prefix, &entry.key));
@@ -89,7 +95,13 @@ impl Named {
             ToolNames::Qualified => qualified.clone(),
             ToolNames::Portable => portable.clone(),
         };
-        let json = obj.with("name", &jsonrpc::quote(&wire));
+        let name = jsonrpc::quote(&wire);
+        let json = match tool.then(|| without_task_support(&obj)).flatten() {
+            Some(execution) => {
+                obj.rewrite(&[("name", Some(&name)), ("execution", execution.as_deref())])
+            }
+            None => obj.with("name", &name),
+        };
         Some(Named {
             upstream,
             original: entry.key.clone(),
@@ -104,6 +116,23 @@ impl Named {
             json,
         })
     }
+}
+
+/// A tool's `execution` without `taskSupport` (`Some(None)`: nothing else was in it), or
+/// `None` when there is nothing to strip. The hub does not bridge the Tasks extension (it
+/// drops the `tasks` capability), so a tool must not tell the client it supports or
+/// requires task-augmented calls the hub would refuse. Most tools have no `execution`: the
+/// probe keeps their text from being parsed twice.
+fn without_task_support(tool: &RawObject) -> Option<Option<String>> {
+    static TASK_SUPPORT: LazyLock<MemberProbe> = LazyLock::new(|| MemberProbe::new("taskSupport"));
+    let execution = tool.get("execution")?;
+    if !TASK_SUPPORT.may_have(execution) {
+        return None;
+    }
+    let obj = RawObject::parse(execution).ok()?;
+    obj.get("taskSupport")?;
+    let rest = obj.rewrite(&[("taskSupport", None)]);
+    Some((rest != "{}").then_some(rest))
 }
 
 /// Whether an entry is annotated `readOnlyHint: true`.
@@ -360,9 +389,12 @@ impl Builder {
             .retain(|i, _| ready.iter().any(|(r, _, _)| r == i));
         for (index, prefix, snap) in &ready {
             let shares = self.servers.entry(*index).or_default();
-            let named = |e: &Entry| Named::upstream(*index, prefix, mode, e);
-            Share::refresh(&mut shares.tools, &snap.tools, named);
-            Share::refresh(&mut shares.prompts, &snap.prompts, named);
+            Share::refresh(&mut shares.tools, &snap.tools, |e| {
+                Named::upstream(*index, prefix, mode, e, true)
+            });
+            Share::refresh(&mut shares.prompts, &snap.prompts, |e| {
+                Named::upstream(*index, prefix, mode, e, false)
+            });
             Share::refresh(&mut shares.resources, &snap.resources, |e| {
                 Some(Listed::new(*index, e, false))
             });

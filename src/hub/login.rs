@@ -172,7 +172,7 @@ impl Hub {
             }
         }
         let params = format!("{{\"elicitationId\":{}}}", jsonrpc::quote(&elicitation_id));
-        session.send(jsonrpc::notification(
+        session.send_unprompted(jsonrpc::notification(
             "notifications/elicitation/complete",
             Some(&params),
         ));

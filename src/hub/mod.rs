@@ -31,7 +31,7 @@ pub use status::{HubStatus, ServerStatus};
 
 use crate::auth::{Opener, ServerAuth, TokenStore};
 use crate::builtins::Builtins;
-use crate::config::{Config, HubSettings, ToolNames, Transport};
+use crate::config::{Config, HubSettings, Transport};
 use crate::jsonrpc::RawObject;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
@@ -556,30 +556,34 @@ impl Hub {
         let _ = tokio::task::spawn_blocking(move || policy.flush_audit()).await;
     }
 
-    /// Instructions for the downstream `initialize`: each server's own, labelled.
-    pub fn instructions(&self) -> Option<String> {
-        let mut parts = Vec::new();
+    /// Instructions for the downstream `initialize`: what openpact is, always (a client
+    /// initializing while slow servers start still learns what it is talking to), then each
+    /// ready server's own, labelled. Worded to hold whatever the host does to tool names:
+    /// hosts add prefixes of their own and swap separators, so the text never spells the
+    /// wire form.
+    pub fn instructions(&self) -> String {
+        let mut text = String::from(
+            "openpact is an MCP hub: it serves the tools, prompts and resources of several MCP \
+             servers as one. The name of each tool and prompt starts with the name of the \
+             server that provides it (or a prefix configured for that server); openpact's own \
+             tools have plain names. Servers that are still starting add their tools when ready.",
+        );
+        let mut first = true;
         for up in &self.upstreams {
-            if let Some(text) = up
+            if let Some(own) = up
                 .snapshot()
                 .info
                 .as_ref()
-                .and_then(|i| i.instructions.clone())
+                .and_then(|i| i.instructions.as_deref())
             {
-                parts.push(format!("## {}\n{}", up.name(), text.trim()));
+                if first {
+                    text.push_str("\n\nWhat each server says about itself:");
+                    first = false;
+                }
+                text.push_str(&format!("\n\n## {}\n{}", up.name(), own.trim()));
             }
         }
-        if parts.is_empty() {
-            return None;
-        }
-        let sep = match self.settings.tool_names {
-            ToolNames::Qualified => ":",
-            ToolNames::Portable => "__",
-        };
-        Some(format!(
-            "openpact serves the tools of several MCP servers; each tool is named SERVER{sep}TOOL. What each server says about itself:\n\n{}",
-            parts.join("\n\n")
-        ))
+        text
     }
 }
 

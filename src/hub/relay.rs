@@ -244,7 +244,7 @@ impl Hub {
                     .iter()
                     .filter(|s| s.client_has("elicitation"))
                 {
-                    s.send(m.text().to_string());
+                    s.send_unprompted(m.text().to_string());
                 }
             }
             other => {

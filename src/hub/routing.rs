@@ -17,6 +17,8 @@ pub enum RouteError {
         name: String,
         server: String,
         state: String,
+        /// Still on its way up (the name may yet be served), not failed or stopped.
+        starting: bool,
     },
     #[error("Resource not found: no server offers {0}")]
     NoServerForUri(String),
@@ -70,26 +72,34 @@ pub enum NameKind {
 
 impl Hub {
     /// Resolves a tool or prompt name of any accepted form to its server and upstream name.
-    /// A name whose server is still starting waits for it (within `list_wait`).
+    /// A name whose server is still starting waits for it (within `list_wait`); a name of a
+    /// server that has already failed (or is otherwise down) is answered at once, whatever
+    /// other servers are still doing.
     pub async fn route_name(
         &self,
         kind: NameKind,
         name: &str,
     ) -> Result<(Route, Arc<Named>), RouteError> {
-        match self.try_route_name(kind, name) {
-            Err(_) if self.starting() => {
-                let left = self
-                    .settings
-                    .list_wait
-                    .saturating_sub(self.started.elapsed());
-                self.wait_until(left, || {
-                    self.try_route_name(kind, name).is_ok() || !self.starting()
-                })
-                .await;
-                self.try_route_name(kind, name)
-            }
-            other => other,
+        // Worth waiting for: a name nobody offers yet, or one of a server still starting.
+        let may_come = |r: &Result<_, RouteError>| {
+            matches!(
+                r,
+                Err(RouteError::Unknown { .. } | RouteError::ServerDown { starting: true, .. })
+            )
+        };
+        let first = self.try_route_name(kind, name);
+        if !may_come(&first) || !self.starting() {
+            return first;
         }
+        let left = self
+            .settings
+            .list_wait
+            .saturating_sub(self.started.elapsed());
+        self.wait_until(left, || {
+            !may_come(&self.try_route_name(kind, name)) || !self.starting()
+        })
+        .await;
+        self.try_route_name(kind, name)
     }
 
     fn try_route_name(
@@ -119,12 +129,14 @@ impl Hub {
                 && (name
                     .strip_prefix(prefix)
                     .is_some_and(|rest| rest.starts_with(':') || rest.starts_with("__")));
-            if matches && up.snapshot().state != State::Ready {
+            let state = up.snapshot().state.clone();
+            if matches && state != State::Ready {
                 return Err(RouteError::ServerDown {
                     kind: label,
                     name: name.into(),
                     server: up.name().into(),
                     state: up.describe_state(),
+                    starting: state.is_pending(),
                 });
             }
         }

@@ -310,9 +310,10 @@ impl ChildProc {
     }
 
     /// Stops the process and its group. The caller must have closed stdin already (that is
-    /// step one: most servers exit on EOF). Each later step waits at most `grace`.
-    pub async fn terminate(mut self, grace: Duration) -> Option<ExitStatus> {
-        let status = match tokio::time::timeout(grace, self.child.wait()).await {
+    /// step one: most servers exit on EOF). SIGTERM follows after `after_eof`, SIGKILL after
+    /// `grace` more.
+    pub async fn terminate(mut self, after_eof: Duration, grace: Duration) -> Option<ExitStatus> {
+        let status = match tokio::time::timeout(after_eof, self.child.wait()).await {
             Ok(Ok(status)) => Some(status),
             _ => {
                 tracing::debug!(server = %self.label, "did not exit after stdin closed; sending SIGTERM");

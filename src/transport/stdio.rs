@@ -12,6 +12,7 @@ use super::Outgoing;
 use super::lines::{Outbox, SharedWrite, read_frames, spawn_writer};
 use crate::jsonrpc::{Frame, Framer};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -193,6 +194,13 @@ fn read_on_thread(
     let runtime = tokio::runtime::Handle::current();
     std::thread::Builder::new().name("stdin".into()).spawn(move || {
         let _context = runtime.enter();
+        // A process in the background reading its terminal is stopped by SIGTTIN, the whole
+        // hub with it (`openpact serve --http &` in a shell). With SIGTTIN blocked on this
+        // thread the read fails with EIO instead, and the stdio client counts as gone.
+        let ttin = SigSet::from(Signal::SIGTTIN);
+        if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttin), None) {
+            tracing::debug!(error = %e, "could not block SIGTTIN on the stdin thread");
+        }
         let stdin = std::io::stdin();
         let mut reader = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
         let mut framer = Framer::new(max_message_size);
@@ -200,6 +208,12 @@ fn read_on_thread(
             let buf = match reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.raw_os_error() == Some(nix::libc::EIO) && stdin_is_terminal() => {
+                    tracing::info!(
+                        "stdin is a terminal this process is in the background of; treating as end of input"
+                    );
+                    break;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading stdin failed; treating as end of input");
                     break;
@@ -220,6 +234,11 @@ fn read_on_thread(
         let _ = eof_tx.send(());
     })?;
     Ok(())
+}
+
+fn stdin_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal()
 }
 
 fn write_on_thread(done_tx: oneshot::Sender<()>) -> std::io::Result<Outbox> {

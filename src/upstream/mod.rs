@@ -109,8 +109,18 @@ pub trait Sink: Send + Sync {
     fn scrub(&self, text: &str) -> String;
 }
 
-/// Each shutdown step (after stdin close, after SIGTERM) waits at most this long.
+/// Each step of stopping a server that failed its start (after stdin close, after SIGTERM)
+/// waits at most this long.
 pub const STOP_GRACE: Duration = Duration::from_millis(400);
+
+/// When openpact itself stops, how long a server has to exit after its stdin closes before
+/// SIGTERM, and after SIGTERM before SIGKILL. Short: hosts give the whole process little
+/// time (Claude Code sends SIGINT, then SIGTERM 100 ms later, and a host may follow with
+/// SIGKILL, which would leave servers running in their own process groups). Servers that
+/// exit on EOF do so within a few milliseconds; the ones that linger (Python's
+/// `mcp-server-time` does) end on SIGTERM.
+const SHUTDOWN_EOF_GRACE: Duration = Duration::from_millis(50);
+const SHUTDOWN_TERM_GRACE: Duration = Duration::from_millis(250);
 
 pub struct Upstream {
     pub index: usize,
@@ -484,7 +494,8 @@ impl Upstream {
         running.conn.close_input();
         let proc = running.proc.lock().await.take();
         if let Some(proc) = proc {
-            proc.terminate(STOP_GRACE).await;
+            proc.terminate(SHUTDOWN_EOF_GRACE, SHUTDOWN_TERM_GRACE)
+                .await;
         }
         running.conn.fail_all("was stopped");
         self.update(|s| {
@@ -563,7 +574,7 @@ impl Upstream {
                 conn.close_input();
                 let proc = proc.lock().await.take();
                 if let Some(proc) = proc {
-                    proc.terminate(STOP_GRACE).await;
+                    proc.terminate(STOP_GRACE, STOP_GRACE).await;
                 }
                 Err(match e {
                     HandshakeError::ProbeDied(why) => StartError::ProbeDied(why),

@@ -26,6 +26,42 @@ async fn mcp_flag_serves_over_stdio() {
     assert_eq!(code, Some(0), "{}", hub.stderr());
 }
 
+/// `serve` with its log filter left alone, or set to `level`.
+fn serve_logging(cfg: &Path, level: Option<&str>) -> support::Hub {
+    let mut cmd = support::openpact_for(cfg, None);
+    cmd.arg("serve")
+        .env_remove("OPENPACT_LOG")
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    if let Some(level) = level {
+        cmd.env("OPENPACT_LOG", level);
+    }
+    support::Hub::spawn(cmd)
+}
+
+/// Editors show every stderr line of a server as an error: when all is well, `serve` says
+/// nothing there, and its info lines are one setting away.
+#[tokio::test]
+async fn serve_is_quiet_on_stderr_unless_asked() {
+    let cli = fx_only();
+    for level in [None, Some("info")] {
+        let mut hub = serve_logging(&cli.cfg, level);
+        support::ready(&mut hub.client, &["fx:echo"]).await;
+        let r = hub.client.call("fx:echo", json!({"message": "hi"})).await;
+        assert_eq!(support::text(&r), "hi");
+        let (code, _) = hub.close().await;
+        assert_eq!(code, Some(0), "{}", hub.stderr());
+        let log = hub.stderr();
+        match level {
+            None => assert_eq!(log, "", "serve wrote to stderr by default"),
+            Some(_) => assert!(
+                log.contains("INFO") && log.contains("serving MCP on stdio"),
+                "{log}"
+            ),
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_example_config_checks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

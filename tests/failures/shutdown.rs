@@ -77,6 +77,38 @@ async fn sigterm_stops_every_child_and_grandchild() {
     all_gone(&all, Duration::from_secs(1)).await;
 }
 
+/// Stopping is prompt, on stdin EOF, SIGINT and SIGTERM alike (Claude Code sends SIGINT,
+/// then SIGTERM 100 ms later): servers that linger after their stdin closes, as Python's
+/// `mcp-server-time` does, get SIGTERM after a moment, all at once. Each such server used to
+/// be given 400 ms first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_is_prompt_on_stdin_eof_sigint_and_sigterm() {
+    use nix::sys::signal::Signal;
+    for how in [None, Some(Signal::SIGINT), Some(Signal::SIGTERM)] {
+        let mut hub = serve_ready(
+            json!({"a": fixture(&["--ignore-stdin-eof"]), "b": fixture(&["--ignore-stdin-eof"]), "c": fixture(&[])}),
+            None,
+            &["a:echo", "b:echo", "c:echo"],
+        )
+        .await;
+        let mut children = Vec::new();
+        for server in ["a", "b", "c"] {
+            children.push(pids(&mut hub.client, server).await.0);
+        }
+        let (code, took) = match how {
+            None => hub.close().await,
+            Some(signal) => hub.signal(signal).await,
+        };
+        assert_eq!(code, Some(0), "{how:?}: {}", hub.stderr());
+        // Typically under 100 ms; the old way could not be under 400 ms.
+        assert!(
+            took < Duration::from_millis(350),
+            "{how:?}: stopping took {took:?}"
+        );
+        all_gone(&children, Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn piped_one_shot_gets_its_answers_before_exit() {
     let mut hub = serve_config(json!({"a": fixture(&[])}), None).await;

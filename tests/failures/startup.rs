@@ -2,8 +2,11 @@
 //! others serve.
 
 use super::{error_message, run_cli};
-use crate::support::{Scratch, fixture, names, ready, serve, serve_ready, text};
+use crate::support::{
+    Scratch, WAIT, fixture, names, ready, serve, serve_config, serve_ready, text,
+};
 use serde_json::json;
+use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_that_exits_at_start_is_reported_and_others_serve() {
@@ -53,6 +56,33 @@ async fn server_that_exits_at_start_is_reported_and_others_serve() {
         .find(|l| l.starts_with("good"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(good.contains("ready"), "{stdout}");
+}
+
+/// A call to a server that has already failed answers at once with its failure; it used to
+/// wait, like a call to a server still starting, for the others to finish starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_to_a_failed_server_answers_at_once_while_others_start() {
+    let mut hub = serve_config(
+        json!({"broken": fixture(&["--exit-at-start", "4"]), "slow": fixture(&["--init-delay-ms", "10000"])}),
+        Some(json!({"listWait": "20s"})),
+    )
+    .await;
+    hub.client.initialize().await;
+    hub.wait_log("failed to start", WAIT).await;
+    let t0 = Instant::now();
+    let r = hub.client.call("broken:echo", json!({})).await;
+    let took = t0.elapsed();
+    assert_eq!(r["error"]["code"], -32010, "{r}");
+    assert!(error_message(&r).contains("failed"), "{r}");
+    assert!(took < Duration::from_secs(2), "answered after {took:?}");
+    // The prompt routes the same way.
+    let t0 = Instant::now();
+    let r = hub
+        .client
+        .request("prompts/get", json!({"name": "broken:greeting"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32010, "{r}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,33 @@ async fn initialize_negotiates_version_and_describes_the_hub() {
         "instructions do not label each server: {instructions}"
     );
     assert!(a < b, "instructions not in config order: {instructions}");
+    // Hosts rename tools (`mcp__openpact__a_echo`, `a_echo`…): the text must not spell a
+    // form of the names the model may never see.
+    assert!(
+        !instructions.contains("SERVER:TOOL") && !instructions.contains("SERVER__TOOL"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.contains("starts with the name of the server that provides it"),
+        "{instructions}"
+    );
+}
+
+/// A client initializing while every server is still starting still learns what openpact
+/// is (editors read `instructions` from `initialize` only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_while_servers_start_carries_openpacts_own_instructions() {
+    let mut hub = serve_config(json!({"slow": fixture(&["--init-delay-ms", "3000"])}), None).await;
+    let init = hub.client.initialize().await;
+    let instructions = init["instructions"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no instructions: {init}"));
+    assert!(
+        instructions.starts_with("openpact is an MCP hub")
+            && instructions.contains("the name of the server that provides it"),
+        "{instructions}"
+    );
+    assert!(!instructions.contains("## slow"), "{instructions}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,16 +60,56 @@ async fn batch_array_gets_every_answer() {
         {"jsonrpc": "2.0", "id": "three", "method": "tools/call", "params": {"name": "a:echo", "arguments": {"message": "third"}}}
     ]);
     c.send(&batch).await;
-    assert_eq!(text(&c.response(&json!("one")).await), "first");
-    assert_eq!(c.response(&json!("two")).await["result"], json!({}));
-    assert_eq!(text(&c.response(&json!("three")).await), "third");
+    // JSON-RPC 2.0 answers a batch with one array holding every answer.
+    let answers = next_array(c).await;
+    let by_id = |id: &str| -> &Value {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer for {id}: {answers:?}"))
+    };
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(text(by_id("one")), "first");
+    assert_eq!(by_id("two")["result"], json!({}));
+    assert_eq!(text(by_id("three")), "third");
 
-    // A bad element is answered in place; the rest of the batch still runs.
+    // A batch of notifications only is answered with nothing at all.
+    c.send(&json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]))
+        .await;
+    let r = c.request("ping", json!({})).await;
+    assert_eq!(r["result"], json!({}));
+    assert!(c.inbox.is_empty(), "{:?}", c.inbox);
+
+    // A bad element is answered in place, in the same array; the rest of the batch runs.
     c.send_raw(r#"[1, {"jsonrpc": "2.0", "id": "four", "method": "ping"}]"#)
         .await;
-    assert_eq!(c.response(&json!("four")).await["result"], json!({}));
-    let r = c.response(&Value::Null).await;
-    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let answers = next_array(c).await;
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    let four = answers.iter().find(|a| a["id"] == "four").unwrap();
+    assert_eq!(four["result"], json!({}), "{answers:?}");
+    let bad = answers.iter().find(|a| a["id"].is_null()).unwrap();
+    assert_eq!(bad["error"]["code"], -32600, "{answers:?}");
+
+    // A batched request the client cancels gets no answer; the array comes without it.
+    c.send(&json!([
+        {"jsonrpc": "2.0", "id": "long", "method": "tools/call", "params": {"name": "a:slow", "arguments": {"ms": 30000}}},
+        {"jsonrpc": "2.0", "id": "five", "method": "ping"}
+    ]))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long"}}))
+        .await;
+    let answers = next_array(c).await;
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "five", "{answers:?}");
+}
+
+/// The next message, which must be a batch answer (an array).
+async fn next_array(c: &mut crate::support::Client) -> Vec<Value> {
+    let m = c.recv(crate::support::WAIT).await.expect("an answer");
+    m.as_array()
+        .unwrap_or_else(|| panic!("not one array for the batch: {m}"))
+        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,12 +5,14 @@
 //!
 //! - `lifecycle`: `initialize`, `ping`, `server/discover`, unknown methods.
 //! - `catalogue`: the merged tool list and its pagination.
+//! - `handshake`: nothing unasked before `initialized`; `list_changed` only for lists given.
 //! - `routing`: calls routed and passed through, errors.
 //! - `names`: portable names and namespaces.
 //! - `startup`: slow and late servers, `list_changed`, empty configs.
 //! - `load`: concurrency, batches, `--mcp`, stale cursors, requests at startup.
 
 mod catalogue;
+mod handshake;
 mod lifecycle;
 mod load;
 mod names;

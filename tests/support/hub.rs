@@ -153,6 +153,18 @@ impl Hub {
     /// it took.
     pub async fn close(&mut self) -> (Option<i32>, Duration) {
         self.client.close_stdin();
+        self.exit().await
+    }
+
+    /// Sends `signal` and waits for the process to exit; returns the exit code and how long
+    /// it took.
+    pub async fn signal(&mut self, signal: nix::sys::signal::Signal) -> (Option<i32>, Duration) {
+        let pid = self.child.id().expect("running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+        self.exit().await
+    }
+
+    async fn exit(&mut self) -> (Option<i32>, Duration) {
         let t0 = Instant::now();
         let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await

@@ -131,7 +131,10 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
     let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
+    // A target of its own: shown by default (see `Cli::default_log_filter`), since a person
+    // starting `serve --http` needs the address, port 0 above all.
     tracing::info!(
+        target: "openpact::listening",
         "serving MCP over HTTP on http://{}/mcp (health: /health, metrics: /metrics)",
         bound.addr
     );

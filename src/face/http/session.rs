@@ -299,7 +299,7 @@ impl HttpSession {
                 // Closing stdin is the first step of the shutdown the spec asks for.
                 child.stdin.close();
                 if let Some(proc) = lock(&child.proc).take() {
-                    tokio::spawn(proc.terminate(CHILD_GRACE));
+                    tokio::spawn(proc.terminate(CHILD_GRACE, CHILD_GRACE));
                 }
             }
         }

@@ -298,9 +298,7 @@ fn discover(hub: &Hub, id: &str) -> String {
         "supportedVersions": versions,
         "capabilities": capabilities,
     });
-    if let Some(text) = hub.instructions() {
-        result["instructions"] = Value::String(text);
-    }
+    result["instructions"] = Value::String(hub.instructions());
     complete(&mut result, true);
     jsonrpc::result(id, &result.to_string())
 }

@@ -30,7 +30,7 @@ impl Session {
                 id: m.id().to_string(),
             },
         );
-        self.send(jsonrpc::request(&id.to_string(), m.method(), m.params()));
+        self.send_unprompted(jsonrpc::request(&id.to_string(), m.method(), m.params()));
     }
 
     /// The id (JSON text) the server used for a request forwarded under our id `ours`.
@@ -63,7 +63,7 @@ impl Session {
                 Some(r) => format!("{{\"requestId\":{ours},\"reason\":{r}}}"),
                 None => format!("{{\"requestId\":{ours}}}"),
             };
-            self.send(jsonrpc::notification(
+            self.send_unprompted(jsonrpc::notification(
                 "notifications/cancelled",
                 Some(&params),
             ));
@@ -119,7 +119,7 @@ impl Session {
         for id in gone {
             let params =
                 format!("{{\"requestId\":{id},\"reason\":\"the server that asked has stopped\"}}");
-            self.send(jsonrpc::notification(
+            self.send_unprompted(jsonrpc::notification(
                 "notifications/cancelled",
                 Some(&params),
             ));
@@ -181,7 +181,7 @@ impl Session {
             id,
             reason: dropped,
         };
-        self.send(jsonrpc::request(&id.to_string(), method, Some(params)));
+        self.send_unprompted(jsonrpc::request(&id.to_string(), method, Some(params)));
         let reply = match timeout {
             Some(limit) => tokio::time::timeout(limit, rx).await.ok(),
             None => Some(rx.await),
@@ -249,7 +249,7 @@ impl Drop for Withdraw<'_> {
             self.id,
             jsonrpc::quote(self.reason)
         );
-        self.session.send(jsonrpc::notification(
+        self.session.send_unprompted(jsonrpc::notification(
             "notifications/cancelled",
             Some(&params),
         ));

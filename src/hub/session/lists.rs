@@ -47,10 +47,8 @@ impl Session {
             self.hub.capabilities(),
             env!("CARGO_PKG_VERSION")
         );
-        if let Some(text) = self.hub.instructions() {
-            result.push_str(",\"instructions\":");
-            result.push_str(&jsonrpc::quote(&text));
-        }
+        result.push_str(",\"instructions\":");
+        result.push_str(&jsonrpc::quote(&self.hub.instructions()));
         result.push('}');
         jsonrpc::result(m.id(), &result)
     }
@@ -114,6 +112,7 @@ impl Session {
                 }
             },
         };
+        self.given(m.method(), fingerprint);
         let end = (start + self.hub.settings.page_size).min(items.len());
         let page = &items[start..end];
         let mut result =

@@ -8,6 +8,13 @@
 //! on its own task, and sending. `lists` answers `initialize` and the merged lists;
 //! `calls` runs calls, prompts and resource reads through the policy; `routed` passes
 //! subscriptions, completions and log levels on; `client` carries requests to the client.
+//!
+//! Until the client has sent `notifications/initialized`, it gets only answers, pings,
+//! progress and log messages: what the hub would send on its own (servers' requests,
+//! resource updates, list changes) waits, as the handshake requires. A list change is
+//! announced only for a list this client was given, and only once per version it has not
+//! seen (clients re-list on every announcement, and some warn about every tool they see
+//! twice). A batch from the client is answered with one array.
 
 mod calls;
 mod client;
@@ -19,11 +26,13 @@ pub use calls::{PERMISSION_DENIED, RATE_LIMITED};
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;
-use crate::jsonrpc::{self, Frame, Kind, Message, RawObject, code, parse_frame};
+use crate::jsonrpc::{
+    self, Frame, Kind, Message, Messages, ParseError, RawObject, code, parse_frame,
+};
 use crate::transport::Outbox;
 use crate::upstream::{CallError, Connection};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
@@ -50,7 +59,17 @@ pub struct Session {
     /// reuses the id.
     in_flight: Mutex<FastMap<Arc<str>, (u64, AbortHandle)>>,
     next_task: AtomicU64,
-    initialized: AtomicBool,
+    /// What the hub sends on its own, held until the client has sent
+    /// `notifications/initialized` (`None` from then on).
+    held: Mutex<Option<Vec<String>>>,
+    /// Per list the client can be told has changed: the version it was given and the last
+    /// version announced since.
+    lists: Mutex<[ListSeen; LISTS]>,
+    /// Requests of the client's batches still unanswered, by id (JSON text), each with the
+    /// batch its answer joins.
+    batches: Mutex<FastMap<Arc<str>, Arc<Mutex<Batch>>>>,
+    /// How many batches wait for answers: while none does, sending looks at nothing.
+    open_batches: AtomicUsize,
     /// `capabilities` from the client's `initialize`, as JSON text.
     capabilities: Mutex<Option<String>>,
     /// Least severe log level the client wants, if it said.
@@ -74,6 +93,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The answer to an element of a frame that is not a valid message.
+fn invalid(e: &ParseError) -> String {
+    jsonrpc::error(
+        "null",
+        code::INVALID_REQUEST,
+        &format!("Invalid request: {e}"),
+        None,
+    )
+}
+
 /// A response line for `id` from an upstream reply: the server's result or error verbatim,
 /// or the hub's own error when the server could not answer.
 fn relay(id: &str, reply: &CallReply) -> String {
@@ -90,6 +119,32 @@ fn relay(id: &str, reply: &CallReply) -> String {
         },
         Err(e) => jsonrpc::error(id, e.code(), &e.to_string(), None),
     }
+}
+
+/// The lists a client re-lists on `list_changed`, as indexes into [`Session::lists`]: tools,
+/// prompts, resources and resource templates (the last two share one notification).
+const LISTS: usize = 4;
+
+fn list_index(method: &str) -> usize {
+    match method {
+        "tools/list" => 0,
+        "prompts/list" => 1,
+        "resources/list" => 2,
+        _ => 3,
+    }
+}
+
+/// One list as this client knows it: catalogue fingerprints.
+#[derive(Debug, Default, Clone, Copy)]
+struct ListSeen {
+    given: Option<u64>,
+    announced: Option<u64>,
+}
+
+/// A batch's answers so far, sent as one array once none is missing.
+struct Batch {
+    missing: usize,
+    answers: Vec<String>,
 }
 
 /// A server's answer to a request the hub forwarded.
@@ -143,7 +198,11 @@ impl Session {
             out,
             in_flight: Mutex::new(FastMap::default()),
             next_task: AtomicU64::new(0),
-            initialized: AtomicBool::new(false),
+            // A 2026-07-28 request has no handshake to wait for.
+            held: Mutex::new((!modern).then(Vec::new)),
+            lists: Mutex::new([ListSeen::default(); LISTS]),
+            batches: Mutex::new(FastMap::default()),
+            open_batches: AtomicUsize::new(0),
             capabilities: Mutex::new(capabilities.map(str::to_string)),
             log_rank: Mutex::new(log_rank),
             subscriptions: Mutex::new(HashSet::new()),
@@ -170,7 +229,149 @@ impl Session {
         } else {
             line
         };
+        if self.open_batches.load(Ordering::Acquire) > 0 {
+            if let Some(line) = self.join_batch(line) {
+                self.out.send(line);
+            }
+            return;
+        }
         self.out.send(line);
+    }
+
+    /// What the hub sends the client on its own (a server's request or notification, a
+    /// question of its own): held until the client has sent `notifications/initialized`.
+    pub(crate) fn send_unprompted(&self, line: String) {
+        // Sent under the lock, so nothing overtakes what is being released.
+        let mut held = lock(&self.held);
+        match held.as_mut() {
+            Some(waiting) => waiting.push(line),
+            None => self.send(line),
+        }
+    }
+
+    /// The client finished its handshake: what was held goes out, in order.
+    fn initialized(&self) {
+        let mut held = lock(&self.held);
+        for line in held.take().unwrap_or_default() {
+            self.send(line);
+        }
+    }
+
+    fn is_initialized(&self) -> bool {
+        lock(&self.held).is_none()
+    }
+
+    /// Notes that the client was given version `fingerprint` of the list `method` returns.
+    fn given(&self, method: &str, fingerprint: u64) {
+        lock(&self.lists)[list_index(method)] = ListSeen {
+            given: Some(fingerprint),
+            announced: None,
+        };
+    }
+
+    /// Whether `event` is news to this client: a list it was given has changed since, to a
+    /// version not announced yet. Marks it announced.
+    fn news(&self, event: HubEvent) -> bool {
+        let catalog = self.hub.catalog();
+        let now: &[(usize, u64)] = match event {
+            HubEvent::ToolsChanged => &[(0, catalog.tools.fingerprint)],
+            HubEvent::PromptsChanged => &[(1, catalog.prompts.fingerprint)],
+            HubEvent::ResourcesChanged => &[
+                (2, catalog.resources_fingerprint),
+                (3, catalog.templates_fingerprint),
+            ],
+        };
+        let mut lists = lock(&self.lists);
+        let mut news = false;
+        for &(i, fingerprint) in now {
+            let seen = &mut lists[i];
+            if seen.given.is_some_and(|g| g != fingerprint) && seen.announced != Some(fingerprint) {
+                seen.announced = Some(fingerprint);
+                news = true;
+            }
+        }
+        news
+    }
+
+    /// Files `line` (already redacted) with its batch if it answers a batched request;
+    /// otherwise hands the line back.
+    fn join_batch(&self, line: String) -> Option<String> {
+        let id = match Message::parse(line.as_str().into()) {
+            Ok(m) if m.kind() == Kind::Response => m.id().to_string(),
+            _ => return Some(line),
+        };
+        self.settle_batched(&id, Some(line))
+    }
+
+    /// Counts the batched request `id` (JSON text) as settled, with its answer (none when
+    /// the client cancelled it: a cancelled request is not answered), and sends the batch's
+    /// array once nothing is missing. Hands `answer` back when `id` is in no batch.
+    fn settle_batched(&self, id: &str, answer: Option<String>) -> Option<String> {
+        let Some(batch) = lock(&self.batches).remove(id) else {
+            return answer;
+        };
+        let complete = {
+            let mut b = lock(&batch);
+            b.answers.extend(answer);
+            b.missing -= 1;
+            (b.missing == 0).then(|| std::mem::take(&mut b.answers))
+        };
+        if let Some(answers) = complete {
+            self.open_batches.fetch_sub(1, Ordering::AcqRel);
+            if !answers.is_empty() {
+                self.out.send(format!("[{}]", answers.join(",")));
+            }
+        }
+        None
+    }
+
+    /// Runs a batch from the client, whose answers go out as one array (nothing at all when
+    /// it holds only notifications and responses). Each request still runs on its own.
+    fn batch(self: &Arc<Self>, items: Vec<Result<Message, ParseError>>) {
+        let mut answers = Vec::new();
+        let mut ids: Vec<Arc<str>> = Vec::new();
+        let mut run = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Ok(m) if m.kind() == Kind::Request => {
+                    let id: Arc<str> = m.id().into();
+                    if ids.contains(&id) {
+                        // Two answers with one id could not be told apart.
+                        answers.push(jsonrpc::error(
+                            &id,
+                            code::INVALID_REQUEST,
+                            "Invalid request: the id is used twice in this batch",
+                            None,
+                        ));
+                    } else {
+                        ids.push(id);
+                        run.push(m);
+                    }
+                }
+                Ok(m) => run.push(m),
+                Err(e) => answers.push(invalid(&e)),
+            }
+        }
+        if ids.is_empty() {
+            if !answers.is_empty() {
+                self.out.send(format!("[{}]", answers.join(",")));
+            }
+        } else {
+            let batch = Arc::new(Mutex::new(Batch {
+                missing: ids.len(),
+                answers,
+            }));
+            {
+                let mut batches = lock(&self.batches);
+                for id in ids {
+                    batches.insert(id, batch.clone());
+                }
+            }
+            self.open_batches.fetch_add(1, Ordering::AcqRel);
+        }
+        for m in run {
+            self.handle(m);
+        }
     }
 
     fn send_error(&self, id: &str, code: i64, message: &str) {
@@ -206,7 +407,7 @@ impl Session {
 
     pub(crate) fn deliver_update(&self, uri: &str, line: &str) {
         if lock(&self.subscriptions).contains(uri) {
-            self.send(line.to_string());
+            self.send_unprompted(line.to_string());
         }
     }
 
@@ -224,15 +425,12 @@ impl Session {
             }
         };
         match parse_frame(line) {
+            Ok(Messages::Batch(items)) => self.batch(items.collect()),
             Ok(messages) => {
                 for m in messages {
                     match m {
                         Ok(m) => self.handle(m),
-                        Err(e) => self.send_error(
-                            "null",
-                            code::INVALID_REQUEST,
-                            &format!("Invalid request: {e}"),
-                        ),
+                        Err(e) => self.send(invalid(&e)),
                     }
                 }
             }
@@ -292,7 +490,7 @@ impl Session {
 
     fn notification(&self, m: &Message) {
         match m.method() {
-            "notifications/initialized" => self.initialized.store(true, Ordering::Release),
+            "notifications/initialized" => self.initialized(),
             "notifications/cancelled" => {
                 let id = m
                     .params()
@@ -304,6 +502,9 @@ impl Session {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();
                     tracing::debug!(id, "request cancelled by the client");
+                    if self.open_batches.load(Ordering::Acquire) > 0 {
+                        self.settle_batched(id, None);
+                    }
                 }
             }
             "notifications/roots/list_changed" => {
@@ -417,9 +618,11 @@ async fn forward_hub_events(
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
         let Some(s) = session.upgrade() else { return };
-        if s.initialized.load(Ordering::Acquire) {
+        if s.is_initialized() {
             for ev in events {
-                s.send(jsonrpc::notification(ev.notification(), None));
+                if s.news(*ev) {
+                    s.send_unprompted(jsonrpc::notification(ev.notification(), None));
+                }
             }
         }
     }
