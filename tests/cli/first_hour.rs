@@ -358,7 +358,8 @@ async fn mcp_flag_is_serve_and_takes_no_command() {
     let mut hub = support::serve_with(&cli.cfg, &["--mcp", "--http", "127.0.0.1:0"], &[]).await;
     hub.wait_log("serving MCP over HTTP on http://", support::WAIT)
         .await;
-    hub.close().await;
+    let (code, _) = hub.signal(nix::sys::signal::Signal::SIGTERM).await;
+    assert_eq!(code, Some(0), "{}", hub.stderr());
 }
 
 /// Login advice only where a login is wanted: a server that answers without one is said to

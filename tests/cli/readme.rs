@@ -1267,17 +1267,12 @@ async fn serve_case(setup: &Setup, args: Vec<String>) -> Vec<String> {
     if stdio && http {
         problems.extend(live_cases(setup, &hub).await);
     }
-    let code = if stdio {
-        hub.close().await.0
+    // Stdio alone ends with stdin; with HTTP, stdin ending only ends the stdio session and
+    // the hub serves on until SIGTERM (README, "Serving over HTTP").
+    let code = if http {
+        hub.signal(nix::sys::signal::Signal::SIGTERM).await.0
     } else {
-        let pid = i32::try_from(hub.child.id().unwrap()).unwrap();
-        let pid = nix::unistd::Pid::from_raw(pid);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let status = tokio::time::timeout(Duration::from_secs(10), hub.child.wait())
-            .await
-            .expect("serve ends after SIGTERM")
-            .unwrap();
-        status.code()
+        hub.close().await.0
     };
     let stderr = hub.stderr();
     if code != Some(0) || stderr.contains("panicked") {
