@@ -266,19 +266,31 @@ impl Cli {
     }
 }
 
-/// Waits for the servers still starting, as `serve` does for a first `tools/list`: up to
-/// `openpact.listWait`, never a hung server's whole `timeout`; then says on stderr which
-/// servers are left out, so a short answer is never a silent one.
+/// Waits for the servers still starting. Quietly up to `openpact.listWait`, as `serve` does
+/// for a first `tools/list`; then it says on stderr which servers it waits for and how long
+/// they may take, and waits on until each is ready or has failed its handshake (its
+/// `timeout`). Giving up at `listWait` would look tidier but never work for a server whose
+/// first `npx`/`uvx` run downloads it: each command would kill the download and the next
+/// would start it again. A hung server costs its `timeout`, said up front, not in silence.
 async fn settle(hub: &Hub) {
-    let wait = hub.settings.list_wait;
-    hub.settled(wait).await;
-    let starting: Vec<&str> = hub
-        .upstreams()
-        .iter()
-        .filter(|u| u.snapshot().state.is_pending())
-        .map(|u| u.name())
-        .collect();
-    output::still_starting(&starting, wait);
+    let quiet = hub.settings.list_wait;
+    hub.settled(quiet).await;
+    let pending = || -> Vec<&Arc<crate::upstream::Upstream>> {
+        hub.upstreams()
+            .iter()
+            .filter(|u| u.snapshot().state.is_pending())
+            .collect()
+    };
+    let waiting = pending();
+    let Some(longest) = waiting.iter().map(|u| u.config.timeout).max() else {
+        return;
+    };
+    let names: Vec<&str> = waiting.iter().map(|u| u.name()).collect();
+    output::waiting_for(&names, quiet, longest);
+    hub.settled(longest.saturating_sub(quiet) + Duration::from_secs(1))
+        .await;
+    let left: Vec<&str> = pending().iter().map(|u| u.name()).collect();
+    output::still_starting(&left);
 }
 
 /// Runs the parsed command line.
@@ -594,8 +606,8 @@ async fn invoke(
 ) -> Result<ExitCode> {
     let hub = start_for(config, state, name);
     // Connect first: servers wait to learn the client's capabilities before `initialize`.
-    // The request itself waits for a server still starting (up to listWait), as in `serve`.
     let mut client = LocalClient::connect(hub.clone(), "{}").await;
+    settle(&hub).await;
     let progress = output::Progress::new();
     let params = if progress.visible() {
         with_progress_token(params)

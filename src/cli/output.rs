@@ -202,16 +202,24 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
     Ok(())
 }
 
-/// Servers a command stopped waiting for (see `openpact.listWait`).
-pub fn still_starting(names: &[&str], waited: std::time::Duration) {
-    if names.is_empty() {
-        return;
-    }
+/// Servers a command goes on waiting for after `openpact.listWait`, and for how long.
+pub fn waiting_for(names: &[&str], waited: std::time::Duration, longest: std::time::Duration) {
     eprintln!(
-        "openpact: still starting after {} (openpact.listWait), so left out: {}. A first `npx`/`uvx` run may be downloading the server: try again, or raise openpact.listWait; `openpact servers` shows each server's state and stderr.",
+        "openpact: waiting for {}: still starting after {} (a first `npx`/`uvx` run downloads the server); giving up after its timeout ({}). `openpact servers` shows each server's state and stderr.",
+        names.join(", "),
         human_duration(waited),
-        names.join(", ")
+        human_duration(longest)
     );
+}
+
+/// Servers a command stopped waiting for.
+pub fn still_starting(names: &[&str]) {
+    if !names.is_empty() {
+        eprintln!(
+            "openpact: still starting, so left out: {}",
+            names.join(", ")
+        );
+    }
 }
 
 pub fn interrupted() {

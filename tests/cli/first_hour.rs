@@ -248,14 +248,14 @@ async fn an_unset_http_token_breaks_only_the_http_face() {
     );
 }
 
-/// A server that never answers `initialize` costs a listing `listWait`, not its `timeout`,
-/// and the listing says which server it left out.
+/// A server that never answers `initialize`: after `listWait` a command says which server it
+/// waits for and for how long (its `timeout`), then goes on without it, naming it.
 #[tokio::test]
-async fn a_hung_server_costs_list_wait_and_is_named() {
+async fn a_hung_server_is_named_and_costs_its_timeout_not_more() {
     let cli = with_servers(
         json!({
             "fx": fixture(&[]),
-            "hung": {"command": FIXTURE, "args": ["--init-delay-ms", "600000"], "timeout": "60s"},
+            "hung": {"command": FIXTURE, "args": ["--init-delay-ms", "600000"], "timeout": "3s"},
         }),
         Some(json!({"listWait": "1s"})),
     );
@@ -265,11 +265,33 @@ async fn a_hung_server_costs_list_wait_and_is_named() {
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
     assert!(out.stdout.contains("fx:echo"), "{}", out.stdout);
     assert!(
-        out.stderr
-            .contains("still starting after 1s (openpact.listWait), so left out: hung"),
+        out.stderr.contains(
+            "waiting for hung: still starting after 1s (a first `npx`/`uvx` run downloads the server); giving up after its timeout (3s)"
+        ),
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr.contains("server 'hung' failed"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A server slower than `listWait` (a first `npx` download) is waited for, not cut off: a
+/// call to it works the first time.
+#[tokio::test]
+async fn a_slow_first_start_is_waited_for() {
+    let cli = with_servers(
+        json!({"fx": {"command": FIXTURE, "args": ["--init-delay-ms", "2500"], "timeout": "20s"}}),
+        Some(json!({"listWait": "1s"})),
+    );
+    let out = cli
+        .run(&["call", "fx:echo", r#"{"message": "late"}"#])
+        .await;
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "late");
+    assert!(out.stderr.contains("waiting for fx"), "{}", out.stderr);
 }
 
 /// A server that prints a banner on stdout: the line is shown in its failure, with what is
