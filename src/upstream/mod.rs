@@ -592,11 +592,29 @@ impl Upstream {
         t0: Instant,
         initialized: impl FnOnce(&str),
     ) -> Result<(), HandshakeError> {
+        let probing = self.plan() == Plan::Probe;
         let info = match self.discover(conn).await? {
             Some(info) => info,
             None => {
                 let caps = self.client_capabilities().await;
-                handshake::initialize(conn, &caps, self.config.timeout).await?
+                match handshake::initialize(conn, &caps, self.config.timeout).await {
+                    Ok(info) => info,
+                    // A modern server still starting (a first `uvx` run, a loaded machine)
+                    // can miss the probe's short wait, then refuse `initialize`: it is asked
+                    // again, with its whole timeout, before the refusal counts.
+                    Err(refused @ HandshakeError::Rejected { .. }) if probing => {
+                        match modern::discover(conn, self.config.timeout).await? {
+                            modern::Discovery::Modern(info) => {
+                                tracing::info!(server = %self.name(), "answered server/discover late and refused initialize: it speaks {}", modern::MODERN_VERSION);
+                                conn.set_modern();
+                                self.learn_era(Era::Modern);
+                                info
+                            }
+                            _ => return Err(refused),
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
         initialized(&info.protocol_version);
