@@ -467,22 +467,13 @@ async fn permissions(
     };
     // Rules come before remembered decisions: a decision a rule overrides would do nothing,
     // so it is refused with the rule named, and one a rule already makes is only noted.
-    if let Some(m) = rules.explain(&qualified) {
-        let same = matches!(
-            (m.rule, decision),
-            (crate::config::Rule::Allow, Remember::Allow)
-                | (crate::config::Rule::Deny, Remember::Deny)
-        );
-        if !same {
-            output::overridden(&qualified, decision, &m, &label);
-            return Ok(ExitCode::from(1));
-        }
-        store.remember(&qualified, decision, &definition)?;
-        output::remembered(&qualified, decision, Some(&m));
-        return Ok(ExitCode::SUCCESS);
+    let rule = rules.explain(&qualified);
+    if let Some(m) = rule.as_ref().filter(|m| !m.agrees_with(decision)) {
+        output::overridden(&qualified, decision, m, &label);
+        return Ok(ExitCode::from(1));
     }
     store.remember(&qualified, decision, &definition)?;
-    output::remembered(&qualified, decision, None);
+    output::remembered(&qualified, decision, rule.as_ref());
     Ok(ExitCode::SUCCESS)
 }
 

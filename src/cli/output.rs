@@ -791,20 +791,15 @@ pub fn audit(
     Ok(())
 }
 
-/// What a remembered decision does given the rules: `None` when it applies, else the rule
-/// that decides instead (one that agrees with it included).
+/// The rule that decides `name` instead of its remembered decision `r`, if any, and
+/// whether it agrees with it.
 fn ruled(
     name: &str,
     r: &crate::policy::decisions::Remembered,
     rules: &crate::policy::rules::RuleSet,
 ) -> Option<(crate::policy::rules::Matched, bool)> {
-    use crate::config::Rule;
-    use crate::policy::decisions::Remember;
     let m = rules.explain(name)?;
-    let agrees = matches!(
-        (m.rule, r.decision),
-        (Rule::Allow, Remember::Allow) | (Rule::Deny, Remember::Deny)
-    );
+    let agrees = m.agrees_with(r.decision);
     Some((m, agrees))
 }
 

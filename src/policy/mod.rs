@@ -198,11 +198,6 @@ impl Policy {
         }
     }
 
-    /// The rule that decides a name and the glob that matched, for messages.
-    pub fn explain(&self, qualified: &str) -> Option<rules::Matched> {
-        self.rules.explain(qualified)
-    }
-
     fn denied_by_rule(&self, t: &Target<'_>) -> String {
         let rule = self.rules.explain(t.qualified).map_or_else(
             || "a rule in openpact.permissions.deny".to_string(),

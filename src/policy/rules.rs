@@ -69,6 +69,16 @@ pub struct Matched {
 }
 
 impl Matched {
+    /// Whether a remembered decision says what this rule already decides (an `ask` rule
+    /// agrees with none: it asks whatever was remembered).
+    pub fn agrees_with(&self, decision: crate::policy::decisions::Remember) -> bool {
+        use crate::policy::decisions::Remember;
+        matches!(
+            (self.rule, decision),
+            (Rule::Allow, Remember::Allow) | (Rule::Deny, Remember::Deny)
+        )
+    }
+
     /// `"fs:read_*" in openpact.permissions.allow`, for messages.
     pub fn describe(&self) -> String {
         format!(

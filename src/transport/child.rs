@@ -97,11 +97,12 @@ impl StderrLog {
     /// redacted) with what is wrong, and kept beside the stderr lines so that a failed
     /// start shows it.
     pub fn push_stdout_noise(&self, server: &str, line: &str) {
-        let mut shown: String = line.trim_end().chars().take(NOISE_SHOWN).collect();
-        if shown.len() < line.trim_end().len() {
+        // Redacted before it is cut, so a secret cut in two cannot slip past as a fragment.
+        let whole = self.scrubbed(line.trim_end().to_string());
+        let mut shown: String = whole.chars().take(NOISE_SHOWN).collect();
+        if shown.len() < whole.len() {
             shown.push('…');
         }
-        let shown = self.scrubbed(shown);
         tracing::warn!(
             server,
             "skipped a line on stdout that is not JSON-RPC (stdout must carry only JSON-RPC; the server should write banners and logs to stderr): {shown}"

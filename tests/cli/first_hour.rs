@@ -301,20 +301,28 @@ async fn a_banner_on_stdout_is_shown_in_the_failure() {
     let cli = with_servers(
         json!({"chatty": {
             "command": "sh",
-            "args": ["-c", "echo 'Welcome to chatty-server v1'; exec sleep 30"],
+            "args": ["-c", "echo \"Welcome to chatty-server v1, key $KEY\"; exec sleep 30"],
+            "env": {"KEY": "${BANNER_SECRET}"},
             "timeout": "1s",
         }}),
         None,
     );
-    let out = cli.run(&["servers", "--json"]).await;
+    let secret = "banner-secret-0123456789";
+    let out = cli
+        .run_env(&["servers", "--json"], &[("BANNER_SECRET", secret)])
+        .await;
+    assert!(
+        !out.stdout.contains(secret) && !out.stderr.contains(secret),
+        "the secret leaked: {out:#?}"
+    );
     out.expect_code(0);
     let v = stdout_json(&out);
     let chatty = &v[0]["servers"][0];
     assert_eq!(chatty["state"], "failed", "{chatty:#}");
     assert!(
-        chatty["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("[stdout, not JSON-RPC] Welcome to chatty-server v1")),
+        chatty["reason"].as_str().is_some_and(|r| r.contains(
+            "[stdout, not JSON-RPC] Welcome to chatty-server v1, key [REDACTED:BANNER_SECRET]"
+        )),
         "{chatty:#}"
     );
     assert!(
