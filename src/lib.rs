@@ -9,6 +9,8 @@
 //! - [`revision`]: the 2026-07-28 revision's version, `_meta` keys and error codes (a leaf).
 //! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
 //!   a loopback callback, refresh, the token store.
+//! - [`sandbox`]: what a stdio server may touch — its profile, its confinement (Landlock and
+//!   seccomp on Linux, behind a platform seam) and its egress proxy.
 //! - [`transport`]: child processes, our own stdio, Streamable HTTP and legacy SSE clients.
 //! - [`upstream`]: one server — process, handshake, requests, lifecycle.
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
@@ -29,6 +31,7 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod policy;
 pub mod revision;
+pub mod sandbox;
 pub mod state;
 pub mod time;
 pub mod transport;
