@@ -771,6 +771,26 @@ mod tests {
         assert_eq!(refusals.lock().unwrap().len(), 1);
     }
 
+    #[tokio::test]
+    async fn an_allowed_host_that_does_not_answer_gets_502_not_a_refusal() {
+        let closed = {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let (proxy, refusals) = proxy(&["127.0.0.1".into()]).await;
+        let out = exchange(
+            &proxy,
+            format!("CONNECT 127.0.0.1:{closed} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{out}");
+        assert!(
+            out.contains(&format!("cannot reach 127.0.0.1:{closed}")),
+            "{out}"
+        );
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
     #[test]
     fn local_addresses_need_an_entry_that_names_them() {
         let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
