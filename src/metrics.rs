@@ -1,5 +1,5 @@
 //! The hub's Prometheus metrics — calls by server and outcome, call latency per server, cache
-//! hits, and servers by state — and their text exposition for the HTTP face's `/metrics`.
+//! hits, refused egress connections, and servers by state — and their text exposition for the HTTP face's `/metrics`.
 //!
 //! A leaf: it knows server names and state labels, not the hub. Every label value comes from
 //! the configuration (server names) or a fixed set (outcomes, states), never from a request,
@@ -65,6 +65,7 @@ struct PerServer {
     calls: [Counter; OUTCOMES.len()],
     latency: Histogram,
     cache_hits: Counter,
+    egress_refused: Counter,
 }
 
 pub struct Metrics {
@@ -85,6 +86,7 @@ impl Metrics {
             (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
         );
         let cache_hits = Family::<ServerLabel, Counter>::default();
+        let egress_refused = Family::<ServerLabel, Counter>::default();
         let states = Family::<StateLabel, Gauge>::default();
         registry.register(
             "calls",
@@ -100,6 +102,11 @@ impl Metrics {
             "cache_hits",
             "Calls answered from the result cache, by server",
             cache_hits.clone(),
+        );
+        registry.register(
+            "sandbox_egress_refused",
+            "Connections the egress proxy refused, by server",
+            egress_refused.clone(),
         );
         registry.register("servers", "Configured servers by state", states.clone());
         let servers = servers
@@ -119,6 +126,7 @@ impl Metrics {
                     }),
                     latency: latency.get_or_create(&server).clone(),
                     cache_hits: cache_hits.get_or_create(&server).clone(),
+                    egress_refused: egress_refused.get_or_create(&server).clone(),
                 }
             })
             .collect();
@@ -146,6 +154,13 @@ impl Metrics {
     pub fn cache_hit(&self, server: usize) {
         if let Some(s) = self.per_server(server) {
             s.cache_hits.inc();
+        }
+    }
+
+    /// Counts a connection that server `server`'s egress proxy refused.
+    pub fn egress_refused(&self, server: usize) {
+        if let Some(s) = self.per_server(server) {
+            s.egress_refused.inc();
         }
     }
 
@@ -225,11 +240,15 @@ mod tests {
         m.call(0, Outcome::Denied, Duration::from_millis(1));
         m.call(usize::MAX, Outcome::Error, Duration::from_millis(1));
         m.cache_hit(0);
+        m.egress_refused(0);
+        m.egress_refused(0);
         let text = m.encode(["ready", "failed", "ready"]);
         assert!(text.contains(r#"openpact_calls_total{server="a",outcome="ok"} 1"#));
         assert!(text.contains(r#"openpact_calls_total{server="a",outcome="denied"} 1"#));
         assert!(text.contains(r#"openpact_calls_total{server="openpact",outcome="error"} 1"#));
         assert!(text.contains(r#"openpact_cache_hits_total{server="a"} 1"#));
+        assert!(text.contains(r#"openpact_sandbox_egress_refused_total{server="a"} 2"#));
+        assert!(text.contains(r#"openpact_sandbox_egress_refused_total{server="openpact"} 0"#));
         assert!(text.contains(r#"openpact_call_duration_seconds_count{server="a"} 2"#));
         assert!(text.contains(r#"openpact_servers{state="ready"} 2"#));
         assert!(text.contains(r#"openpact_servers{state="failed"} 1"#));

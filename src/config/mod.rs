@@ -6,6 +6,7 @@
 mod build;
 mod builtins;
 mod expand;
+pub mod hosts;
 mod jsonc;
 mod paths;
 mod policy;

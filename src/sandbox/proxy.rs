@@ -1,2 +1,903 @@
 //! The egress proxy: one loopback HTTP proxy per confined server, forwarding only to the hosts
 //! its profile allows.
+//!
+//! A confined server may open TCP connections only to its own proxy's port (the kernel sees
+//! to that), so this is where its `sandbox.network.allow` is enforced. It speaks just enough
+//! HTTP/1.1 for proxy clients: `CONNECT host:port` tunnels (HTTPS and anything else) and
+//! absolute-form plain-HTTP requests, one per client connection. A name is checked against the
+//! allow list before it is resolved, and resolved here rather than by the server, so a refused
+//! name never reaches DNS; the address it resolves to is checked again, so an allowed name
+//! that points at loopback or link-local (DNS rebinding, cloud metadata) reaches nothing local
+//! unless an entry names a local host itself.
+
+use crate::config::hosts::{HostPattern, is_local_address};
+use std::fmt::Write as _;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::timeout;
+
+/// The most a request head may take; proxy requests carry small heads.
+const HEAD_LIMIT: usize = 16 * 1024;
+/// A client that has not sent its whole head by then is cut off, so it holds no slot for long.
+const HEAD_DEADLINE: Duration = Duration::from_secs(10);
+/// For resolving and connecting upstream, and for writing the first bytes there.
+const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
+/// Connections served at once by one proxy; past it, new ones wait in the listen backlog, so a
+/// flood from one server cannot exhaust the hub's file descriptors.
+const MAX_CONNECTIONS: usize = 256;
+/// How long an error answer may take to write, including reading what the client still sends:
+/// closing a socket with unread input resets it, and the reset can destroy the answer before
+/// the client reads it.
+const LINGER: Duration = Duration::from_secs(2);
+/// The most a client's unread input is drained after an error answer.
+const LINGER_LIMIT: usize = 64 * 1024;
+/// Backoff after a failed accept (such as running out of descriptors), so it does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A connection the proxy refused, for the caller to count and show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub server: String,
+    /// As the client named it (lower-cased; an IPv6 address without brackets).
+    pub host: String,
+    pub port: u16,
+    pub reason: String,
+}
+
+/// Called once for each refused connection.
+pub type OnRefusal = Arc<dyn Fn(&Refusal) + Send + Sync>;
+
+/// One server's egress proxy on 127.0.0.1. Dropping it stops the listener and closes every
+/// connection it serves.
+#[derive(Debug)]
+pub struct EgressProxy {
+    port: u16,
+    listener: JoinHandle<()>,
+}
+
+impl EgressProxy {
+    /// Binds 127.0.0.1:0 and serves until dropped.
+    pub async fn start(
+        server: String,
+        allow: Vec<HostPattern>,
+        on_refusal: OnRefusal,
+    ) -> io::Result<EgressProxy> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let port = listener.local_addr()?.port();
+        let rules = Arc::new(Rules {
+            server,
+            allow,
+            on_refusal,
+        });
+        let listener = tokio::spawn(accept_loop(listener, rules));
+        Ok(EgressProxy { port, listener })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The value for the server's `HTTP_PROXY` / `HTTPS_PROXY`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        // The connections live in the listener task's JoinSet, so they end with it.
+        self.listener.abort();
+    }
+}
+
+/// What one proxy enforces.
+struct Rules {
+    server: String,
+    allow: Vec<HostPattern>,
+    on_refusal: OnRefusal,
+}
+
+async fn accept_loop(listener: TcpListener, rules: Arc<Rules>) {
+    // Owned by this task, so aborting it drops (and aborts) every connection.
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => match accepted {
+                Ok((client, _)) => {
+                    let rules = Arc::clone(&rules);
+                    connections.spawn(async move { serve(client, &rules).await });
+                }
+                Err(e) => {
+                    tracing::warn!(server = %rules.server, "egress proxy: accept failed: {e}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            },
+        }
+    }
+}
+
+/// Why a destination could not be reached.
+enum Failure {
+    /// The allow list or the address check said no: 403, and counted.
+    Refused(String),
+    /// Allowed, but resolving or connecting failed: 502.
+    Unreachable(String),
+}
+
+/// What a client asked for.
+enum Request {
+    Connect {
+        host: String,
+        port: u16,
+    },
+    /// A plain-HTTP request, with `head` rewritten for the origin server.
+    Forward {
+        host: String,
+        port: u16,
+        head: Vec<u8>,
+    },
+}
+
+/// Why a request head could not be read.
+enum HeadError {
+    /// The client went away (or failed) before finishing it: nothing to answer.
+    Closed,
+    TooLarge,
+}
+
+async fn serve(mut client: TcpStream, rules: &Rules) {
+    let (buf, end) = match timeout(HEAD_DEADLINE, read_head(&mut client)).await {
+        Ok(Ok(head)) => head,
+        Ok(Err(HeadError::Closed)) => return,
+        Ok(Err(HeadError::TooLarge)) => {
+            let body = format!("openpact: the request head is over {HEAD_LIMIT} bytes\n");
+            return answer(&mut client, 431, &body).await;
+        }
+        Err(_) => {
+            let body = "openpact: the request head did not arrive in time\n";
+            return answer(&mut client, 408, body).await;
+        }
+    };
+    let request = match parse_head(&buf[..end]) {
+        Ok(request) => request,
+        Err(body) => return answer(&mut client, 400, &body).await,
+    };
+    let (host, port) = match &request {
+        Request::Connect { host, port } | Request::Forward { host, port, .. } => (host, *port),
+    };
+    let shown = host_port(host, port);
+    let mut upstream = match rules.open(host, port).await {
+        Ok(upstream) => upstream,
+        Err(Failure::Refused(reason)) => {
+            rules.refuse(host, port, &reason);
+            let body = format!(
+                "openpact: server \"{}\" may not reach {shown} (add it to sandbox.network.allow \
+                 in the config)\n",
+                rules.server
+            );
+            return answer(&mut client, 403, &body).await;
+        }
+        Err(Failure::Unreachable(reason)) => {
+            tracing::debug!(server = %rules.server, host, port, "egress failed: {reason}");
+            let body = format!("openpact: cannot reach {shown}: {reason}\n");
+            return answer(&mut client, 502, &body).await;
+        }
+    };
+    tracing::debug!(server = %rules.server, host, port, "egress allowed");
+    // Whatever the client sent past the head (the start of a TLS handshake, a request body)
+    // belongs upstream too.
+    let rest = &buf[end..];
+    let opened = async {
+        match &request {
+            Request::Connect { .. } => {
+                upstream.write_all(rest).await?;
+                client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+            }
+            Request::Forward { head, .. } => {
+                upstream.write_all(head).await?;
+                upstream.write_all(rest).await
+            }
+        }
+    };
+    match timeout(CONNECT_DEADLINE, opened).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(server = %rules.server, host, port, "egress: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(server = %rules.server, host, port, "egress: stalled at the start");
+            return;
+        }
+    }
+    // Interactive protocols in the tunnel should not wait for Nagle; failing to set it only
+    // costs latency.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+        tracing::debug!(server = %rules.server, host, port, "egress connection ended: {e}");
+    }
+}
+
+impl Rules {
+    /// Checks `host:port` against the allow list, and only then resolves and connects.
+    async fn open(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
+        let mut matched = false;
+        let mut local_ok = false;
+        for pattern in self.allow.iter().filter(|p| p.matches(host, port)) {
+            matched = true;
+            local_ok |= pattern.names_local();
+        }
+        if !matched {
+            return Err(Failure::Refused(format!(
+                "{} matches no entry of sandbox.network.allow",
+                host_port(host, port)
+            )));
+        }
+        let attempt = async {
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|e| Failure::Unreachable(format!("cannot resolve {host}: {e}")))?
+                .collect();
+            let addresses = usable(&resolved, local_ok).map_err(Failure::Refused)?;
+            let mut last = format!("{host} has no address");
+            for address in addresses {
+                match TcpStream::connect(address).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(e) => last = format!("{address}: {e}"),
+                }
+            }
+            Err(Failure::Unreachable(last))
+        };
+        timeout(CONNECT_DEADLINE, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::Unreachable(format!(
+                    "no connection within {} s",
+                    CONNECT_DEADLINE.as_secs()
+                )))
+            })
+    }
+
+    fn refuse(&self, host: &str, port: u16, reason: &str) {
+        tracing::warn!(server = %self.server, host, port, "egress refused: {reason}");
+        (self.on_refusal)(&Refusal {
+            server: self.server.clone(),
+            host: host.to_owned(),
+            port,
+            reason: reason.to_owned(),
+        });
+    }
+}
+
+/// The addresses of `resolved` the proxy may connect to: local ones (loopback, link-local,
+/// unspecified) only when `local_ok`, that is when an allow entry matching the name names a
+/// local host itself. An error is the reason for refusing: every address was local.
+fn usable(resolved: &[SocketAddr], local_ok: bool) -> Result<Vec<SocketAddr>, String> {
+    if local_ok {
+        return Ok(resolved.to_vec());
+    }
+    let remote: Vec<SocketAddr> = resolved
+        .iter()
+        .filter(|a| !is_local_address(a.ip()))
+        .copied()
+        .collect();
+    match resolved.first() {
+        Some(local) if remote.is_empty() => Err(format!(
+            "it resolves to {}, a local address, which only an entry naming a local host (such \
+             as `localhost:PORT` or the address itself) allows",
+            local.ip()
+        )),
+        _ => Ok(remote),
+    }
+}
+
+/// Reads up to the blank line that ends the head; returns what was read and where the head
+/// ends (bytes past it were sent ahead by the client).
+async fn read_head(client: &mut TcpStream) -> Result<(Vec<u8>, usize), HeadError> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let scanned = buf.len().saturating_sub(3);
+        let n = match client.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Err(HeadError::Closed),
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        match head_end(&buf, scanned) {
+            Some(end) if end <= HEAD_LIMIT => return Ok((buf, end)),
+            Some(_) => return Err(HeadError::TooLarge),
+            None if buf.len() >= HEAD_LIMIT => return Err(HeadError::TooLarge),
+            None => {}
+        }
+    }
+}
+
+/// Where the head ends: just past the first empty line (CRLF, or a bare LF as RFC 9112
+/// tolerates), looking from `from`.
+fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    memchr::memchr_iter(b'\n', &buf[from..])
+        .map(|i| from + i)
+        .find_map(|i| match &buf[i + 1..] {
+            [b'\n', ..] => Some(i + 2),
+            [b'\r', b'\n', ..] => Some(i + 3),
+            _ => None,
+        })
+}
+
+/// Parses a request head; an error is the body of a 400 answer.
+fn parse_head(head: &[u8]) -> Result<Request, String> {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let request_line = lines.next().unwrap_or_default();
+    let request_line = std::str::from_utf8(request_line)
+        .ok()
+        .filter(|l| l.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+        .ok_or_else(|| malformed("the request line is not ASCII text"))?;
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(malformed("expected `METHOD TARGET HTTP/1.1`"));
+    };
+    if method.is_empty() || !method.bytes().all(token_byte) {
+        return Err(malformed("the method is not a token"));
+    }
+    if version != "HTTP/1.1" && version != "HTTP/1.0" {
+        return Err(malformed("only HTTP/1.1 and HTTP/1.0 are spoken"));
+    }
+    let mut headers = Vec::new();
+    for line in lines.take_while(|l| !l.is_empty()) {
+        if line.starts_with(b" ") || line.starts_with(b"\t") {
+            return Err(malformed("folded header lines are not accepted"));
+        }
+        let colon =
+            memchr::memchr(b':', line).ok_or_else(|| malformed("a header line has no `:`"))?;
+        let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
+        if name.is_empty() || !name.iter().all(|&b| token_byte(b)) {
+            return Err(malformed("a header name is not a token"));
+        }
+        if value.iter().any(|&b| b == b'\r' || b == 0) {
+            return Err(malformed("a header value has a control character"));
+        }
+        // Token bytes are ASCII.
+        let name = std::str::from_utf8(name).unwrap_or_default();
+        headers.push((name, value));
+    }
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = parse_authority(target, None)?;
+        return Ok(Request::Connect { host, port });
+    }
+    let Some(rest) = strip_prefix_ignore_case(target, "http://") else {
+        if target.starts_with('/') || target == "*" {
+            return Err(
+                "openpact: this is the egress proxy of a sandboxed MCP server, not a web \
+                 server; send requests in absolute form (`GET http://host/path`) or tunnel \
+                 with `CONNECT host:port`\n"
+                    .to_owned(),
+            );
+        }
+        if strip_prefix_ignore_case(target, "https://").is_some() {
+            return Err(malformed("tunnel https with `CONNECT host:443`"));
+        }
+        return Err(malformed("the target is not an http:// URL"));
+    };
+    let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(split);
+    let (host, port) = parse_authority(authority, Some(80))?;
+    let path = path.split('#').next().unwrap_or_default();
+    let head = origin_head(method, authority, path, version, &headers);
+    Ok(Request::Forward { host, port, head })
+}
+
+/// The head sent upstream for a plain-HTTP request: origin-form target, `Host` from the URL
+/// (RFC 9112 §3.2.2: a proxy replaces the client's), no hop-by-hop headers, and
+/// `Connection: close`, since the proxy forwards one request per connection.
+fn origin_head(
+    method: &str,
+    authority: &str,
+    path: &str,
+    version: &str,
+    headers: &[(&str, &[u8])],
+) -> Vec<u8> {
+    let slash = if path.starts_with('/') { "" } else { "/" };
+    let start = format!("{method} {slash}{path} {version}\r\nHost: {authority}\r\n");
+    // Headers a `Connection` header names are hop-by-hop too; the framing ones stay, since
+    // the body is forwarded as it came.
+    let mut nominated: Vec<String> = Vec::new();
+    for (_, value) in headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+    {
+        let value = String::from_utf8_lossy(value);
+        nominated.extend(value.split(',').map(|t| t.trim().to_ascii_lowercase()));
+    }
+    let mut head = start.into_bytes();
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        let framing = lower == "content-length" || lower == "transfer-encoding";
+        if lower == "host"
+            || lower == "connection"
+            || lower == "keep-alive"
+            || lower.starts_with("proxy-")
+            || (!framing && nominated.contains(&lower))
+        {
+            continue;
+        }
+        head.extend_from_slice(name.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    head
+}
+
+/// `host:port`, `[v6]:port`, or (with a default port) either without the port. The host
+/// comes back lower-cased, an IPv6 address without brackets.
+fn parse_authority(authority: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| malformed("an IPv6 address has no closing `]`"))?;
+        let v6: Ipv6Addr = inside
+            .parse()
+            .map_err(|_| malformed("the bracketed host is not an IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            _ => Some(
+                after
+                    .strip_prefix(':')
+                    .ok_or_else(|| malformed("junk after the IPv6 address"))?,
+            ),
+        };
+        (v6.to_string(), port)
+    } else {
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        };
+        let valid = !host.is_empty()
+            && host.len() <= 254
+            && host.bytes().all(|b| name_byte(b) || b == b'.');
+        if !valid {
+            return Err(malformed("the host is not a host name or an address"));
+        }
+        (host.to_ascii_lowercase(), port)
+    };
+    let port = match (port, default_port) {
+        (Some(""), Some(default)) | (None, Some(default)) => default,
+        (None, None) => return Err(malformed("CONNECT needs `host:port`")),
+        // `parse` alone would take a sign (`+80`).
+        (Some(text), _) => match text.parse::<u16>() {
+            Ok(port) if port != 0 && text.bytes().all(|b| b.is_ascii_digit()) => port,
+            _ => return Err(malformed("the port is not a number from 1 to 65535")),
+        },
+    };
+    Ok((host, port))
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(_)) => format!("[{host}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
+}
+
+fn malformed(what: &str) -> String {
+    format!("openpact: malformed proxy request: {what}\n")
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// RFC 9110 `tchar`.
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+
+/// Writes a short plain-text answer and closes, reading (and discarding) what the client still
+/// sends for a moment so the close does not reset the connection before the answer is read.
+async fn answer(client: &mut TcpStream, status: u16, body: &str) {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        502 => "Bad Gateway",
+        _ => "Error",
+    };
+    let mut response = format!("HTTP/1.1 {status} {reason}\r\n");
+    let _ = write!(
+        response,
+        "Content-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let close = async {
+        client.write_all(response.as_bytes()).await?;
+        client.shutdown().await?;
+        let mut drained = 0;
+        let mut sink = [0u8; 4096];
+        while drained < LINGER_LIMIT {
+            match client.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        Ok::<_, io::Error>(())
+    };
+    let _ = timeout(LINGER, close).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// An HTTP origin on loopback that answers each request with the head (and body) it got.
+    async fn echo_origin() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    let end = loop {
+                        if let Some(end) = head_end(&buf, 0) {
+                            break end;
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let l = l.to_ascii_lowercase();
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < end + length {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let echoed = &buf[..end + length];
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        echoed.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes()).await;
+                    let _ = s.write_all(echoed).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        port
+    }
+
+    type Refusals = Arc<Mutex<Vec<Refusal>>>;
+
+    async fn proxy(allow: &[String]) -> (EgressProxy, Refusals) {
+        let seen = Refusals::default();
+        let record = Arc::clone(&seen);
+        let on_refusal: OnRefusal =
+            Arc::new(move |r: &Refusal| record.lock().unwrap().push(r.clone()));
+        let allow = allow
+            .iter()
+            .map(|p| HostPattern::parse(p).unwrap())
+            .collect();
+        let proxy = EgressProxy::start("srv".into(), allow, on_refusal)
+            .await
+            .unwrap();
+        (proxy, seen)
+    }
+
+    /// Sends `request` to the proxy and reads until it closes.
+    async fn exchange(proxy: &EgressProxy, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        s.write_all(request).await.unwrap();
+        let mut out = Vec::new();
+        timeout(WAIT, s.read_to_end(&mut out))
+            .await
+            .expect("the proxy closes")
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[tokio::test]
+    async fn connect_tunnels_bytes_both_ways() {
+        let origin = echo_origin().await;
+        let (proxy, refusals) = proxy(&[format!("127.0.0.1:{origin}")]).await;
+        assert_eq!(proxy.url(), format!("http://127.0.0.1:{}", proxy.port()));
+        let mut s = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        // Bytes sent with the head go through, and so do bytes sent after the answer.
+        let connect = format!(
+            "CONNECT 127.0.0.1:{origin} HTTP/1.1\r\nHost: 127.0.0.1:{origin}\r\n\r\nGET /inside HTTP/1.1\r\n"
+        );
+        s.write_all(connect.as_bytes()).await.unwrap();
+        let established = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        let mut got = vec![0u8; established.len()];
+        timeout(WAIT, s.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, established);
+        s.write_all(b"X-Inside: yes\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        timeout(WAIT, s.read_to_string(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(
+            out.contains("GET /inside HTTP/1.1\r\nX-Inside: yes\r\n\r\n"),
+            "{out}"
+        );
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn connect_to_a_port_not_allowed_is_refused_once() {
+        let origin = echo_origin().await;
+        let (proxy, refusals) = proxy(&[format!("127.0.0.1:{origin}")]).await;
+        let other = if origin == 1 { 2 } else { origin - 1 };
+        let out = exchange(
+            &proxy,
+            format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{out}");
+        assert!(
+            out.ends_with(&format!(
+                "\r\n\r\nopenpact: server \"srv\" may not reach 127.0.0.1:{other} (add it to \
+                 sandbox.network.allow in the config)\n"
+            )),
+            "{out}"
+        );
+        let refusals = refusals.lock().unwrap();
+        assert_eq!(refusals.len(), 1);
+        assert_eq!(refusals[0].server, "srv");
+        assert_eq!(refusals[0].host, "127.0.0.1");
+        assert_eq!(refusals[0].port, other);
+    }
+
+    #[tokio::test]
+    async fn plain_http_goes_upstream_in_origin_form_without_proxy_headers() {
+        let origin = echo_origin().await;
+        let (proxy, refusals) = proxy(&[format!("127.0.0.1:{origin}")]).await;
+        let request = format!(
+            "POST http://127.0.0.1:{origin}/path?q=1 HTTP/1.1\r\nHost: elsewhere\r\n\
+             Proxy-Authorization: Basic c2VjcmV0\r\nProxy-Connection: keep-alive\r\n\
+             Connection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\nX-Hop: 1\r\n\
+             X-Test: kept\r\nContent-Length: 5\r\n\r\nhello"
+        );
+        let out = exchange(&proxy, request.as_bytes()).await;
+        let (_, echoed) = out.split_once("\r\n\r\n").unwrap();
+        assert_eq!(
+            echoed,
+            format!(
+                "POST /path?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{origin}\r\nX-Test: kept\r\n\
+                 Content-Length: 5\r\nConnection: close\r\n\r\nhello"
+            )
+        );
+        // No path at all is `/`.
+        let out = exchange(
+            &proxy,
+            format!("GET http://127.0.0.1:{origin} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.contains("\r\n\r\nGET / HTTP/1.1\r\n"), "{out}");
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_name_not_listed_is_refused_before_it_is_resolved() {
+        let (proxy, refusals) = proxy(&["*.example.com".into(), "127.0.0.1".into()]).await;
+        let out = exchange(&proxy, b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
+        assert!(out.contains("may not reach evil.example:443"), "{out}");
+        let out = exchange(
+            &proxy,
+            b"GET http://EVIL.example/x HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+        )
+        .await;
+        assert!(out.contains("may not reach evil.example:80"), "{out}");
+        let refusals = refusals.lock().unwrap();
+        assert_eq!(refusals.len(), 2);
+        for r in refusals.iter() {
+            assert_eq!(r.host, "evil.example");
+            // The list check's reason: it comes before any lookup.
+            assert!(r.reason.contains("matches no entry"), "{}", r.reason);
+        }
+    }
+
+    #[tokio::test]
+    async fn localhost_works_when_an_entry_names_it() {
+        let origin = echo_origin().await;
+        let (proxy, refusals) = proxy(&[format!("localhost:{origin}")]).await;
+        let out = exchange(
+            &proxy,
+            format!("CONNECT localhost:{origin} HTTP/1.1\r\n\r\nGET /local HTTP/1.1\r\n\r\n")
+                .as_bytes(),
+        )
+        .await;
+        assert!(
+            out.starts_with("HTTP/1.1 200 Connection established\r\n\r\n"),
+            "{out}"
+        );
+        assert!(out.contains("GET /local HTTP/1.1"), "{out}");
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_wildcard_does_not_allow_localhost() {
+        let origin = echo_origin().await;
+        let (proxy, refusals) = proxy(&["*.example.com".into()]).await;
+        let out = exchange(
+            &proxy,
+            format!("CONNECT localhost:{origin} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
+        assert_eq!(refusals.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_allowed_host_that_does_not_answer_gets_502_not_a_refusal() {
+        let closed = {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let (proxy, refusals) = proxy(&["127.0.0.1".into()]).await;
+        let out = exchange(
+            &proxy,
+            format!("CONNECT 127.0.0.1:{closed} HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{out}");
+        assert!(
+            out.contains(&format!("cannot reach 127.0.0.1:{closed}")),
+            "{out}"
+        );
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn local_addresses_need_an_entry_that_names_them() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        for local in [
+            "127.0.0.1:80",
+            "127.1.2.3:80",
+            "169.254.169.254:80",
+            "0.0.0.0:80",
+            "[::1]:80",
+            "[fe80::1]:80",
+            "[::]:80",
+            "[::ffff:127.0.0.1]:80",
+            "[fd00:ec2::254]:80",
+        ] {
+            let reason = usable(&[addr(local)], false).unwrap_err();
+            assert!(reason.contains("local address"), "{local}: {reason}");
+            assert_eq!(usable(&[addr(local)], true).unwrap(), [addr(local)]);
+        }
+        // A name that resolves both ways reaches only its remote address.
+        let mixed = [addr("127.0.0.1:443"), addr("93.184.216.34:443")];
+        assert_eq!(usable(&mixed, false).unwrap(), [addr("93.184.216.34:443")]);
+        assert_eq!(
+            usable(&[addr("[2001:db8::1]:443")], false).unwrap().len(),
+            1
+        );
+        assert_eq!(usable(&[addr("10.0.0.1:443")], false).unwrap().len(), 1);
+        assert!(usable(&[], false).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn malformed_heads_get_400_and_a_close() {
+        let (proxy, refusals) = proxy(&["127.0.0.1".into()]).await;
+        for bad in [
+            "NONSENSE\r\n\r\n",
+            "GET http://127.0.0.1/ HTTP/9.9\r\n\r\n",
+            "GET  http://127.0.0.1/ HTTP/1.1\r\n\r\n",
+            "CONNECT 127.0.0.1 HTTP/1.1\r\n\r\n",
+            "CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n",
+            "CONNECT 127.0.0.1:99999 HTTP/1.1\r\n\r\n",
+            "CONNECT [::1 HTTP/1.1\r\n\r\n",
+            "CONNECT user@127.0.0.1:80 HTTP/1.1\r\n\r\n",
+            "GET http://127.0.0.1/ HTTP/1.1\r\nNo colon\r\n\r\n",
+            "GET http://127.0.0.1/ HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",
+            "GET https://127.0.0.1/ HTTP/1.1\r\n\r\n",
+            "GET ftp://127.0.0.1/ HTTP/1.1\r\n\r\n",
+        ] {
+            let out = exchange(&proxy, bad.as_bytes()).await;
+            assert!(
+                out.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+                "{bad:?}: {out}"
+            );
+            assert!(out.contains("malformed"), "{bad:?}: {out}");
+        }
+        assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn origin_form_requests_are_told_this_is_a_proxy() {
+        let (proxy, _) = proxy(&["127.0.0.1".into()]).await;
+        let out = exchange(&proxy, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
+        assert!(out.contains("egress proxy"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_head_gets_431_and_a_close() {
+        let (proxy, _) = proxy(&["127.0.0.1".into()]).await;
+        let mut request = b"GET http://127.0.0.1/ HTTP/1.1\r\nX-Big: ".to_vec();
+        request.resize(HEAD_LIMIT + 4096, b'a');
+        let out = exchange(&proxy, &request).await;
+        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_client_does_not_hold_up_others() {
+        let origin = echo_origin().await;
+        let (proxy, _) = proxy(&[format!("127.0.0.1:{origin}")]).await;
+        let _silent = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        let out = exchange(
+            &proxy,
+            format!("GET http://127.0.0.1:{origin}/ HTTP/1.1\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_proxy_closes_its_port_and_its_tunnels() {
+        let origin = echo_origin().await;
+        let (proxy, _) = proxy(&[format!("127.0.0.1:{origin}")]).await;
+        let port = proxy.port();
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        s.write_all(format!("CONNECT 127.0.0.1:{origin} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut got = [0u8; 39];
+        timeout(WAIT, s.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        drop(proxy);
+        // The tunnel is open (the origin waits for a request) until the proxy goes.
+        let mut rest = Vec::new();
+        let closed = timeout(WAIT, s.read_to_end(&mut rest)).await.unwrap();
+        assert!(closed.is_err() || rest.is_empty(), "{closed:?} {rest:?}");
+        assert!(TcpStream::connect(("127.0.0.1", port)).await.is_err());
+    }
+}
