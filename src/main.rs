@@ -7,6 +7,11 @@ use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // The sandbox wrapper confines itself and becomes the server: nothing else of openpact
+    // (logging, the runtime) may start first.
+    if let Some(code) = openpact::sandbox::confine::run_if_asked() {
+        return code;
+    }
     let cli = Cli::parse();
     // Logs go to stderr only — stdout is the protocol in serve mode. The writer is
     // non-blocking and lossy, so a client that stops reading our stderr cannot stall us.

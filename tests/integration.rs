@@ -14,6 +14,7 @@
 //! - `everything`: server-everything's whole surface through the hub vs directly.
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
+//! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 #![allow(
     clippy::unwrap_used,
@@ -44,4 +45,5 @@ mod modern_upstream;
 mod policy;
 mod remote;
 mod remote_faults;
+mod sandbox;
 mod surface;

@@ -184,8 +184,10 @@ fn dies_on_the_probe(marker: &Path) -> Value {
     let script = r#"if [ -e "$1" ]; then exec "$0"; fi
 : > "$1"; read -r line; case "$line" in *'"initialize"'*) ;; *) exit 3;; esac
 { printf '%s\n' "$line"; cat; } | exec "$0""#;
+    // The marker's folder is the test's scratch dir, which the sandbox keeps private.
+    let folder = marker.parent().unwrap().to_str().unwrap();
     json!({"command": "/bin/sh", "args": ["-c", script, FIXTURE, marker.to_str().unwrap()],
-           "protocol": "auto"})
+           "protocol": "auto", "sandbox": {"filesystem": {"write": [folder]}}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -474,10 +476,13 @@ async fn cancellation_reaches_modern_servers_over_stdio_and_http() {
     let py = modern_http(&peers, free_port()).await;
     let s = Scratch::new();
     let url = format!("http://127.0.0.1:{}/mcp", py.port);
+    // The server leaves its marker in the scratch dir, which the sandbox keeps private.
+    let mut pipe = modern_stdio(&peers, "2026-07-28");
+    pipe["sandbox"] = json!({"filesystem": {"write": [s.path().to_str().unwrap()]}});
     let mut hub = hub_with(
         &s,
         json!({
-            "pipe": modern_stdio(&peers, "2026-07-28"),
+            "pipe": pipe,
             "web": {"url": url, "protocol": "2026-07-28"},
         }),
         &["pipe:sleep", "web:sleep"],

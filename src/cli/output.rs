@@ -472,6 +472,12 @@ pub fn servers_human(servers: &[ServerStatus]) {
         if let Some(r) = remote_of(s) {
             out!("{:w$}  url: {} ({})", "", r.url, r.transport);
         }
+        if let Some(sandbox) = &s.sandbox {
+            for (i, line) in crate::sandbox::describe(sandbox).iter().enumerate() {
+                let label = if i == 0 { "sandbox:" } else { "  " };
+                out!("{:w$}  {label} {line}", "");
+            }
+        }
         if s.state == State::NeedsLogin(String::new()).label() {
             out!("{:w$}  login: run `openpact auth login {}`", "", s.name);
         }
@@ -552,7 +558,8 @@ pub fn config_human(config: &Config, state_dir: &Path) {
     } else {
         out!("built-in tools: off");
     }
-    for s in &config.servers {
+    let plans = crate::sandbox::plans(config, state_dir);
+    for (index, s) in config.servers.iter().enumerate() {
         let flag = if s.disabled { " (disabled)" } else { "" };
         out!("\n{}{flag}", s.name);
         if s.prefix() != s.name {
@@ -575,6 +582,13 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                 }
                 if let Some(cwd) = cwd {
                     out!("  cwd: {}", cwd.display());
+                }
+                for (i, line) in crate::sandbox::describe(&plans[index].to_json())
+                    .iter()
+                    .enumerate()
+                {
+                    let label = if i == 0 { "sandbox:" } else { "  " };
+                    out!("  {label} {line}");
                 }
             }
             Transport::Http {
@@ -620,10 +634,12 @@ pub fn config_human(config: &Config, state_dir: &Path) {
 
 pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
     let mut store = None;
+    let plans = crate::sandbox::plans(config, state_dir);
     let servers: Vec<Value> = config
         .servers
         .iter()
-        .map(|s| {
+        .zip(&plans)
+        .map(|(s, plan)| {
             let mut v = json!({
                 "name": s.name,
                 "prefix": s.prefix(),
@@ -645,6 +661,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                     v["program"] = json!(program);
                     v["args"] = json!(args);
                     v["cwd"] = json!(cwd);
+                    v["sandbox"] = plan.to_json();
                 }
                 Transport::Http {
                     url,

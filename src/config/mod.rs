@@ -11,6 +11,7 @@ mod jsonc;
 mod paths;
 mod policy;
 mod resolve;
+pub mod sandbox;
 mod suggest;
 mod units;
 
@@ -64,6 +65,8 @@ pub struct ServerConfig {
     /// Such a server is reported as failed while the others run; `config check` and
     /// [`Config::strict`] treat them as errors.
     pub unavailable: Vec<Problem>,
+    /// The entry's `sandbox` key (always `Unset` for remote servers: it is an error there).
+    pub sandbox: sandbox::SandboxChoice,
 }
 
 impl Config {
@@ -217,6 +220,8 @@ pub struct HubSettings {
     pub builtins: BuiltinsSettings,
     /// The HTTP face (`openpact.http`); used only by `serve --http`.
     pub http: HttpSettings,
+    /// `openpact.sandbox`: the default containment of stdio servers.
+    pub sandbox: sandbox::SandboxSettings,
 }
 
 /// `openpact.http`: where and how `serve --http` listens.
@@ -329,6 +334,7 @@ impl Default for HubSettings {
             // it beside itself).
             builtins: BuiltinsSettings::defaults(&data_dir(&|k| std::env::var(k).ok())),
             http: HttpSettings::default(),
+            sandbox: sandbox::SandboxSettings::default(),
         }
     }
 }

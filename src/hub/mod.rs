@@ -176,11 +176,13 @@ impl Hub {
         let sink = Arc::new(HubSink(OnceLock::new()));
         let seq = Arc::new(AtomicU64::new(0));
         let (client_caps, caps_rx) = watch::channel(None);
+        let plans = crate::sandbox::plans(config, state_dir);
         let upstreams: Vec<_> = config
             .servers
             .iter()
+            .zip(plans)
             .enumerate()
-            .map(|(i, sc)| {
+            .map(|(i, (sc, plan))| {
                 let mut sc = sc.clone();
                 if !pick(&sc.name) {
                     sc.disabled = true;
@@ -188,11 +190,14 @@ impl Hub {
                 Upstream::new(
                     i,
                     sc,
+                    plan,
                     &config.hub,
-                    ev_tx.clone(),
-                    sink.clone(),
-                    seq.clone(),
-                    caps_rx.clone(),
+                    crate::upstream::HubLinks {
+                        events: ev_tx.clone(),
+                        sink: sink.clone(),
+                        seq: seq.clone(),
+                        client_caps: caps_rx.clone(),
+                    },
                 )
             })
             .collect();
@@ -553,7 +558,11 @@ impl Hub {
             tracing::warn!("some servers did not stop in time");
         }
         let policy = self.policy.clone();
-        let _ = tokio::task::spawn_blocking(move || policy.flush_audit()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            policy.flush_audit();
+            crate::sandbox::remove_temp_root();
+        })
+        .await;
     }
 
     /// Instructions for the downstream `initialize`: what openpact is, always (a client

@@ -326,6 +326,12 @@ impl Hub {
 pub(super) struct HubSink(pub(super) OnceLock<Weak<Hub>>);
 
 impl Sink for HubSink {
+    fn egress_refused(&self, server: usize) {
+        if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
+            hub.metrics.egress_refused(server);
+        }
+    }
+
     fn notification(&self, server: usize, m: Message) {
         if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
             hub.on_notification(server, &m);

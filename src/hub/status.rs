@@ -25,6 +25,9 @@ pub struct ServerStatus {
     /// For a remote server: its URL (without credentials) and transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<crate::upstream::RemoteStatus>,
+    /// How the process is contained (`crate::sandbox::Plan::to_json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Value>,
 }
 
 /// What a running `openpact serve` publishes about itself.
@@ -64,6 +67,7 @@ impl Hub {
                     pid: s.pid,
                     stderr: s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
                     remote: s.remote.clone(),
+                    sandbox: Some(up.sandbox().to_json()),
                 }
             })
             .collect()

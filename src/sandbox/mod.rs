@@ -1,5 +1,777 @@
 //! Containment of stdio servers: each server's effective profile (files, network, environment),
 //! its enforcement through a platform seam, and the egress proxy that lets a confined server
 //! reach the hosts its profile allows.
+//!
+//! The hub works out a [`Plan`] per server from its config (`plan`); at each start it turns
+//! the plan into a [`Launch`]: the environment, the private temp dir, and — when confined — the
+//! command line of the wrapper (`openpact __sandbox RULES -- PROGRAM ARGS…`, see [`confine`])
+//! that confines itself and `exec`s the server.
 
+pub mod confine;
+pub mod env;
+#[cfg(target_os = "linux")]
+mod linux;
+pub mod places;
 pub mod proxy;
+
+use crate::config::hosts::HostPattern;
+use crate::config::sandbox::{NetworkSpec, SandboxChoice, SandboxSettings, SandboxSpec};
+use crate::config::{ServerConfig, Transport};
+use confine::{ConfineError, Confinement, NetRule};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The platform seam: what this machine can enforce, and how the wrapper confines itself.
+pub trait Sandbox: Send + Sync {
+    /// For messages: "Landlock + seccomp".
+    fn name(&self) -> &'static str;
+    fn support(&self) -> Support;
+    /// Confines the calling process and all it will `exec` (called by the wrapper only).
+    fn confine(&self, c: &Confinement) -> Result<(), ConfineError>;
+}
+
+/// What a platform can enforce.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Support {
+    Full,
+    /// Files only, say; the text says what is missing.
+    Partial(String),
+    Missing(String),
+}
+
+/// Where no sandbox exists yet (macOS would use `sandbox-exec` profiles; see the README).
+#[cfg(not(target_os = "linux"))]
+struct Unavailable;
+
+#[cfg(not(target_os = "linux"))]
+impl Sandbox for Unavailable {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+    fn support(&self) -> Support {
+        Support::Missing(format!(
+            "openpact has no sandbox for {} yet",
+            std::env::consts::OS
+        ))
+    }
+    fn confine(&self, _: &Confinement) -> Result<(), ConfineError> {
+        Err(ConfineError::Unsupported(format!(
+            "openpact has no sandbox for {} yet",
+            std::env::consts::OS
+        )))
+    }
+}
+
+/// This platform's sandbox.
+pub fn platform() -> &'static dyn Sandbox {
+    #[cfg(target_os = "linux")]
+    return &linux::Landlock;
+    #[cfg(not(target_os = "linux"))]
+    return &Unavailable;
+}
+
+/// This machine's support, probed once.
+pub fn support() -> &'static Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    SUPPORT.get_or_init(|| platform().support())
+}
+
+/// The package registries `npx` and `uvx` fetch from: what a server behind the proxy may
+/// always reach, so that launching it keeps working.
+pub const REGISTRIES: &[&str] = &[
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    "pypi.org",
+    "files.pythonhosted.org",
+];
+
+/// How one server runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum Mode {
+    /// Confined by the kernel.
+    Enforced,
+    /// Meant to be confined, but this machine cannot; the environment is still filtered.
+    Unconfined { reason: String },
+    /// Meant to be confined, `required` is set, and this machine cannot: not started.
+    Refused { reason: String },
+    /// `sandbox: false` or `openpact.sandbox.default: "off"`: as before, the whole environment.
+    Off { reason: String },
+    /// Launched through a container runtime, which contains it.
+    Runtime { runtime: String },
+    /// A remote server: not a process of ours.
+    Remote,
+}
+
+/// Where a confined server's network goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Network {
+    Any,
+    None,
+    /// Through the egress proxy, to these hosts only.
+    Proxy(Vec<HostPattern>),
+}
+
+/// What a server may touch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    /// Readable trees (before the denied places are cut out).
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    /// Never readable: credential places and the profile's `deny`.
+    pub deny: Vec<PathBuf>,
+    /// Cut out of broad grants but grantable inside: temp roots, the user's runtime dir.
+    pub private: Vec<PathBuf>,
+    pub network: Network,
+    /// The names of the variables the server gets.
+    pub env: Vec<String>,
+    /// The server's own temp dir (its `TMPDIR`).
+    pub tmpdir: PathBuf,
+}
+
+/// One server's sandbox, worked out from the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub mode: Mode,
+    /// For `Enforced`, `Unconfined` and `Refused`: what the server may (or would) touch.
+    pub profile: Option<Profile>,
+    env: Option<EnvRecipe>,
+}
+
+/// How to make the server's environment at each start.
+#[derive(Debug, Clone, PartialEq)]
+struct EnvRecipe {
+    entry: Vec<(String, String)>,
+    names: Vec<String>,
+    container: bool,
+}
+
+/// What the hub knows when it plans a server's sandbox.
+pub struct Context<'a> {
+    pub settings: &'a SandboxSettings,
+    /// The hub's environment.
+    pub hub_env: &'a [(String, String)],
+    pub support: &'a Support,
+    /// The hub's working directory (the server's, when its entry sets none).
+    pub cwd: &'a Path,
+    /// openpact's own state, config and data dirs: never readable by a server.
+    pub own_dirs: &'a [PathBuf],
+    /// Where private temp dirs go (one per server inside).
+    pub temp_root: &'a Path,
+}
+
+impl Context<'_> {
+    fn var(&self, name: &str) -> Option<&str> {
+        self.hub_env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// The private temp dirs of this hub: `TEMP/openpact-UID/PID`.
+pub fn temp_root() -> PathBuf {
+    std::env::temp_dir()
+        .join(format!("openpact-{}", nix::unistd::getuid()))
+        .join(std::process::id().to_string())
+}
+
+/// The hub's environment as text pairs (variables that are not UTF-8 are not passed).
+pub fn hub_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// The plan of each of `config`'s servers, for a hub whose state dir is `state_dir`.
+pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
+    let hub_env = hub_env();
+    let lookup = |k: &str| std::env::var(k).ok();
+    let own_dirs: Vec<PathBuf> = [
+        Some(state_dir.to_path_buf()),
+        crate::config::user_config_file(&lookup).and_then(|f| f.parent().map(Path::to_path_buf)),
+        Some(crate::config::data_dir(&lookup)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let temp_root = temp_root();
+    let cx = Context {
+        settings: &config.hub.sandbox,
+        hub_env: &hub_env,
+        support: support(),
+        cwd: &cwd,
+        own_dirs: &own_dirs,
+        temp_root: &temp_root,
+    };
+    config.servers.iter().map(|s| plan(s, &cx)).collect()
+}
+
+/// Works out how `server` runs.
+pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
+    let (command, program, args, entry_env, cwd) = match &server.transport {
+        Transport::Stdio {
+            command,
+            program,
+            args,
+            env,
+            cwd,
+            ..
+        } => (command, program, args, env, cwd),
+        Transport::Http { .. } => {
+            return Plan {
+                mode: Mode::Remote,
+                profile: None,
+                env: None,
+            };
+        }
+    };
+    let off = |reason: &str| Plan {
+        mode: Mode::Off {
+            reason: reason.to_string(),
+        },
+        profile: None,
+        env: None,
+    };
+    let spec = match &server.sandbox {
+        SandboxChoice::Off => return off("\"sandbox\": false on this server"),
+        SandboxChoice::Unset if !cx.settings.default_on => {
+            return off("openpact.sandbox.default is \"off\"");
+        }
+        SandboxChoice::Unset | SandboxChoice::On => SandboxSpec::default(),
+        SandboxChoice::Profile(spec) => spec.clone(),
+    };
+    let mut names: Vec<String> = cx.settings.profile.env.clone();
+    names.extend(spec.env.iter().cloned());
+    if let Some(runtime) = container_runtime(command, program, args) {
+        names.extend(container_env_names(args));
+        return Plan {
+            mode: Mode::Runtime { runtime },
+            profile: None,
+            env: Some(EnvRecipe {
+                entry: entry_env.clone(),
+                names,
+                container: true,
+            }),
+        };
+    }
+    let home = cx.var("HOME").map(PathBuf::from);
+    let home = home.as_deref();
+    let tmpdir = cx.temp_root.join(&server.name);
+    let network = network(&cx.settings.profile, &spec);
+    let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
+
+    let mut deny = places::credentials(home);
+    deny.extend(cx.own_dirs.iter().cloned());
+    deny.extend(cx.settings.profile.filesystem_deny());
+    deny.extend(spec.deny.iter().cloned());
+    let user_deny: Vec<PathBuf> = cx
+        .settings
+        .profile
+        .filesystem_deny()
+        .chain(spec.deny.iter().cloned())
+        .collect();
+    let private = places::private(cx.var("XDG_RUNTIME_DIR").map(Path::new));
+
+    let explicit_read: Vec<PathBuf> = cx
+        .settings
+        .profile
+        .read
+        .iter()
+        .chain(&spec.read)
+        .cloned()
+        .collect();
+    let explicit_write: Vec<PathBuf> = cx
+        .settings
+        .profile
+        .write
+        .iter()
+        .chain(&spec.write)
+        .cloned()
+        .collect();
+    // What the server is obviously meant to work on: its working directory and the existing
+    // directories its arguments and variables name, unless that would be most of the disk
+    // or a credential place.
+    let mut obvious: Vec<PathBuf> = vec![cwd.clone()];
+    obvious.extend(named_dirs(
+        args.iter().chain(entry_env.iter().map(|(_, v)| v)),
+        &cwd,
+    ));
+    let credential = |p: &Path| deny.iter().any(|d| p.starts_with(d));
+    obvious.retain(|p| !places::too_broad(p, home) && !credential(p));
+
+    let mut write = vec![tmpdir.clone(), PathBuf::from("/dev")];
+    write.extend(places::caches(
+        home,
+        cx.var("XDG_CACHE_HOME").map(Path::new),
+    ));
+    write.extend(obvious);
+    write.extend(explicit_write);
+    let mut read = vec![PathBuf::from("/")];
+    // The program itself, wherever it lies (a script in a temp dir, say).
+    read.extend(
+        program
+            .parent()
+            .filter(|d| !credential(d))
+            .map(Path::to_path_buf),
+    );
+    read.extend(explicit_read);
+    // The profile's own `deny` wins over every grant.
+    for list in [&mut read, &mut write] {
+        list.retain(|p| !user_deny.iter().any(|d| p.starts_with(d)));
+        dedup(list);
+    }
+    dedup(&mut deny);
+
+    let env_recipe = EnvRecipe {
+        entry: entry_env.clone(),
+        names,
+        container: false,
+    };
+    let env_names = env_recipe
+        .build(cx.hub_env, &network, &tmpdir, None)
+        .vars
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let profile = Profile {
+        read,
+        write,
+        deny,
+        private,
+        network,
+        env: env_names,
+        tmpdir,
+    };
+    let mode = match cx.support {
+        Support::Full => Mode::Enforced,
+        Support::Partial(why) | Support::Missing(why) if cx.settings.required => Mode::Refused {
+            reason: format!(
+                "{why}; openpact.sandbox.required is true, so this server is not started (set \"sandbox\": false on it to run it unconfined)"
+            ),
+        },
+        Support::Partial(why) | Support::Missing(why) => Mode::Unconfined {
+            reason: format!(
+                "{why}; running unconfined (environment filtered only); set openpact.sandbox.required to refuse instead"
+            ),
+        },
+    };
+    Plan {
+        mode,
+        profile: Some(profile),
+        env: Some(env_recipe),
+    }
+}
+
+impl SandboxSpec {
+    fn filesystem_deny(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.deny.iter().cloned()
+    }
+}
+
+/// The network: the entry's choice, else the hub profile's, else the registries through the
+/// proxy; allow lists add up (registries, hub profile, entry).
+fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
+    let chosen = entry.network.as_ref().or(hub.network.as_ref());
+    match chosen {
+        Some(NetworkSpec::Any) => Network::Any,
+        Some(NetworkSpec::None) => Network::None,
+        _ => {
+            let mut allow: Vec<HostPattern> = REGISTRIES
+                .iter()
+                .filter_map(|h| HostPattern::parse(h).ok())
+                .collect();
+            for spec in [hub, entry] {
+                if let Some(NetworkSpec::Allow(list)) = &spec.network {
+                    for h in list {
+                        if !allow.contains(h) {
+                            allow.push(h.clone());
+                        }
+                    }
+                }
+            }
+            Network::Proxy(allow)
+        }
+    }
+}
+
+fn dedup(list: &mut Vec<PathBuf>) {
+    let mut seen = Vec::new();
+    list.retain(|p| {
+        if seen.contains(p) {
+            false
+        } else {
+            seen.push(p.clone());
+            true
+        }
+    });
+}
+
+/// Existing directories named by `words` (absolute, `./…`, `../…`, `.`, or after `=` in
+/// `--flag=value`), relative ones taken from `cwd`.
+fn named_dirs<'a>(words: impl Iterator<Item = &'a String>, cwd: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for word in words {
+        let value = match word.split_once('=') {
+            Some((flag, v)) if flag.starts_with('-') => v,
+            _ => word.as_str(),
+        };
+        let looks_like_path = value.starts_with('/')
+            || value == "."
+            || value == ".."
+            || value.starts_with("./")
+            || value.starts_with("../");
+        if !looks_like_path {
+            continue;
+        }
+        let path: PathBuf = cwd.join(value).components().collect();
+        if let Ok(real) = path.canonicalize()
+            && real.is_dir()
+        {
+            out.push(real);
+        }
+    }
+    out
+}
+
+/// `docker run …`, `podman run …`, `nerdctl run …`: the runtime's name.
+fn container_runtime(command: &str, program: &Path, args: &[String]) -> Option<String> {
+    let name = program
+        .file_name()
+        .and_then(|n| n.to_str())
+        .or_else(|| Path::new(command).file_name().and_then(|n| n.to_str()))?;
+    let runtime = ["docker", "podman", "nerdctl"]
+        .into_iter()
+        .find(|r| *r == name)?;
+    let first_word = args.iter().find(|a| !a.starts_with('-'))?;
+    (first_word == "run").then(|| runtime.to_string())
+}
+
+/// `-e NAME` / `--env NAME` / `--env=NAME` without a value: the runtime reads NAME from its
+/// own environment, so it must pass.
+fn container_env_names(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = match a.as_str() {
+            "-e" | "--env" => it.next().map(String::as_str),
+            _ => a.strip_prefix("--env="),
+        };
+        if let Some(v) = value
+            && !v.contains('=')
+            && !v.is_empty()
+        {
+            out.push(v.to_string());
+        }
+    }
+    out
+}
+
+impl EnvRecipe {
+    fn build(
+        &self,
+        hub: &[(String, String)],
+        network: &Network,
+        tmpdir: &Path,
+        proxy: Option<&str>,
+    ) -> env::Environment {
+        let mut ours: Vec<(String, String)> = Vec::new();
+        if !self.container {
+            let t = tmpdir.display().to_string();
+            ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
+        }
+        if let (Network::Proxy(_), Some(url)) = (network, proxy) {
+            for k in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "npm_config_proxy",
+                "npm_config_https_proxy",
+            ] {
+                ours.push((k.to_string(), url.to_string()));
+            }
+            // Nothing bypasses the proxy: a loopback service is reached through it too, and
+            // only if the profile allows it.
+            ours.push(("NO_PROXY".into(), String::new()));
+            ours.push(("no_proxy".into(), String::new()));
+            ours.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+        }
+        env::EnvRequest {
+            hub,
+            entry: &self.entry,
+            names: &self.names,
+            container: self.container,
+            network_open: matches!(network, Network::Any) || self.container,
+            ours: &ours,
+        }
+        .build()
+    }
+}
+
+/// How to start one server process.
+#[derive(Debug)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The whole environment; `None` inherits the hub's (with the entry's `env` on top).
+    pub env: Option<Vec<(String, String)>>,
+    /// Names of the hub's variables the server does not get (for a debug log line).
+    pub withheld: Vec<String>,
+}
+
+/// Why a server cannot be started as its sandbox asks.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("sandbox: {0}")]
+    Refused(String),
+    #[error("sandbox: could not prepare the server's private temp dir {path}: {source}")]
+    TempDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("sandbox: could not find openpact's own executable to confine the server: {0}")]
+    Wrapper(std::io::Error),
+}
+
+impl Plan {
+    /// The hosts of a server whose network goes through the egress proxy.
+    pub fn proxied(&self) -> Option<&[HostPattern]> {
+        match (&self.mode, &self.profile) {
+            (Mode::Enforced | Mode::Unconfined { .. }, Some(p)) => match &p.network {
+                Network::Proxy(allow) => Some(allow),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the kernel confines this server.
+    pub fn enforced(&self) -> bool {
+        self.mode == Mode::Enforced
+    }
+
+    /// The command line and environment for one start. `proxy_port` is the server's egress
+    /// proxy, when its network goes through one.
+    pub fn launch(
+        &self,
+        program: &Path,
+        args: &[String],
+        proxy_port: Option<u16>,
+    ) -> Result<Launch, LaunchError> {
+        let plain = || Launch {
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env: None,
+            withheld: Vec::new(),
+        };
+        if let Mode::Refused { reason } = &self.mode {
+            return Err(LaunchError::Refused(reason.clone()));
+        }
+        let Some(recipe) = &self.env else {
+            return Ok(plain());
+        };
+        let hub = hub_env();
+        let Some(profile) = &self.profile else {
+            // A container runtime: only the environment is ours to decide.
+            let env = recipe.build(&hub, &Network::Any, Path::new(""), None);
+            return Ok(Launch {
+                env: Some(env.vars),
+                withheld: env.withheld,
+                ..plain()
+            });
+        };
+        prepare_dirs(profile)?;
+        let url = proxy_port.map(|p| format!("http://127.0.0.1:{p}"));
+        let env = recipe.build(&hub, &profile.network, &profile.tmpdir, url.as_deref());
+        if self.mode != Mode::Enforced {
+            return Ok(Launch {
+                env: Some(env.vars),
+                withheld: env.withheld,
+                ..plain()
+            });
+        }
+        let rules = profile.confinement(proxy_port);
+        let rules = serde_json::to_string(&rules).unwrap_or_default();
+        let wrapper = std::env::current_exe().map_err(LaunchError::Wrapper)?;
+        let mut wrapped = vec![confine::SUBCOMMAND.to_string(), rules, "--".to_string()];
+        wrapped.push(program.display().to_string());
+        wrapped.extend(args.iter().cloned());
+        Ok(Launch {
+            program: wrapper,
+            args: wrapped,
+            env: Some(env.vars),
+            withheld: env.withheld,
+        })
+    }
+}
+
+/// Makes the private temp dir (0700) and the package caches a first `npx`/`uvx` run would
+/// otherwise have to create in the home directory.
+fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let err = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| LaunchError::TempDir { path, source }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&profile.tmpdir)
+        .map_err(err(&profile.tmpdir))?;
+    if let Some(home) = std::env::var_os("HOME") {
+        for cache in places::MADE_CACHES {
+            // Best effort: a read-only home is the user's choice, and the server may not need it.
+            let _ = std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(Path::new(&home).join(cache));
+        }
+    }
+    Ok(())
+}
+
+/// Removes this hub's private temp dirs (when it stops).
+pub fn remove_temp_root() {
+    let _ = std::fs::remove_dir_all(temp_root());
+}
+
+impl Profile {
+    /// The rules the wrapper applies.
+    pub fn confinement(&self, proxy_port: Option<u16>) -> Confinement {
+        let mut carve = Vec::new();
+        for p in self.deny.iter().chain(&self.private) {
+            carve.push(p.clone());
+            if let Ok(real) = p.canonicalize()
+                && &real != p
+            {
+                carve.push(real);
+            }
+        }
+        Confinement {
+            read: self.read.clone(),
+            write: self.write.clone(),
+            carve,
+            network: match (&self.network, proxy_port) {
+                (Network::Any, _) => NetRule::Open,
+                (Network::Proxy(_), Some(port)) => NetRule::Proxy(port),
+                _ => NetRule::Closed,
+            },
+        }
+    }
+}
+
+impl Network {
+    fn to_json(&self) -> Value {
+        match self {
+            Network::Any => json!("any"),
+            Network::None => json!("none"),
+            Network::Proxy(allow) => {
+                json!({"allow": allow.iter().map(|h| h.to_string()).collect::<Vec<_>>()})
+            }
+        }
+    }
+}
+
+impl Plan {
+    /// For `config check --json`, `servers --json` and `/health`.
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::to_value(&self.mode).unwrap_or_default();
+        if let Value::Object(map) = &mut out {
+            map.insert("enforced".into(), json!(self.enforced()));
+            if let Some(p) = &self.profile {
+                map.insert(
+                    "profile".into(),
+                    json!({
+                        "read": p.read,
+                        "write": p.write,
+                        "deny": p.deny,
+                        "private": p.private,
+                        "network": p.network.to_json(),
+                        "env": p.env,
+                        "tmpdir": p.tmpdir,
+                    }),
+                );
+            }
+            if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
+                map.insert("env".into(), json!(recipe.names));
+            }
+        }
+        out
+    }
+}
+
+/// The human lines for a sandbox as [`Plan::to_json`] gives it (also as read back from a
+/// running hub's status): how it runs, then its profile.
+pub fn describe(v: &Value) -> Vec<String> {
+    let text = |key: &str| v.get(key).and_then(Value::as_str).unwrap_or_default();
+    let first = match text("mode") {
+        "enforced" => format!("sandboxed ({})", platform().name()),
+        "unconfined" => format!("NOT sandboxed: {}", text("reason")),
+        "refused" => format!("refused: {}", text("reason")),
+        "off" => format!("unconfined ({})", text("reason")),
+        "runtime" => format!(
+            "contained by {} (environment filtered; its own flags decide files and network)",
+            text("runtime")
+        ),
+        _ => "remote (not a local process)".to_string(),
+    };
+    let mut out = vec![first];
+    let Some(p) = v.get("profile") else {
+        return out;
+    };
+    let tmpdir = p.get("tmpdir").and_then(Value::as_str).unwrap_or_default();
+    // The temp dir's path holds the hub's pid: shown by what it is.
+    let list = |key: &str| -> String {
+        p.get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| if s == tmpdir { "its own TMPDIR" } else { s })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let network = match p.get("network") {
+        Some(Value::String(s)) if s == "any" => "any host".to_string(),
+        Some(Value::String(_)) => "none".to_string(),
+        Some(n) => format!(
+            "only through the egress proxy, to {}",
+            n.get("allow")
+                .and_then(Value::as_array)
+                .map(|a| a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
+        None => String::new(),
+    };
+    let denied = p.get("deny").and_then(Value::as_array).map_or(0, Vec::len);
+    out.extend([
+        format!("read: {} (except what is denied)", list("read")),
+        format!("write: {}", list("write")),
+        format!(
+            "deny: {denied} places, credentials first: {}",
+            first_few(&list("deny"))
+        ),
+        format!("network: {network}"),
+        format!("env: {}", list("env")),
+    ]);
+    out
+}
+
+fn first_few(list: &str) -> String {
+    let items: Vec<&str> = list.split(", ").collect();
+    if items.len() <= 4 {
+        return list.to_string();
+    }
+    format!("{}, … (--json lists all)", items[..4].join(", "))
+}

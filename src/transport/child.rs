@@ -20,8 +20,10 @@ pub struct ChildSpec {
     pub label: String,
     pub program: PathBuf,
     pub args: Vec<String>,
-    /// Set on top of the inherited environment.
+    /// Set on top of the inherited environment, or the whole environment when
+    /// `inherit_env` is false (a sandboxed server gets only what its profile passes).
     pub env: Vec<(String, String)>,
+    pub inherit_env: bool,
     pub cwd: Option<PathBuf>,
     /// Applied to every stderr line before it is logged or kept (secret redaction).
     pub scrub: Option<Scrub>,
@@ -196,6 +198,9 @@ impl ChildSpec {
         // per server, fifty servers at once).
         let (stdin_theirs, stdin_ours) = std::io::pipe().map_err(err)?;
         let mut cmd = Command::new(&self.program);
+        if !self.inherit_env {
+            cmd.env_clear();
+        }
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::from(stdin_theirs))

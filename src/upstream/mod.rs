@@ -107,6 +107,8 @@ pub trait Sink: Send + Sync {
     fn request(&self, server: usize, m: Message, from: std::sync::Weak<Connection>);
     /// Removes secrets from text that leaves openpact (stderr lines, error reasons).
     fn scrub(&self, text: &str) -> String;
+    /// Server `server`'s egress proxy refused a connection (counted in `/metrics`).
+    fn egress_refused(&self, server: usize);
 }
 
 /// Each step of stopping a server that failed its start (after stdin close, after SIGTERM)
@@ -121,6 +123,15 @@ pub const STOP_GRACE: Duration = Duration::from_millis(400);
 /// `mcp-server-time` does) end on SIGTERM.
 const SHUTDOWN_EOF_GRACE: Duration = Duration::from_millis(50);
 const SHUTDOWN_TERM_GRACE: Duration = Duration::from_millis(250);
+
+/// What ties an upstream to its hub.
+pub struct HubLinks {
+    pub events: mpsc::UnboundedSender<Event>,
+    pub sink: Arc<dyn Sink>,
+    /// See [`Upstream::new`]'s `seq`.
+    pub seq: Arc<AtomicU64>,
+    pub client_caps: watch::Receiver<Option<String>>,
+}
 
 pub struct Upstream {
     pub index: usize,
@@ -142,6 +153,8 @@ pub struct Upstream {
     era: std::sync::Mutex<Option<Era>>,
     /// Resource URIs the hub subscribed to on a modern server: its listen stream's filter.
     listen_uris: watch::Sender<BTreeSet<String>>,
+    /// What the process may touch, worked out from the config when the hub started.
+    sandbox: crate::sandbox::Plan,
 }
 
 /// The protocol era a server speaks.
@@ -186,12 +199,16 @@ impl Upstream {
     pub fn new(
         index: usize,
         config: ServerConfig,
+        sandbox: crate::sandbox::Plan,
         settings: &HubSettings,
-        events: mpsc::UnboundedSender<Event>,
-        sink: Arc<dyn Sink>,
-        seq: Arc<AtomicU64>,
-        client_caps: watch::Receiver<Option<String>>,
+        links: HubLinks,
     ) -> Arc<Self> {
+        let HubLinks {
+            events,
+            sink,
+            seq,
+            client_caps,
+        } = links;
         let state = if config.disabled {
             State::Disabled
         } else {
@@ -228,7 +245,13 @@ impl Upstream {
             remote,
             era: std::sync::Mutex::new(None),
             listen_uris: watch::Sender::new(BTreeSet::new()),
+            sandbox,
         })
+    }
+
+    /// How this server is contained.
+    pub fn sandbox(&self) -> &crate::sandbox::Plan {
+        &self.sandbox
     }
 
     pub fn name(&self) -> &str {
@@ -385,7 +408,7 @@ impl Upstream {
             });
             return;
         }
-        let spec = match &self.config.transport {
+        let (spec, _proxy) = match &self.config.transport {
             _ if self.config.disabled => return,
             Transport::Stdio {
                 program,
@@ -393,16 +416,30 @@ impl Upstream {
                 env,
                 cwd,
                 ..
-            } => ChildSpec {
-                label: self.config.name.clone(),
-                program: program.clone(),
-                args: args.clone(),
-                env: env.clone(),
-                cwd: cwd.clone(),
-                scrub: {
-                    let sink = self.sink.clone();
-                    Some(Arc::new(move |line: &str| sink.scrub(line)))
-                },
+            } => match self.launch(program, args).await {
+                Ok((launch, proxy)) => {
+                    let spec = ChildSpec {
+                        label: self.config.name.clone(),
+                        inherit_env: launch.env.is_none(),
+                        env: launch.env.unwrap_or_else(|| env.clone()),
+                        program: launch.program,
+                        args: launch.args,
+                        cwd: cwd.clone(),
+                        scrub: {
+                            let sink = self.sink.clone();
+                            Some(Arc::new(move |line: &str| sink.scrub(line)))
+                        },
+                    };
+                    (spec, proxy)
+                }
+                Err(reason) => {
+                    tracing::error!(server = %self.name(), "not started: {reason}");
+                    self.update(|s| {
+                        s.state = State::Failed(reason.clone());
+                        s.last_error = Some(reason);
+                    });
+                    return;
+                }
             },
             Transport::Http { .. } => return self.supervise_remote(shutdown).await,
         };
@@ -418,6 +455,7 @@ impl Upstream {
             };
             let reason = match attempt {
                 Err(reason) if !ever_ready => {
+                    let reason = self.with_sandbox_hint(reason);
                     tracing::error!(server = %self.name(), "failed to start: {reason}");
                     self.update(|s| {
                         s.state = State::Failed(reason.clone());
@@ -487,6 +525,57 @@ impl Upstream {
             }
             s.pid = None;
         });
+    }
+
+    /// The process's command line and environment under its sandbox, and the egress proxy
+    /// its network goes through (kept for as long as the server is supervised).
+    async fn launch(
+        &self,
+        program: &std::path::Path,
+        args: &[String],
+    ) -> Result<
+        (
+            crate::sandbox::Launch,
+            Option<crate::sandbox::proxy::EgressProxy>,
+        ),
+        String,
+    > {
+        let proxy = match self.sandbox.proxied() {
+            None => None,
+            Some(allow) => {
+                let sink = self.sink.clone();
+                let index = self.index;
+                let on_refusal: crate::sandbox::proxy::OnRefusal =
+                    Arc::new(move |_| sink.egress_refused(index));
+                let proxy = crate::sandbox::proxy::EgressProxy::start(
+                    self.config.name.clone(),
+                    allow.to_vec(),
+                    on_refusal,
+                )
+                .await
+                .map_err(|e| format!("sandbox: could not start the egress proxy: {e}"))?;
+                Some(proxy)
+            }
+        };
+        let launch = self
+            .sandbox
+            .launch(program, args, proxy.as_ref().map(|p| p.port()))
+            .map_err(|e| e.to_string())?;
+        if !launch.withheld.is_empty() {
+            tracing::debug!(server = %self.name(), withheld = %launch.withheld.join(", "), "variables of the hub's environment not passed to the server (sandbox)");
+        }
+        Ok((launch, proxy))
+    }
+
+    /// A start that failed inside the sandbox says so, and how to widen it.
+    fn with_sandbox_hint(&self, reason: String) -> String {
+        if self.sandbox.profile.is_none() {
+            return reason;
+        }
+        format!(
+            "{reason} (it ran in openpact's sandbox: if it needs more files, hosts or variables, widen its profile with \"sandbox\": {{\"filesystem\": {{\"read\"/\"write\": […]}}, \"network\": …, \"env\": […]}}, or set \"sandbox\": false; `openpact servers {}` shows what it may touch)",
+            self.name()
+        )
     }
 
     async fn stop(&self, running: Running) {

@@ -122,6 +122,8 @@ async fn secrets_never_leave_in_responses_logs_or_the_audit() {
     let sc = Scratch::new();
     let mut entry = fixture(&[]);
     entry["env"] = json!({"TOKEN": "${OPENPACT_TEST_TOKEN}"});
+    // A secret the server is given by name (it would withhold one that looks like a secret).
+    entry["sandbox"] = json!({"env": ["OPENPACT_TEST_SECRET"]});
     let config = sc.servers(
         json!({"fx": entry}),
         Some(json!({

@@ -164,6 +164,7 @@ impl Builder<'_> {
                 "audit" => hub.policy.audit = self.audit(v, &path),
                 "builtins" => hub.builtins = self.builtins(v, &path),
                 "http" => hub.http = self.http(v, &path),
+                "sandbox" => hub.sandbox = self.sandbox_settings(v, &path),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =

@@ -7,6 +7,7 @@
 mod http;
 mod hub;
 mod remote;
+mod sandbox;
 mod servers;
 
 use super::expand::{self, Unset};
@@ -29,6 +30,7 @@ const HUB_KEYS: &[&str] = &[
     "audit",
     "builtins",
     "http",
+    "sandbox",
 ];
 
 pub(super) fn parse(

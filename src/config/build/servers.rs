@@ -4,6 +4,7 @@
 
 use super::{Builder, get, kind_of};
 use crate::config::expand::Unset;
+use crate::config::sandbox::SandboxChoice;
 use crate::config::suggest::{child, closest_key, index};
 use crate::config::{DEFAULT_TIMEOUT, Protocol, ServerConfig, Transport, resolve, units};
 use serde_json::{Map, Value};
@@ -23,6 +24,7 @@ const SERVER_KEYS: &[&str] = &[
     "protocol",
     "envFile",
     "oauth",
+    "sandbox",
 ];
 const REMOTE_KINDS: &[&str] = &["http", "sse", "streamable-http"];
 const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
@@ -125,6 +127,18 @@ impl Builder<'_> {
             },
         };
         let transport = self.transport(entry, path, disabled);
+        let sandbox = match get(entry, "sandbox") {
+            None => SandboxChoice::Unset,
+            Some(v) => self.sandbox_choice(v, &child(path, "sandbox")),
+        };
+        if !matches!(sandbox, SandboxChoice::Unset)
+            && matches!(transport, Some(Transport::Http { .. }))
+        {
+            self.error(
+                &child(path, "sandbox"),
+                "a remote server is not a process openpact starts, so it cannot be sandboxed; remove `sandbox`",
+            );
+        }
         // Problems inside one entry keep that server from starting, not the whole hub: an
         // editor's only MCP entry must not lose every tool over one missing `uvx`.
         let unavailable = self.problems[errors_before..].to_vec();
@@ -146,6 +160,7 @@ impl Builder<'_> {
             protocol,
             transport,
             unavailable,
+            sandbox,
         })
     }
 

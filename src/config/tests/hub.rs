@@ -82,6 +82,7 @@ fn hub_settings() {
             policy: PolicySettings::default(),
             builtins: BuiltinsSettings::defaults(f.dir.path()),
             http: crate::config::HttpSettings::default(),
+            sandbox: Default::default(),
         }
     );
     let c = f.ok(
@@ -143,4 +144,33 @@ fn restart_policy_is_configurable_and_checked() {
         ),
         "{errs:?}"
     );
+}
+
+#[test]
+fn sandbox_settings_are_read_with_their_profile() {
+    use crate::config::sandbox::{NetworkSpec, SandboxSpec};
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"openpact": {"sandbox": {"default": "off", "required": true,
+            "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]}}}}}"#,
+        &[],
+    );
+    let s = &c.hub.sandbox;
+    assert!(!s.default_on && s.required);
+    assert_eq!(
+        s.profile,
+        SandboxSpec {
+            read: vec![f.dir.path().join("data")],
+            env: vec!["LANG".into(), "NODE_*".into()],
+            network: Some(NetworkSpec::None),
+            ..SandboxSpec::default()
+        }
+    );
+    let e = f.err(
+        r#"{"openpact": {"sandbox": {"default": "maybe", "requird": true, "profile": {"env": ["A B"]}}}}"#,
+        &[],
+    )
+    .join("\n");
+    assert!(e.contains("openpact.sandbox.default") && e.contains("\"on\" or \"off\""), "{e}");
+    assert!(e.contains("openpact.sandbox.profile.env[0]"), "{e}");
 }

@@ -534,6 +534,7 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
                 "protocolVersion": s.protocol_version,
                 "tools": s.tools,
                 "restarts": s.restarts,
+                "sandbox": s.sandbox,
             })
         })
         .collect();

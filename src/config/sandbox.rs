@@ -1,0 +1,64 @@
+//! The `sandbox` settings as written: a server entry's choice and the hub-wide default
+//! (`openpact.sandbox`). What they mean for a process is worked out in `crate::sandbox`.
+
+use super::hosts::HostPattern;
+use std::path::PathBuf;
+
+/// A server entry's `sandbox` key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SandboxChoice {
+    /// No `sandbox` key: the hub's default decides.
+    #[default]
+    Unset,
+    /// `true`: the default profile, whatever the hub's default.
+    On,
+    /// `false`: unconfined, explicitly.
+    Off,
+    /// An object: the default profile with these additions.
+    Profile(SandboxSpec),
+}
+
+/// Additions to the default profile (paths absolute, `~` and variables expanded).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SandboxSpec {
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+    pub deny: Vec<PathBuf>,
+    /// `None`: keep what the layer below says.
+    pub network: Option<NetworkSpec>,
+    /// Names or `*` globs of variables passed through from the hub's environment.
+    pub env: Vec<String>,
+}
+
+/// `sandbox.network`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NetworkSpec {
+    /// `true`: any host, directly.
+    Any,
+    /// `false`: no network at all.
+    None,
+    /// `{"allow": [...]}`: these hosts (and the package registries), through the egress proxy.
+    Allow(Vec<HostPattern>),
+}
+
+/// `openpact.sandbox`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxSettings {
+    /// `"default": "on" | "off"`: whether servers without a `sandbox` key are confined.
+    pub default_on: bool,
+    /// Additions every confined server gets.
+    pub profile: SandboxSpec,
+    /// Refuse to start a server that cannot be confined here instead of running it
+    /// unconfined with a warning.
+    pub required: bool,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            default_on: true,
+            profile: SandboxSpec::default(),
+            required: false,
+        }
+    }
+}

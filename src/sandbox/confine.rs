@@ -1,0 +1,168 @@
+//! What the wrapper process receives and does: the rules for one server (paths it may read
+//! and write, places carved out of them, the network it may use), how broad grants are cut
+//! around the carved places, and the hidden `openpact __sandbox` entry that confines itself
+//! and then `exec`s the server, so every descendant inherits the confinement.
+
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The hidden subcommand: `openpact __sandbox RULES -- PROGRAM ARGS…`.
+pub const SUBCOMMAND: &str = "__sandbox";
+/// The wrapper's exit status when it could not confine or start the server.
+pub const EXIT_CONFINE: u8 = 126;
+/// How deep a grant is cut into subdirectories to leave a carved place out (symlink loops
+/// and deep trees stop here; what lies deeper is simply not granted).
+const MAX_DEPTH: usize = 12;
+
+/// One server's rules, as the hub hands them to the wrapper.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// Readable (and executable) trees.
+    pub read: Vec<PathBuf>,
+    /// Readable and writable trees.
+    pub write: Vec<PathBuf>,
+    /// Places cut out of any grant that contains them.
+    pub carve: Vec<PathBuf>,
+    pub network: NetRule,
+}
+
+/// What the network may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetRule {
+    /// Anything.
+    Open,
+    /// No TCP, UDP, raw or netlink socket at all (local sockets only).
+    Closed,
+    /// TCP only to this port (the egress proxy on loopback).
+    Proxy(u16),
+}
+
+/// Why the wrapper could not confine the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the kernel refused the sandbox rules: {0}")]
+    Kernel(String),
+}
+
+/// The rules with each grant cut around the carved places it contains: the paths to hand
+/// the kernel, readable ones and writable ones.
+pub fn expand(c: &Confinement) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let cut = |roots: &[PathBuf]| {
+        let mut out = Vec::new();
+        for root in roots {
+            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            if root.exists() {
+                cut_around(&root, &c.carve, 0, &mut out);
+            }
+        }
+        out
+    };
+    (cut(&c.read), cut(&c.write))
+}
+
+fn cut_around(dir: &Path, carve: &[PathBuf], depth: usize, out: &mut Vec<PathBuf>) {
+    let inside = |p: &Path| carve.iter().any(|d| p.starts_with(d));
+    if !carve.iter().any(|d| d.starts_with(dir) && d != dir) {
+        out.push(dir.to_path_buf());
+        return;
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // A symlink is granted as what it points to: a link from a granted tree into a
+        // carved place must not carry the grant there.
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        if inside(&path) || inside(&real) {
+            continue;
+        }
+        cut_around(&real, carve, depth + 1, out);
+    }
+}
+
+/// Runs the wrapper when the command line asks for it: `Some(exit code)` if it did (it only
+/// returns when the server could not be started), `None` for any other command.
+pub fn run_if_asked() -> Option<std::process::ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(SUBCOMMAND.as_ref()) {
+        return None;
+    }
+    let rest: Vec<OsString> = args.collect();
+    let code = match wrap(rest) {
+        Ok(never) => match never {},
+        Err(message) => {
+            let _ = writeln!(std::io::stderr(), "openpact sandbox: {message}");
+            EXIT_CONFINE
+        }
+    };
+    Some(std::process::ExitCode::from(code))
+}
+
+fn wrap(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
+    let mut args = args.into_iter();
+    let rules = args.next().ok_or("missing rules")?;
+    let rules: Confinement = serde_json::from_str(&rules.to_string_lossy())
+        .map_err(|e| format!("unreadable rules: {e}"))?;
+    if args.next().as_deref() != Some("--".as_ref()) {
+        return Err("expected `--` before the program".into());
+    }
+    let program = args.next().ok_or("missing program")?;
+    super::platform().confine(&rules).map_err(|e| {
+        format!(
+            "could not confine {}: {e}; the server was not started (set \"sandbox\": false on this server to run it unconfined)",
+            Path::new(&program).display()
+        )
+    })?;
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(&program).args(args).exec();
+    Err(format!(
+        "could not start {}: {err}",
+        Path::new(&program).display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_are_cut_around_carved_places_and_links_into_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in [
+            "home/.ssh",
+            "home/code/deep",
+            "home/.config/gcloud",
+            "home/.config/app",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("home/.ssh"), root.join("home/code/keys")).unwrap();
+        let c = Confinement {
+            read: vec![root.join("home")],
+            write: vec![root.join("home/code")],
+            carve: vec![root.join("home/.ssh"), root.join("home/.config/gcloud")],
+            network: NetRule::Closed,
+        };
+        let (mut read, write) = expand(&c);
+        read.sort();
+        assert_eq!(
+            read,
+            [root.join("home/.config/app"), root.join("home/code")],
+        );
+        // A link inside a grant does not carry it: the kernel checks the real path, and
+        // `home/.ssh` lies beneath no granted tree.
+        assert_eq!(write, [root.join("home/code")]);
+    }
+}

@@ -1,0 +1,123 @@
+//! The places of a machine the default profile names: where credentials live (never
+//! readable), what is private to one server (temp dirs, the user's runtime dir), and where
+//! the package managers keep their caches (writable).
+
+use std::path::{Path, PathBuf};
+
+/// Under the home directory: keys, tokens, cookies and shell histories. A profile can still
+/// grant one of these by naming it (or a path inside it) in `filesystem.read` or `write`.
+const HOME_CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh",
+    ".config/hub",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pki",
+    ".vault-token",
+    ".terraform.d",
+    ".config/op",
+    ".mozilla",
+    ".thunderbird",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".config/vivaldi",
+    "snap/firefox",
+    "snap/chromium",
+    ".var/app",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".bash_history",
+    ".zsh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+];
+
+/// Outside the home directory: secrets mounted by container platforms.
+const SYSTEM_CREDENTIALS: &[&str] = &["/run/secrets", "/var/run/secrets"];
+
+/// Caches the package managers write to (`npx`, `uvx`, `pip`, `pnpm`, `bun`, `yarn`).
+const HOME_CACHES: &[&str] = &[
+    ".npm",
+    ".cache",
+    ".local/share/uv",
+    ".local/share/pnpm",
+    ".bun/install/cache",
+    ".yarn/berry/cache",
+];
+
+/// Caches made when missing: without them `npx` and `uvx` would need to create them in the
+/// home directory, which a confined server may not write.
+pub const MADE_CACHES: &[&str] = &[".npm", ".cache"];
+
+/// The credential places for this home directory and machine.
+pub fn credentials(home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = SYSTEM_CREDENTIALS.iter().map(PathBuf::from).collect();
+    if let Some(home) = home {
+        out.extend(HOME_CREDENTIALS.iter().map(|p| home.join(p)));
+    }
+    out
+}
+
+/// Shared scratch places one server must not read from another: the temp roots (each
+/// server gets a private dir inside) and the user's runtime dir (agent and bus sockets).
+pub fn private(runtime_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/tmp"), PathBuf::from("/var/tmp")];
+    let temp = std::env::temp_dir();
+    if !out.contains(&temp) {
+        out.push(temp);
+    }
+    match runtime_dir {
+        Some(dir) => out.push(dir.to_path_buf()),
+        None => out.push(PathBuf::from(format!(
+            "/run/user/{}",
+            nix::unistd::getuid()
+        ))),
+    }
+    out
+}
+
+/// The package caches that exist (or are made), `XDG_CACHE_HOME` included when it is set
+/// elsewhere.
+pub fn caches(home: Option<&Path>, xdg_cache: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = match home {
+        Some(home) => HOME_CACHES
+            .iter()
+            .filter(|p| MADE_CACHES.contains(p) || home.join(p).exists())
+            .map(|p| home.join(p))
+            .collect(),
+        None => Vec::new(),
+    };
+    if let Some(dir) = xdg_cache
+        && !out.iter().any(|p| p == dir)
+    {
+        out.push(dir.to_path_buf());
+    }
+    out
+}
+
+/// Too broad to hand a server just because it is its working directory or appears in its
+/// arguments: the root, the home directory and what contains it, and the temp roots.
+pub fn too_broad(dir: &Path, home: Option<&Path>) -> bool {
+    dir == Path::new("/")
+        || home.is_some_and(|h| h.starts_with(dir))
+        || private(None).iter().any(|p| p == dir)
+}

