@@ -180,11 +180,20 @@ fn silent_until_initialize() -> Value {
 
 /// A legacy server that exits on any first message but `initialize`, the first time it runs
 /// (a marker file remembers); then it is the plain fixture.
+/// A folder for servers' marker files, granted to them in their sandbox: not the scratch dir
+/// itself, which holds the hub's state dir (never a server's to touch), so a grant of it
+/// would cover only the files there now, not new ones.
+fn marker_dir(s: &Scratch) -> std::path::PathBuf {
+    let dir = s.path().join("markers");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn dies_on_the_probe(marker: &Path) -> Value {
     let script = r#"if [ -e "$1" ]; then exec "$0"; fi
 : > "$1"; read -r line; case "$line" in *'"initialize"'*) ;; *) exit 3;; esac
 { printf '%s\n' "$line"; cat; } | exec "$0""#;
-    // The marker's folder is the test's scratch dir, which the sandbox keeps private.
+    // The marker's folder is in the test's scratch dir, which the sandbox keeps private.
     let folder = marker.parent().unwrap().to_str().unwrap();
     json!({"command": "/bin/sh", "args": ["-c", script, FIXTURE, marker.to_str().unwrap()],
            "protocol": "auto", "sandbox": {"filesystem": {"write": [folder]}}})
@@ -195,7 +204,7 @@ async fn auto_never_hangs_on_a_silent_or_dying_legacy_server() {
     let s = Scratch::new();
     let cfg = s.servers(
         json!({"quiet": silent_until_initialize(),
-               "fragile": dies_on_the_probe(&s.path().join("started"))}),
+               "fragile": dies_on_the_probe(&marker_dir(&s).join("started"))}),
         None,
     );
     let t0 = Instant::now();
@@ -478,7 +487,7 @@ async fn cancellation_reaches_modern_servers_over_stdio_and_http() {
     let url = format!("http://127.0.0.1:{}/mcp", py.port);
     // The server leaves its marker in the scratch dir, which the sandbox keeps private.
     let mut pipe = modern_stdio(&peers, "2026-07-28");
-    pipe["sandbox"] = json!({"filesystem": {"write": [s.path().to_str().unwrap()]}});
+    pipe["sandbox"] = json!({"filesystem": {"write": [marker_dir(&s).to_str().unwrap()]}});
     let mut hub = hub_with(
         &s,
         json!({
@@ -489,7 +498,7 @@ async fn cancellation_reaches_modern_servers_over_stdio_and_http() {
     )
     .await;
     for server in ["pipe", "web"] {
-        let marker = s.path().join(format!("{server}-cancelled"));
+        let marker = marker_dir(&s).join(format!("{server}-cancelled"));
         cancel_reaches(&mut hub.client, server, &marker).await;
     }
 }

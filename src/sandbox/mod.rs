@@ -129,6 +129,9 @@ pub struct Profile {
     pub env: Vec<String>,
     /// The server's own temp dir (its `TMPDIR`).
     pub tmpdir: PathBuf,
+    /// Package caches made before it starts (its package runner would otherwise have to
+    /// create them in the home directory).
+    pub made: Vec<PathBuf>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -305,9 +308,18 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     obvious.retain(|p| !places::too_broad(p, home) && !credential(p));
 
     let mut write = vec![tmpdir.clone(), PathBuf::from("/dev")];
+    let made: Vec<PathBuf> = home
+        .map(|h| {
+            places::made_caches(program)
+                .iter()
+                .map(|c| h.join(c))
+                .collect()
+        })
+        .unwrap_or_default();
     write.extend(places::caches(
         home,
         cx.var("XDG_CACHE_HOME").map(Path::new),
+        places::made_caches(program),
     ));
     write.extend(obvious);
     write.extend(explicit_write);
@@ -346,6 +358,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         network,
         env: env_names,
         tmpdir,
+        made,
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -624,13 +637,12 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
         .mode(0o700)
         .create(&profile.tmpdir)
         .map_err(err(&profile.tmpdir))?;
-    if let Some(home) = std::env::var_os("HOME") {
-        for cache in places::MADE_CACHES {
-            // Best effort: a read-only home is the user's choice, and the server may not need it.
-            let _ = std::fs::DirBuilder::new()
-                .mode(0o755)
-                .create(Path::new(&home).join(cache));
-        }
+    for cache in &profile.made {
+        // Best effort: a read-only home is the user's choice, and the server may not need it.
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(cache);
     }
     Ok(())
 }
@@ -774,4 +786,127 @@ fn first_few(list: &str) -> String {
         return list.to_string();
     }
     format!("{}, … (--json lists all)", items[..4].join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plans for the servers of `text` (config beside `dir`) with this support.
+    fn plans_of(dir: &Path, text: &str, support: Support) -> Vec<Plan> {
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        let hub_env: Vec<(String, String)> = [
+            ("HOME", home.to_str().unwrap()),
+            ("PATH", "/usr/bin:/bin"),
+            ("GITHUB_TOKEN", "t"),
+            ("LANG", "C.UTF-8"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let lookup = |k: &str| hub_env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let config = crate::config::parse(text, &dir.join("mcp.json"), &lookup).unwrap();
+        let temp_root = dir.join("tmp-root");
+        let cx = Context {
+            settings: &config.hub.sandbox,
+            hub_env: &hub_env,
+            support: &support,
+            cwd: dir,
+            own_dirs: &[dir.join("state")],
+            temp_root: &temp_root,
+        };
+        config.servers.iter().map(|s| plan(s, &cx)).collect()
+    }
+
+    #[test]
+    fn the_default_profile_guards_credentials_and_grants_what_the_server_works_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let plans = plans_of(
+            &dir,
+            r#"{"mcpServers": {
+                "a": {"command": "/bin/sh", "args": ["-c", "x", "./data", "/"], "env": {"K": "v"}},
+                "b": {"command": "/bin/sh", "sandbox": false},
+                "c": {"command": "/bin/sh", "sandbox": {"network": {"allow": ["example.com"]}, "env": ["GITHUB_TOKEN"]}},
+                "d": {"command": "/bin/sh", "sandbox": {"network": false, "filesystem": {"deny": ["data"]}}, "args": ["./data"]},
+                "r": {"command": "/bin/sh", "args": ["-c", "docker"]}
+            }}"#,
+            Support::Full,
+        );
+        let a = plans[0].profile.as_ref().unwrap();
+        assert_eq!(plans[0].mode, Mode::Enforced);
+        assert!(a.write.contains(&dir.join("data")), "{:?}", a.write);
+        // The cwd holds the home directory here: too broad to grant.
+        assert!(!a.write.contains(&dir), "{:?}", a.write);
+        assert!(!a.write.contains(&PathBuf::from("/")), "{:?}", a.write);
+        assert!(a.deny.contains(&dir.join("home/.ssh")) && a.deny.contains(&dir.join("state")));
+        assert!(a.env.contains(&"K".to_string()) && a.env.contains(&"LANG".to_string()));
+        assert!(!a.env.contains(&"GITHUB_TOKEN".to_string()));
+        assert!(matches!(&a.network, Network::Proxy(h) if h.len() == REGISTRIES.len()));
+        assert!(matches!(plans[1].mode, Mode::Off { .. }) && plans[1].profile.is_none());
+        let c = plans[2].profile.as_ref().unwrap();
+        assert!(c.env.contains(&"GITHUB_TOKEN".to_string()));
+        assert!(
+            matches!(&c.network, Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com"))
+        );
+        let d = plans[3].profile.as_ref().unwrap();
+        assert_eq!(d.network, Network::None);
+        assert!(
+            !d.write.contains(&dir.join("data")),
+            "deny wins: {:?}",
+            d.write
+        );
+        assert_eq!(
+            plans[4].mode,
+            Mode::Enforced,
+            "`docker` as an argument is not a launch"
+        );
+        let rules = a.confinement(Some(4242));
+        assert_eq!(rules.network, NetRule::Proxy(4242));
+        assert!(rules.carve.contains(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn where_the_machine_cannot_confine_required_refuses_and_otherwise_runs_unconfined() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = || Support::Missing("no Landlock here".into());
+        let text = r#"{"mcpServers": {"a": {"command": "/bin/sh"}}, "openpact": {"sandbox": {"required": REQ}}}"#;
+        let refused = plans_of(dir.path(), &text.replace("REQ", "true"), missing());
+        assert!(
+            matches!(&refused[0].mode, Mode::Refused { reason } if reason.contains("no Landlock here"))
+        );
+        assert!(refused[0].launch(Path::new("/bin/sh"), &[], None).is_err());
+        let unconfined = plans_of(dir.path(), &text.replace("REQ", "false"), missing());
+        assert!(matches!(unconfined[0].mode, Mode::Unconfined { .. }));
+        let off = plans_of(
+            dir.path(),
+            r#"{"mcpServers": {"a": {"command": "/bin/sh"}, "b": {"command": "/bin/sh", "sandbox": true}}, "openpact": {"sandbox": {"default": "off"}}}"#,
+            Support::Full,
+        );
+        assert!(matches!(off[0].mode, Mode::Off { .. }));
+        assert_eq!(off[1].mode, Mode::Enforced);
+    }
+
+    #[test]
+    fn container_launches_pass_the_runtime_and_its_named_variables() {
+        assert_eq!(
+            container_runtime(
+                "docker",
+                Path::new("/usr/bin/docker"),
+                &["run".into(), "-i".into()]
+            ),
+            Some("docker".into())
+        );
+        assert_eq!(
+            container_runtime("docker", Path::new("/usr/bin/docker"), &["ps".into()]),
+            None
+        );
+        let args: Vec<String> = ["run", "-e", "A_TOKEN", "--env=B", "-e", "C=1", "img"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(container_env_names(&args), ["A_TOKEN", "B"]);
+    }
 }

@@ -64,9 +64,19 @@ const HOME_CACHES: &[&str] = &[
     ".yarn/berry/cache",
 ];
 
-/// Caches made when missing: without them `npx` and `uvx` would need to create them in the
-/// home directory, which a confined server may not write.
-pub const MADE_CACHES: &[&str] = &[".npm", ".cache"];
+/// The caches a package runner needs made when missing (it would otherwise have to create
+/// them in the home directory, which a confined server may not write), by program name.
+pub fn made_caches(program: &Path) -> &'static [&'static str] {
+    match program
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+    {
+        "uvx" | "uv" => &[".cache", ".local/share/uv"],
+        "npx" | "npm" | "pnpm" | "pnpx" | "yarn" | "node" => &[".npm", ".cache"],
+        _ => &[".cache"],
+    }
+}
 
 /// The credential places for this home directory and machine.
 pub fn credentials(home: Option<&Path>) -> Vec<PathBuf> {
@@ -95,13 +105,13 @@ pub fn private(runtime_dir: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
-/// The package caches that exist (or are made), `XDG_CACHE_HOME` included when it is set
+/// The package caches that exist or are `made`, `XDG_CACHE_HOME` included when it is set
 /// elsewhere.
-pub fn caches(home: Option<&Path>, xdg_cache: Option<&Path>) -> Vec<PathBuf> {
+pub fn caches(home: Option<&Path>, xdg_cache: Option<&Path>, made: &[&str]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = match home {
         Some(home) => HOME_CACHES
             .iter()
-            .filter(|p| MADE_CACHES.contains(p) || home.join(p).exists())
+            .filter(|p| made.contains(p) || home.join(p).exists())
             .map(|p| home.join(p))
             .collect(),
         None => Vec::new(),

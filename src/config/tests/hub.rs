@@ -171,6 +171,9 @@ fn sandbox_settings_are_read_with_their_profile() {
         &[],
     )
     .join("\n");
-    assert!(e.contains("openpact.sandbox.default") && e.contains("\"on\" or \"off\""), "{e}");
+    assert!(
+        e.contains("openpact.sandbox.default") && e.contains("\"on\" or \"off\""),
+        "{e}"
+    );
     assert!(e.contains("openpact.sandbox.profile.env[0]"), "{e}");
 }
