@@ -272,6 +272,14 @@ async fn http_initialize_list_call_and_health() {
     assert_eq!(health["servers"][0]["name"], "fx", "{health}");
     assert_eq!(health["servers"][0]["state"], "ready", "{health}");
     assert_eq!(health["sessions"], 1, "{health}");
+    // How the server is contained, and what it may touch.
+    let sandbox = &health["servers"][0]["sandbox"];
+    assert_eq!(sandbox["mode"], "enforced", "{health}");
+    assert_eq!(sandbox["enforced"], true, "{health}");
+    assert!(
+        sandbox["profile"]["network"]["allow"].is_array(),
+        "{health}"
+    );
     drop(h);
 }
 
@@ -289,7 +297,7 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
         "permissions": {"default": "allow", "deny": ["fx:cwd"]},
         "cache": {"rules": {"fx:echo": "1m"}},
     });
-    let h = http_hub(fx(), Some(openpact), &[]).await;
+    let h = http_hub(json!({"fx": fixture(&["--hostile"])}), Some(openpact), &[]).await;
     let scrape = || async {
         let resp = client()
             .get(format!("{}/metrics", h.base))
@@ -311,7 +319,9 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
     let denied = r#"openpact_calls_total{server="fx",outcome="denied"}"#;
     let hits = r#"openpact_cache_hits_total{server="fx"}"#;
     let took = r#"openpact_call_duration_seconds_count{server="fx"}"#;
+    let refused = r#"openpact_sandbox_egress_refused_total{server="fx"}"#;
     assert_eq!(sample(&before, ok), 0.0);
+    assert_eq!(sample(&before, refused), 0.0);
 
     let mut c = Http::new(&h);
     c.initialize(json!({})).await;
@@ -322,9 +332,15 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
     assert_eq!(text(&r), "m", "{r}");
     let r = c.call(3, "fx:cwd", json!({})).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
+    // The server's egress proxy refuses a host its sandbox profile does not list.
+    let r = c
+        .call(4, "fx:try_fetch", json!({"url": "https://evil.example/"}))
+        .await;
+    assert!(text(&r).contains("403"), "{r}");
 
     let (_, after) = scrape().await;
-    assert_eq!(sample(&after, ok), 2.0, "{after}");
+    assert_eq!(sample(&after, refused), 1.0, "{after}");
+    assert_eq!(sample(&after, ok), 3.0, "{after}");
     assert_eq!(sample(&after, denied), 1.0, "{after}");
     assert_eq!(
         sample(
@@ -334,7 +350,7 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
         0.0
     );
     assert_eq!(sample(&after, hits), 1.0, "{after}");
-    assert_eq!(sample(&after, took), 3.0, "{after}");
+    assert_eq!(sample(&after, took), 4.0, "{after}");
     // Label values are server names, never arguments.
     assert!(!after.contains("\"m\""), "{after}");
     drop(h);
