@@ -127,6 +127,25 @@ async fn a_hostile_server_stays_inside_its_profile() {
         );
     }
     assert!(root.join("work/out.txt").exists());
+    // Raw and netlink sockets, which `try_*` does not open: a grandchild Python tries.
+    if Path::new("/usr/bin/python3").exists() {
+        let script = "import socket\nfor f, t in ((socket.AF_NETLINK, socket.SOCK_RAW), (socket.AF_INET, socket.SOCK_RAW), (socket.AF_PACKET, socket.SOCK_RAW)):\n    try:\n        socket.socket(f, t, 0); print('opened', f)\n    except OSError as e:\n        print('refused', e.errno)";
+        let got = try_tool(
+            &mut hub,
+            "h:try_exec",
+            json!({"program": "/usr/bin/python3", "args": ["-c", script]}),
+        )
+        .await;
+        assert!(
+            got.starts_with("ok: exit 0") && !got.contains("opened"),
+            "{got}"
+        );
+        assert_eq!(
+            got.matches("refused 1").count(),
+            3,
+            "EPERM each time: {got}"
+        );
+    }
     assert!(!Path::new("/tmp/openpact-sandbox-escape.txt").exists());
     // The grandchild: the same attempts from a process the server starts.
     for (tool, args, ok) in [
@@ -446,4 +465,28 @@ async fn server_filesystem_is_confined_to_its_directory() {
     }
     let (_, hubs, _) = cli_json(&config, &["servers", "--json"], &[]).await;
     assert_eq!(server(&hubs, "fs")["sandbox"]["mode"], "enforced");
+}
+
+/// A server that fails to start in the sandbox is reported with the sandbox named and how to
+/// widen it.
+#[tokio::test]
+async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
+    let sc = Scratch::new();
+    let home = sc.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), FAKE_KEY).unwrap();
+    let config = sc.servers(
+        json!({"greedy": {"command": "/bin/sh", "args": ["-c", "cat \"$HOME/.ssh/id_ed25519\" >/dev/null || exit 3; exec \"$0\"", FIXTURE]}}),
+        None,
+    );
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &[("HOME", s(&home))]).await;
+    let g = server(&hubs, "greedy");
+    assert_eq!(g["state"], "failed", "{out}");
+    let reason = g["reason"].as_str().unwrap();
+    assert!(reason.contains("Permission denied"), "{reason}");
+    assert!(
+        reason.contains("sandbox") && reason.contains("\"filesystem\""),
+        "{reason}"
+    );
+    assert!(reason.contains("`openpact servers greedy`"), "{reason}");
 }

@@ -177,6 +177,7 @@ impl Hub {
         let seq = Arc::new(AtomicU64::new(0));
         let (client_caps, caps_rx) = watch::channel(None);
         let plans = crate::sandbox::plans(config, state_dir);
+        crate::sandbox::sweep_stale_temp();
         let upstreams: Vec<_> = config
             .servers
             .iter()

@@ -637,6 +637,17 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
         .mode(0o700)
         .create(&profile.tmpdir)
         .map_err(err(&profile.tmpdir))?;
+    // In a shared temp dir, someone else may have made the folder first to read or plant
+    // files in every server's temp dir: use it only if it is ours and closed to others.
+    if let Some(base) = temp_root().parent() {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(base).map_err(err(base))?;
+        if meta.uid() != nix::unistd::getuid().as_raw() || meta.mode() & 0o077 != 0 {
+            return Err(err(base)(std::io::Error::other(
+                "it belongs to another user or is open to others; remove it",
+            )));
+        }
+    }
     for cache in &profile.made {
         // Best effort: a read-only home is the user's choice, and the server may not need it.
         let _ = std::fs::DirBuilder::new()
@@ -650,6 +661,32 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
 /// Removes this hub's private temp dirs (when it stops).
 pub fn remove_temp_root() {
     let _ = std::fs::remove_dir_all(temp_root());
+}
+
+/// Removes the private temp dirs of hubs that are gone (one killed outright cannot clean up
+/// after itself).
+pub fn sweep_stale_temp() {
+    let root = temp_root();
+    let Some(base) = root.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 impl Profile {
