@@ -26,6 +26,13 @@ fn hostile_home(sc: &Scratch) {
     std::os::unix::fs::symlink(root.join("home/.ssh/id_ed25519"), root.join("work/key")).unwrap();
 }
 
+/// A loopback port something listens on (kept open while the listener lives).
+fn open_port() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
 async fn try_tool(hub: &mut crate::support::Hub, tool: &str, args: Value) -> String {
     let r = hub.client.call(tool, args).await;
     text(&r)
@@ -38,8 +45,7 @@ async fn a_hostile_server_stays_inside_its_profile() {
     let sc = Scratch::new();
     hostile_home(&sc);
     let root = sc.path().to_path_buf();
-    let open_port = TcpListener::bind("127.0.0.1:0").unwrap();
-    let open_port = open_port.local_addr().unwrap().port();
+    let (_listener, open_port) = open_port();
     let allowed = Stand::start(|_| reply(200, "text/plain", "hello from an allowed host"));
     let other = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
     let config = sc.servers(
@@ -185,8 +191,7 @@ async fn unconfined_the_same_attempts_succeed() {
     let sc = Scratch::new();
     hostile_home(&sc);
     let root = sc.path().to_path_buf();
-    let open_port = TcpListener::bind("127.0.0.1:0").unwrap();
-    let open_port = open_port.local_addr().unwrap().port();
+    let (_listener, open_port) = open_port();
     let config = sc.servers(
         json!({"h": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false}}),
         None,

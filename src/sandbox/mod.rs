@@ -268,34 +268,22 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let network = network(&cx.settings.profile, &spec);
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
+    // The hub profile's paths, then the entry's.
+    let both = |pick: fn(&SandboxSpec) -> &Vec<PathBuf>| -> Vec<PathBuf> {
+        pick(&cx.settings.profile)
+            .iter()
+            .chain(pick(&spec))
+            .cloned()
+            .collect()
+    };
+    let user_deny = both(|s| &s.deny);
+    let explicit_read = both(|s| &s.read);
+    let explicit_write = both(|s| &s.write);
     let mut deny = places::credentials(home);
     deny.extend(cx.own_dirs.iter().cloned());
-    deny.extend(cx.settings.profile.filesystem_deny());
-    deny.extend(spec.deny.iter().cloned());
-    let user_deny: Vec<PathBuf> = cx
-        .settings
-        .profile
-        .filesystem_deny()
-        .chain(spec.deny.iter().cloned())
-        .collect();
+    deny.extend(user_deny.iter().cloned());
     let private = places::private(cx.var("XDG_RUNTIME_DIR").map(Path::new));
 
-    let explicit_read: Vec<PathBuf> = cx
-        .settings
-        .profile
-        .read
-        .iter()
-        .chain(&spec.read)
-        .cloned()
-        .collect();
-    let explicit_write: Vec<PathBuf> = cx
-        .settings
-        .profile
-        .write
-        .iter()
-        .chain(&spec.write)
-        .cloned()
-        .collect();
     // What the server is obviously meant to work on: its working directory and the existing
     // directories its arguments and variables name, unless that would be most of the disk
     // or a credential place.
@@ -377,12 +365,6 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         mode,
         profile: Some(profile),
         env: Some(env_recipe),
-    }
-}
-
-impl SandboxSpec {
-    fn filesystem_deny(&self) -> impl Iterator<Item = PathBuf> + '_ {
-        self.deny.iter().cloned()
     }
 }
 
