@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     // The sandbox wrapper confines itself and becomes the server: nothing else of openpact
     // (logging, the runtime) may start first.
-    if let Some(code) = openpact::sandbox::confine::run_if_asked() {
+    if let Some(code) = openpact::sandbox::run_if_asked() {
         return code;
     }
     let cli = Cli::parse();

@@ -1,15 +1,15 @@
 //! What the wrapper process receives and does: the rules for one server (paths it may read
 //! and write, places carved out of them, the network it may use), how broad grants are cut
-//! around the carved places, and the hidden `openpact __sandbox` entry that confines itself
-//! and then `exec`s the server, so every descendant inherits the confinement.
+//! around the carved places, and the wrapper's entry (`openpact-sandbox`, or the hidden
+//! `openpact __sandbox`) that confines itself and then `exec`s the server, so every
+//! descendant inherits the confinement. It names no module of the library but the seam, so
+//! the small executable can be built from it alone.
 
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The hidden subcommand: `openpact __sandbox RULES -- PROGRAM ARGS…`.
-pub const SUBCOMMAND: &str = "__sandbox";
 /// The wrapper's exit status when it could not confine or start the server.
 pub const EXIT_CONFINE: u8 = 126;
 /// How deep a grant is cut into subdirectories to leave a carved place out (symlink loops
@@ -91,22 +91,17 @@ fn cut_around(dir: &Path, carve: &[PathBuf], depth: usize, out: &mut Vec<PathBuf
     }
 }
 
-/// Runs the wrapper when the command line asks for it: `Some(exit code)` if it did (it only
-/// returns when the server could not be started), `None` for any other command.
-pub fn run_if_asked() -> Option<std::process::ExitCode> {
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(SUBCOMMAND.as_ref()) {
-        return None;
-    }
-    let rest: Vec<OsString> = args.collect();
-    let code = match wrap(rest) {
+/// The wrapper, given `RULES -- PROGRAM ARGS…`: returns only when the server could not be
+/// started.
+pub fn wrapper_main(args: Vec<OsString>) -> std::process::ExitCode {
+    let code = match wrap(args) {
         Ok(never) => match never {},
         Err(message) => {
             let _ = writeln!(std::io::stderr(), "openpact sandbox: {message}");
             EXIT_CONFINE
         }
     };
-    Some(std::process::ExitCode::from(code))
+    std::process::ExitCode::from(code)
 }
 
 fn wrap(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {

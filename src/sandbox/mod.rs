@@ -13,63 +13,47 @@ pub mod env;
 mod linux;
 pub mod places;
 pub mod proxy;
+mod seam;
+
+pub use seam::{Sandbox, Support, platform};
 
 use crate::config::hosts::HostPattern;
 use crate::config::sandbox::{NetworkSpec, SandboxChoice, SandboxSettings, SandboxSpec};
 use crate::config::{ServerConfig, Transport};
-use confine::{ConfineError, Confinement, NetRule};
+use confine::{Confinement, NetRule};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// The platform seam: what this machine can enforce, and how the wrapper confines itself.
-pub trait Sandbox: Send + Sync {
-    /// For messages: "Landlock + seccomp".
-    fn name(&self) -> &'static str;
-    fn support(&self) -> Support;
-    /// Confines the calling process and all it will `exec` (called by the wrapper only).
-    fn confine(&self, c: &Confinement) -> Result<(), ConfineError>;
+/// The hidden subcommand: `openpact __sandbox RULES -- PROGRAM ARGS…`.
+pub const SUBCOMMAND: &str = "__sandbox";
+
+/// Runs the wrapper when `openpact`'s command line asks for it: `Some(exit code)` if it did
+/// (it only returns when the server could not be started), `None` for any other command.
+pub fn run_if_asked() -> Option<std::process::ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(SUBCOMMAND.as_ref()) {
+        return None;
+    }
+    Some(confine::wrapper_main(args.collect()))
 }
 
-/// What a platform can enforce.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Support {
-    Full,
-    /// Files only, say; the text says what is missing.
-    Partial(String),
-    Missing(String),
-}
+/// The wrapper's own small executable, beside `openpact`'s: starting it costs a fraction of
+/// starting the whole `openpact` binary (whose relocations alone fault in megabytes), which
+/// fifty servers would pay fifty times.
+pub const WRAPPER_BIN: &str = "openpact-sandbox";
 
-/// Where no sandbox exists yet (macOS would use `sandbox-exec` profiles; see the README).
-#[cfg(not(target_os = "linux"))]
-struct Unavailable;
-
-#[cfg(not(target_os = "linux"))]
-impl Sandbox for Unavailable {
-    fn name(&self) -> &'static str {
-        "none"
+/// How to run the wrapper: `openpact-sandbox` beside this executable, else this executable
+/// with the hidden subcommand.
+pub fn wrapper_command() -> std::io::Result<(PathBuf, Vec<String>)> {
+    let me = std::env::current_exe()?;
+    if let Some(small) = me.parent().map(|d| d.join(WRAPPER_BIN))
+        && small.is_file()
+    {
+        return Ok((small, Vec::new()));
     }
-    fn support(&self) -> Support {
-        Support::Missing(format!(
-            "openpact has no sandbox for {} yet",
-            std::env::consts::OS
-        ))
-    }
-    fn confine(&self, _: &Confinement) -> Result<(), ConfineError> {
-        Err(ConfineError::Unsupported(format!(
-            "openpact has no sandbox for {} yet",
-            std::env::consts::OS
-        )))
-    }
-}
-
-/// This platform's sandbox.
-pub fn platform() -> &'static dyn Sandbox {
-    #[cfg(target_os = "linux")]
-    return &linux::Landlock;
-    #[cfg(not(target_os = "linux"))]
-    return &Unavailable;
+    Ok((me, vec![SUBCOMMAND.to_string()]))
 }
 
 /// This machine's support, probed once.
@@ -593,8 +577,8 @@ impl Plan {
         }
         let rules = profile.confinement(proxy_port);
         let rules = serde_json::to_string(&rules).unwrap_or_default();
-        let wrapper = std::env::current_exe().map_err(LaunchError::Wrapper)?;
-        let mut wrapped = vec![confine::SUBCOMMAND.to_string(), rules, "--".to_string()];
+        let (wrapper, mut wrapped) = wrapper_command().map_err(LaunchError::Wrapper)?;
+        wrapped.extend([rules, "--".to_string()]);
         wrapped.push(program.display().to_string());
         wrapped.extend(args.iter().cloned());
         Ok(Launch {
