@@ -296,11 +296,13 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     write.extend(obvious);
     write.extend(explicit_write);
     let mut read = vec![PathBuf::from("/")];
-    // The program itself, wherever it lies (a script in a temp dir, say).
+    // The program's own folder when it lies in a place cut out of the read grant (a script
+    // in a temp dir, say).
+    let carved = |p: &Path| private.iter().any(|d| p.starts_with(d));
     read.extend(
         program
             .parent()
-            .filter(|d| !credential(d))
+            .filter(|d| d.is_absolute() && carved(d) && !credential(d))
             .map(Path::to_path_buf),
     );
     read.extend(explicit_read);
