@@ -829,6 +829,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path().canonicalize().unwrap();
         std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(dir.join("bin/tool"), "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("bin/tool"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
         let plans = plans_of(
             &dir,
             r#"{"mcpServers": {
@@ -836,7 +841,8 @@ mod tests {
                 "b": {"command": "/bin/sh", "sandbox": false},
                 "c": {"command": "/bin/sh", "sandbox": {"network": {"allow": ["example.com"]}, "env": ["GITHUB_TOKEN"]}},
                 "d": {"command": "/bin/sh", "sandbox": {"network": false, "filesystem": {"deny": ["data"]}}, "args": ["./data"]},
-                "r": {"command": "/bin/sh", "args": ["-c", "docker"]}
+                "r": {"command": "/bin/sh", "args": ["-c", "docker"]},
+                "t": {"command": "./bin/tool"}
             }}"#,
             Support::Full,
         );
