@@ -24,7 +24,11 @@
 //! 8. [`face`]: the hub's HTTP face — sequential `tools/call echo` over Streamable HTTP and
 //!    calls/s with 64 concurrent clients (sessions), DIRECT against `openpact-fixture --http`
 //!    (the same face code serving the fixture, a child per session) and HUB against
-//!    `openpact serve --http --no-stdio` with the fixture as its one server.
+//!    `openpact serve --http --no-stdio` with the fixture as its one server;
+//! 9. [`sandbox`]: the default sandbox against `openpact.sandbox.default: "off"` — 50 servers
+//!    to a complete tool list, and `tools/call echo` interleaved on one server each — with
+//!    every fixture's `/proc/PID/status` checked, so that "on" really was confined. Here the
+//!    table's two columns are off and on.
 //!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
@@ -38,8 +42,9 @@
 //! figure, the design goals included (p50 ≤ 3× direct, ≥ 50,000 calls/s, a cache hit ≤ 1.5×
 //! a direct echo, the full pipeline adding ≤ 5 µs, 50 servers ≤ the bench's own start +
 //! 50 ms, ≤ 15 MiB, a remote call ≤ 1.5× a direct one, a call through the HTTP face ≤ 2× one
-//! to the fixture's own HTTP server), is printed as information beside the direct figure of
-//! the same run.
+//! to the fixture's own HTTP server, 50 sandboxed servers ≤ 1.2× the time with the sandbox
+//! off and a call's p50 unchanged by it within noise), is printed as information beside the
+//! direct (or unsandboxed) figure of the same run.
 //!
 //! # Reading the figures on a small VM
 //!
@@ -85,6 +90,7 @@ mod latency;
 mod pipeline;
 mod remote;
 mod report;
+mod sandbox;
 mod startup;
 mod throughput;
 
@@ -127,6 +133,9 @@ pub struct Params {
     pub remote: bool,
     /// Run part 8 (the HTTP face).
     pub http: bool,
+    /// Run part 9 (the sandbox on and off): `startup_reps` startups each, `policy_runs`
+    /// interleaved pairs.
+    pub sandbox: bool,
 }
 
 impl Params {
@@ -154,6 +163,7 @@ impl Params {
             startup: true,
             remote: true,
             http: true,
+            sandbox: true,
         }
     }
 }
@@ -166,6 +176,7 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only throughput       throughput alone, for profiling
   --only remote           a remote server over Streamable HTTP (needs the peers of .ci/peers.sh)
   --only http             the hub's HTTP face against the fixture's own HTTP server
+  --only sandbox          the default sandbox against sandbox off: 50-server startup, a call's p50
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -180,6 +191,7 @@ pub enum Only {
     Throughput,
     Remote,
     Http,
+    Sandbox,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -196,9 +208,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("throughput") => Only::Throughput,
                     Some("remote") => Only::Remote,
                     Some("http") => Only::Http,
+                    Some("sandbox") => Only::Sandbox,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote or http, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http or sandbox, not {other:?}"
                         ));
                     }
                 });
@@ -218,10 +231,14 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     let scaled = |n: usize| ((n as f64 * scale).round() as usize).max(1);
     p.latency_calls = scaled(p.latency_calls);
     p.throughput_calls = scaled(p.throughput_calls);
-    p.calls = !matches!(only, Some(Only::Startup | Only::Remote | Only::Http));
+    p.calls = !matches!(
+        only,
+        Some(Only::Startup | Only::Remote | Only::Http | Only::Sandbox)
+    );
     p.startup = only.is_none() || only == Some(Only::Startup);
     p.remote = only.is_none() || only == Some(Only::Remote);
     p.http = only.is_none() || only == Some(Only::Http);
+    p.sandbox = only.is_none() || only == Some(Only::Sandbox);
     Ok(Some((p, only)))
 }
 
@@ -476,11 +493,17 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let sandbox = if p.sandbox {
+        Some(sandbox::run(&ctx, p)?)
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
         remote: remote.as_ref(),
         http: http.as_ref(),
+        sandbox: sandbox.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

@@ -1,14 +1,16 @@
 //! The report: the table printed at the end of a run, the verdict of the two regression
 //! gates, and `target/bench.json` with every figure (each run's, not only the medians).
 //!
-//! Rows read: what, direct, hub, hub/direct, and a note. Design goals appear in the notes as
-//! "goal … met / not met" — information, never a failure; only the gates say PASS or FAIL.
+//! Rows read: what, direct, hub, hub/direct, and a note (part 9: what, sandbox off, sandbox
+//! on, on/off). Design goals appear in the notes as "goal … met / not met" — information,
+//! never a failure; only the gates say PASS or FAIL.
 
 use crate::client::{Procs, sched_runtime};
 use crate::face::{self, HttpPart, Rate};
-use crate::latency::{self, Latency, LatencyPart, best_p50};
+use crate::latency::{self, Latency, LatencyPart, Paired, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
 use crate::remote;
+use crate::sandbox::{self, SandboxPart};
 use crate::startup::{self, HubStartup, StartupPart};
 use crate::throughput::{self, IN_FLIGHT, Throughput, ThroughputPart};
 use crate::{Calls, Ctx, Params, ratio};
@@ -429,6 +431,7 @@ pub struct Parts<'a> {
     pub startup: Option<&'a StartupPart>,
     pub remote: Option<&'a LatencyPart>,
     pub http: Option<&'a HttpPart>,
+    pub sandbox: Option<&'a SandboxPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -562,6 +565,87 @@ fn print_http(p: &Params, h: &HttpPart) {
     );
 }
 
+/// Part 9: the same hub with the sandbox off (the "direct" column) and on (the default).
+fn print_sandbox(s: &SandboxPart) {
+    let (Some(off), Some(on)) = (SandboxPart::median(&s.off), SandboxPart::median(&s.on)) else {
+        return;
+    };
+    println!(
+        "9. the sandbox: {} servers to a complete tool list, \"sandbox\": {{\"default\": \"off\"}} against the default (on);",
+        sandbox::SERVERS
+    );
+    println!(
+        "   {} runs each, alternating; every fixture checked in /proc (on: NoNewPrivs 1 and a seccomp filter; off: as the bench)",
+        s.on.len()
+    );
+    println!("   {:<42} {:>11} {:>11} {:>10}", "", "off", "on", "on/off");
+    let goal_note = |r: f64| {
+        format!(
+            "goal ≤ {}×: {}",
+            sandbox::GOAL_STARTUP_RATIO,
+            goal(r <= sandbox::GOAL_STARTUP_RATIO)
+        )
+    };
+    let (fastest_off, fastest_on) = (
+        SandboxPart::fastest_ms(&s.off),
+        SandboxPart::fastest_ms(&s.on),
+    );
+    row(
+        "complete tool list (fastest run)",
+        fastest_off,
+        fastest_on,
+        "ms",
+        &goal_note(s.ratio_fastest()),
+    );
+    row(
+        "complete tool list (median run)",
+        off.full_ms,
+        on.full_ms,
+        "ms",
+        &goal_note(s.ratio_median()),
+    );
+    let runs = |v: &[HubStartup]| figures(v.iter().map(|h| h.full_ms), 1);
+    println!(
+        "   {:<42} off {}; on {}",
+        "every run (ms)",
+        runs(&s.off),
+        runs(&s.on)
+    );
+    let cpu = |h: &HubStartup| format!("{:.0} / {:.0}", h.hub_cpu_ms, h.children_cpu_ms);
+    text("CPU ms until complete: hub / fixtures", &cpu(off), &cpu(on));
+    // Read in the full run only (the wait costs a second per side).
+    let settled = |v: &[HubStartup]| v.iter().find_map(|h| h.rss_settled_kib);
+    if let (Some(off_kib), Some(on_kib)) = (settled(&s.off), settled(&s.on)) {
+        text(
+            &format!(
+                "hub VmRSS {:.0} s after the list (first run)",
+                startup::RSS_SETTLE.as_secs_f64()
+            ),
+            &mib(off_kib),
+            &mib(on_kib),
+        );
+    }
+    if let (Some(added), Some(pair)) = (s.added_us(), s.pair()) {
+        ratio_row(
+            "tools/call fx:echo p50, interleaved",
+            &format!("{:.1} µs", pair.a_p50_us),
+            &format!("{:.1} µs", pair.b_p50_us),
+            ratio(pair.b_p50_us, pair.a_p50_us),
+            &format!(
+                "{added:+.1} µs (median of {} fresh pairs); goal: unchanged within noise",
+                s.pairs.len()
+            ),
+        );
+        let p50s = |f: fn(&Paired) -> f64| figures(s.pairs.iter().map(f), 1);
+        println!(
+            "   {:<42} off {}; on {}",
+            "p50 of every pair (µs)",
+            p50s(|p| p.a_p50_us),
+            p50s(|p| p.b_p50_us)
+        );
+    }
+}
+
 /// Prints the table, writes `target/bench.json`; `Ok(false)` when a gate failed.
 pub fn finish(
     ctx: &Ctx,
@@ -575,6 +659,7 @@ pub fn finish(
         startup,
         remote,
         http,
+        sandbox,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -612,6 +697,9 @@ pub fn finish(
     }
     if let Some(h) = http {
         print_http(p, h);
+    }
+    if let Some(s) = sandbox {
+        print_sandbox(s);
     }
 
     let latency_ok = latency.map(|l| !l.regressed());
@@ -686,6 +774,7 @@ pub fn finish(
             v
         }),
         "http_face": http.map(http_json),
+        "sandbox": sandbox.map(sandbox_json),
         "gates": {
             "latency": latency.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
@@ -856,6 +945,11 @@ fn hub_startup_json(h: &HubStartup) -> Value {
         "hwm_kib": h.hwm_kib,
         "threads": h.threads,
         "shutdown_ms": round(h.shutdown_ms, 2),
+        "fixtures": {
+            "found": h.confinement.fixtures,
+            "sandboxed": h.confinement.sandboxed,
+            "unconfined": h.confinement.as_bench,
+        },
     })
 }
 
@@ -869,6 +963,30 @@ fn startup_json(s: &StartupPart) -> Value {
             "hub_median_run": c.median_hub().map(hub_startup_json),
             "hub_runs": c.hub.iter().map(hub_startup_json).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+    })
+}
+
+/// Part 9: `{off, on, ratio}` of each startup figure, every run, and the interleaved calls.
+fn sandbox_json(s: &SandboxPart) -> Value {
+    let runs = |v: &[HubStartup]| v.iter().map(hub_startup_json).collect::<Vec<_>>();
+    let off_on = |off: f64, on: f64| json!({"off": round(off, 2), "on": round(on, 2), "ratio": round(ratio(on, off), 3)});
+    let median_ms = |v: &[HubStartup]| SandboxPart::median(v).map_or(0.0, |h| h.full_ms);
+    json!({
+        "servers": sandbox::SERVERS,
+        "tools_per_fixture": s.per_server,
+        "goal_startup_ratio": sandbox::GOAL_STARTUP_RATIO,
+        "settings": {"on": crate::client::pass_through(), "off": sandbox::sandbox_off()},
+        "startup": {
+            "fastest_ms": off_on(SandboxPart::fastest_ms(&s.off), SandboxPart::fastest_ms(&s.on)),
+            "median_ms": off_on(median_ms(&s.off), median_ms(&s.on)),
+            "off_runs": runs(&s.off),
+            "on_runs": runs(&s.on),
+        },
+        "call_interleaved": {
+            "median_pair_p50_us": s.pair().map(|p| off_on(p.a_p50_us, p.b_p50_us)),
+            "added_us_median": s.added_us().map(|us| round(us, 2)),
+            "runs": s.pairs.iter().map(|p| json!({"off_p50_us": round(p.a_p50_us, 2), "on_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>(),
+        },
     })
 }
 

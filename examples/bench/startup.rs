@@ -1,9 +1,10 @@
 //! Parts 3 and 4: startup to a complete tool list with 1, 10 and 50 servers, and the hub's
 //! memory once 50 have started.
 //!
-//! The hub is spawned with N fixtures in its config; the bench answers `initialize`, lists
-//! (following `nextCursor`), and lists again on every `notifications/tools/list_changed`
-//! until every fixture's tools are there. The direct side is the same N fixtures started by
+//! The hub is spawned with N fixtures in its config (the default sandbox on: part 9 compares
+//! it with the sandbox off); the bench answers `initialize`, lists (following `nextCursor`),
+//! and lists again on every `notifications/tools/list_changed` until every fixture's tools
+//! are there. The direct side is the same N fixtures started by
 //! the bench itself, from as many threads as CPUs, handshaken concurrently: the time until
 //! the slowest of them has listed its tools, which is what the machine needs to start N
 //! processes at all. Runs alternate, so drift in the machine's load hits both alike.
@@ -17,6 +18,7 @@
 use crate::client::{
     Peer, children, cpu_seconds, pass_through, spawn_fixture, spawn_hub, status_field,
 };
+use crate::sandbox::{Confinement, confinement};
 use crate::{Ctx, Params, median_by, min_by, ms};
 use anyhow::{Result, anyhow, bail};
 use serde_json::{Value, json};
@@ -34,7 +36,7 @@ pub const RSS_SETTLE: Duration = Duration::from_secs(1);
 
 /// `n` fixtures started by this program itself: spawn of the first → every tool list
 /// received. Returns the time and the number of tools listed.
-fn direct_together(ctx: &Ctx, n: usize) -> Result<(f64, usize)> {
+pub fn direct_together(ctx: &Ctx, n: usize) -> Result<(f64, usize)> {
     // As many spawning threads as CPUs (the hub spawns from a pool too); each spawns its
     // share one after another, then handshakes them all.
     let threads = std::thread::available_parallelism()
@@ -110,12 +112,15 @@ pub struct HubStartup {
     pub children_cpu_ms: f64,
     pub list_changed: u64,
     pub rss_kib: u64,
-    /// VmRSS once the hub has sat idle for [`RSS_SETTLE`] after the complete list (largest
-    /// server count only: memory keeps growing for a moment after startup).
+    /// VmRSS once the hub has sat idle for [`RSS_SETTLE`] after the complete list, when the
+    /// run asked for it (memory keeps growing for a moment after startup).
     pub rss_settled_kib: Option<u64>,
     pub hwm_kib: u64,
     pub threads: u64,
     pub shutdown_ms: f64,
+    /// How the hub's fixtures ran, read once the list was complete (after the timing):
+    /// part 9 checks that its "on" hubs really were sandboxed and its "off" hubs not.
+    pub confinement: Confinement,
 }
 
 impl HubStartup {
@@ -125,12 +130,29 @@ impl HubStartup {
     }
 }
 
-fn hub_startup(ctx: &Ctx, servers: usize, per_server: usize, rep: usize) -> Result<HubStartup> {
+/// One start of the hub measured by [`hub_startup`].
+pub struct HubRun<'a> {
+    /// Names the config and the stderr log in `bench-work/`.
+    pub config: &'a str,
+    /// The config's `openpact` settings.
+    pub settings: &'a Value,
+    pub servers: usize,
+    pub rep: usize,
+    /// Read VmRSS again after [`RSS_SETTLE`] idle (it costs that second).
+    pub settle: bool,
+}
+
+/// Starts a hub with `run.servers` fixtures and times it to a complete tool list.
+pub fn hub_startup(ctx: &Ctx, run: &HubRun, per_server: usize) -> Result<HubStartup> {
+    let servers = run.servers;
     let names: Vec<(String, Vec<String>)> = (0..servers)
         .map(|i| (format!("s{i}"), Vec::new()))
         .collect();
-    let mut hub = spawn_hub(ctx, &format!("startup-{servers}"), &names, &pass_through())?;
-    hub.label = format!("hub startup with {servers} servers (rep {rep})");
+    let mut hub = spawn_hub(ctx, run.config, &names, run.settings)?;
+    hub.label = format!(
+        "hub {} with {servers} servers (rep {})",
+        run.config, run.rep
+    );
     hub.initialize()?;
     let init = hub.spawned_at.elapsed();
     let expected = servers * per_server;
@@ -171,9 +193,10 @@ fn hub_startup(ctx: &Ctx, servers: usize, per_server: usize, rep: usize) -> Resu
         .filter_map(|c| cpu_seconds(*c, ctx.clk_tck).ok())
         .sum::<f64>()
         * 1e3;
+    let confinement = confinement(ctx, hub.pid);
     let (first_at, first_count) = first.unwrap_or((full, expected));
     let rss_kib = status_field(hub.pid, "VmRSS")?;
-    let rss_settled_kib = if servers == SERVER_COUNTS[SERVER_COUNTS.len() - 1] {
+    let rss_settled_kib = if run.settle {
         std::thread::sleep(RSS_SETTLE);
         Some(status_field(hub.pid, "VmRSS")?)
     } else {
@@ -195,6 +218,7 @@ fn hub_startup(ctx: &Ctx, servers: usize, per_server: usize, rep: usize) -> Resu
         hwm_kib: status_field(hub.pid, "VmHWM")?,
         threads: status_field(hub.pid, "Threads")?,
         shutdown_ms: ms(hub.close(Duration::from_secs(10))),
+        confinement,
     })
 }
 
@@ -262,7 +286,15 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<StartupPart> {
                 );
             }
             count.direct_ms.push(took);
-            count.hub.push(hub_startup(ctx, n, per_server, rep)?);
+            let settings = pass_through();
+            let run = HubRun {
+                config: &format!("startup-{n}"),
+                settings: &settings,
+                servers: n,
+                rep,
+                settle: n == SERVER_COUNTS[SERVER_COUNTS.len() - 1],
+            };
+            count.hub.push(hub_startup(ctx, &run, per_server)?);
         }
         counts.push(count);
     }
