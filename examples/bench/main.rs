@@ -1,7 +1,7 @@
 //! The openpact benchmark: the hub's cost against talking to a server directly.
 //!
 //! ```text
-//! cargo build --release --bin openpact --bin openpact-fixture
+//! cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture
 //! cargo run --release --example bench -- --quick # the CI step, under a minute
 //! cargo run --release --example bench            # full run, a few minutes
 //! cargo run --release --example bench -- --help  # --only PART, --scale F, profiling wrapper
@@ -290,15 +290,17 @@ fn locate() -> Result<Ctx> {
         .to_path_buf();
     let openpact = release.join("openpact");
     let fixture = release.join("openpact-fixture");
-    for bin in [&openpact, &fixture] {
+    // Without it the hub falls back to re-executing itself as the wrapper, which is slower.
+    let wrapper = release.join("openpact-sandbox");
+    for bin in [&openpact, &fixture, &wrapper] {
         if !bin.is_file() {
             bail!(
-                "{} is missing; build the binaries first:\n    cargo build --release --bin openpact --bin openpact-fixture",
+                "{} is missing; build the binaries first:\n    cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture",
                 bin.display()
             );
         }
     }
-    warn_if_stale(&[&openpact, &fixture]);
+    warn_if_stale(&[&openpact, &fixture, &wrapper]);
     let target = release
         .parent()
         .map_or_else(|| release.clone(), Path::to_path_buf);
@@ -338,7 +340,7 @@ fn warn_if_stale(bins: &[&PathBuf]) {
             && src > built
         {
             eprintln!(
-                "bench: warning: {} is older than the sources; rebuild with `cargo build --release --bin openpact --bin openpact-fixture`",
+                "bench: warning: {} is older than the sources; rebuild with `cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture`",
                 bin.display()
             );
         }

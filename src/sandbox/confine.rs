@@ -79,14 +79,19 @@ fn cut_around(dir: &Path, carve: &[PathBuf], depth: usize, out: &mut Vec<PathBuf
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        // A symlink is granted as what it points to: a link from a granted tree into a
-        // carved place must not carry the grant there.
-        let Ok(real) = path.canonicalize() else {
-            continue;
-        };
-        if inside(&path) || inside(&real) {
+        if inside(&path) {
             continue;
         }
+        // `dir` is a real path, so only a symlink's path differs from what it names. A link is
+        // granted as what it points to: one into a carved place must not carry the grant there.
+        let real = if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+            match path.canonicalize() {
+                Ok(real) if !inside(&real) => real,
+                _ => continue,
+            }
+        } else {
+            path
+        };
         cut_around(&real, carve, depth + 1, out);
     }
 }
