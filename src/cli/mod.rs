@@ -530,7 +530,7 @@ fn load(path: &Option<PathBuf>) -> Result<Config> {
 }
 
 /// What a listing command shows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Listing {
     Tools,
     Prompts,

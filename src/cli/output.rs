@@ -131,6 +131,17 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
         Listing::Resources => "resources and templates",
     };
     out!("{} {noun} from {} server(s)", rows.len(), servers.len());
+    if what == Listing::Tools {
+        for up in hub.upstreams() {
+            let hidden = up.snapshot().hidden_tools;
+            if hidden > 0 {
+                out!(
+                    "({hidden} tool(s) of {} hidden by its enabledTools/disabledTools)",
+                    up.name()
+                );
+            }
+        }
+    }
     for up in hub.upstreams() {
         if let State::Failed(reason) = &up.snapshot().state {
             eprintln!("server '{}' failed: {reason}", up.name());
@@ -472,6 +483,13 @@ pub fn servers_human(servers: &[ServerStatus]) {
         if let Some(r) = remote_of(s) {
             out!("{:w$}  url: {} ({})", "", r.url, r.transport);
         }
+        if s.hidden_tools > 0 {
+            out!(
+                "{:w$}  {} tool(s) hidden by enabledTools/disabledTools",
+                "",
+                s.hidden_tools
+            );
+        }
         if let Some(sandbox) = &s.sandbox {
             for (i, line) in crate::sandbox::describe(sandbox).iter().enumerate() {
                 let label = if i == 0 { "sandbox:" } else { "  " };
@@ -619,6 +637,12 @@ pub fn config_human(config: &Config, state_dir: &Path) {
                     .join(" ")
             );
         }
+        if let Some(enabled) = &s.tool_filter.enabled {
+            out!("  enabledTools: {}", enabled.join(", "));
+        }
+        if !s.tool_filter.disabled.is_empty() {
+            out!("  disabledTools: {}", s.tool_filter.disabled.join(", "));
+        }
         out!("  protocol: {}", s.protocol.plan());
         out!("  timeout: {}", human_duration(s.timeout));
     }
@@ -646,6 +670,8 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                 "disabled": s.disabled,
                 "timeoutMs": s.timeout.as_millis() as u64,
                 "protocol": s.protocol.label(),
+                "enabledTools": s.tool_filter.enabled,
+                "disabledTools": s.tool_filter.disabled,
                 "env": super::env_keys(&s.transport),
             });
             match &s.transport {

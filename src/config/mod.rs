@@ -67,6 +67,68 @@ pub struct ServerConfig {
     pub unavailable: Vec<Problem>,
     /// The entry's `sandbox` key (always `Unset` for remote servers: it is an error there).
     pub sandbox: sandbox::SandboxChoice,
+    /// `enabledTools` / `disabledTools`: which of the server's tools the hub serves.
+    pub tool_filter: ToolFilter,
+}
+
+/// Which of a server's tools the hub serves: those `enabledTools` matches (all when it is
+/// absent), minus those `disabledTools` matches; globs over the server's own tool names.
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    pub enabled: Option<Vec<String>>,
+    pub disabled: Vec<String>,
+    enabled_set: Option<globset::GlobSet>,
+    disabled_set: Option<globset::GlobSet>,
+}
+
+impl PartialEq for ToolFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.enabled == other.enabled && self.disabled == other.disabled
+    }
+}
+
+impl ToolFilter {
+    /// From globs the config already checked (an invalid one is skipped).
+    pub fn new(enabled: Option<Vec<String>>, disabled: Vec<String>) -> ToolFilter {
+        let compile = |globs: &[String]| {
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                if let Ok(glob) = globset::Glob::new(g) {
+                    b.add(glob);
+                }
+            }
+            b.build().ok()
+        };
+        ToolFilter {
+            enabled_set: enabled.as_deref().and_then(compile),
+            disabled_set: if disabled.is_empty() {
+                None
+            } else {
+                compile(&disabled)
+            },
+            enabled,
+            disabled,
+        }
+    }
+
+    /// Whether it hides anything at all.
+    pub fn is_active(&self) -> bool {
+        self.enabled.is_some() || !self.disabled.is_empty()
+    }
+
+    /// Whether the hub serves the server's tool `name`.
+    pub fn allows(&self, name: &str) -> bool {
+        let enabled = match (&self.enabled, &self.enabled_set) {
+            (None, _) => true,
+            (Some(_), Some(set)) => set.is_match(name),
+            (Some(_), None) => false,
+        };
+        enabled
+            && !self
+                .disabled_set
+                .as_ref()
+                .is_some_and(|set| set.is_match(name))
+    }
 }
 
 impl Config {

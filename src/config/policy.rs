@@ -185,7 +185,7 @@ impl Builder<'_> {
         }
     }
 
-    fn globs(&mut self, v: &Value, path: &str) -> Vec<String> {
+    pub(super) fn globs(&mut self, v: &Value, path: &str) -> Vec<String> {
         match v {
             Value::Array(items) => items
                 .iter()

@@ -16,6 +16,9 @@ pub struct ServerStatus {
     pub protocol_version: Option<String>,
     pub server_info: Option<Value>,
     pub tools: Option<usize>,
+    /// Tools the server lists that its `enabledTools` / `disabledTools` hide.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hidden_tools: usize,
     pub started_at: Option<String>,
     pub ready_ms: Option<u64>,
     pub restarts: u32,
@@ -28,6 +31,10 @@ pub struct ServerStatus {
     /// How the process is contained (`crate::sandbox::Plan::to_json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Value>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What a running `openpact serve` publishes about itself.
@@ -60,6 +67,7 @@ impl Hub {
                     protocol_version: info.map(|i| i.protocol_version.clone()),
                     server_info: info.and_then(|i| serde_json::from_str(&i.server_info).ok()),
                     tools: (s.state == State::Ready).then(|| s.tools.len()),
+                    hidden_tools: s.hidden_tools,
                     started_at: s.started_at.map(rfc3339),
                     ready_ms: s.ready_in.map(|d| d.as_millis() as u64),
                     restarts: s.restarts,

@@ -73,6 +73,8 @@ pub struct Snapshot {
     pub state: State,
     pub info: Option<ServerInfo>,
     pub tools: Arc<Vec<Entry>>,
+    /// Tools the server lists that its `enabledTools` / `disabledTools` hide.
+    pub hidden_tools: usize,
     pub prompts: Arc<Vec<Entry>>,
     pub resources: Arc<Vec<Entry>>,
     pub templates: Arc<Vec<Entry>>,
@@ -218,6 +220,7 @@ impl Upstream {
             state,
             info: None,
             tools: Arc::new(Vec::new()),
+            hidden_tools: 0,
             prompts: Arc::new(Vec::new()),
             resources: Arc::new(Vec::new()),
             templates: Arc::new(Vec::new()),
@@ -708,6 +711,7 @@ impl Upstream {
         };
         initialized(&info.protocol_version);
         let [tools, prompts, resources, templates] = self.fetch_lists(conn, &info).await?;
+        let (tools, hidden_tools) = self.filter_tools(tools);
         if conn.is_modern() {
             tokio::spawn(self.clone().listen(conn.clone(), info.clone()));
         }
@@ -718,6 +722,7 @@ impl Upstream {
             s.state = State::Ready;
             s.info = Some(info);
             s.tools = Arc::new(tools);
+            s.hidden_tools = hidden_tools;
             s.prompts = Arc::new(prompts);
             s.resources = Arc::new(resources);
             s.templates = Arc::new(templates);
@@ -869,6 +874,22 @@ impl Upstream {
         ])
     }
 
+    /// The tools its filter lets the hub serve, and how many it hid: a hidden tool is never
+    /// listed, named or routed, so a call to it is a call to an unknown tool.
+    fn filter_tools(&self, tools: Vec<Entry>) -> (Vec<Entry>, usize) {
+        let filter = &self.config.tool_filter;
+        if !filter.is_active() {
+            return (tools, 0);
+        }
+        let before = tools.len();
+        let kept: Vec<Entry> = tools
+            .into_iter()
+            .filter(|t| filter.allows(&t.key))
+            .collect();
+        let hidden = before - kept.len();
+        (kept, hidden)
+    }
+
     /// Re-fetches one list (after its `notifications/…/list_changed`).
     pub async fn refresh(&self, kind: ListKind) {
         let Some(conn) = self.connection() else {
@@ -879,9 +900,16 @@ impl Upstream {
         {
             Ok(items) => {
                 tracing::info!(server = %self.name(), count = items.len(), "{method}: list changed");
+                let (items, hidden) = match kind {
+                    ListKind::Tools => self.filter_tools(items),
+                    _ => (items, 0),
+                };
                 let items = Arc::new(items);
                 self.update(|s| match kind {
-                    ListKind::Tools => s.tools = items,
+                    ListKind::Tools => {
+                        s.tools = items;
+                        s.hidden_tools = hidden;
+                    }
                     ListKind::Prompts => s.prompts = items,
                     ListKind::Resources => s.resources = items,
                     ListKind::Templates => s.templates = items,

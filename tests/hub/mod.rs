@@ -5,6 +5,7 @@
 //!
 //! - `lifecycle`: `initialize`, `ping`, `server/discover`, unknown methods.
 //! - `catalogue`: the merged tool list and its pagination.
+//! - `filters`: `enabledTools` / `disabledTools`.
 //! - `handshake`: nothing unasked before `initialized`; `list_changed` only for lists given.
 //! - `routing`: calls routed and passed through, errors.
 //! - `names`: portable names and namespaces.
@@ -12,6 +13,7 @@
 //! - `load`: concurrency, batches, `--mcp`, stale cursors, requests at startup.
 
 mod catalogue;
+mod filters;
 mod handshake;
 mod lifecycle;
 mod load;

@@ -6,7 +6,9 @@ use super::{Builder, get, kind_of};
 use crate::config::expand::Unset;
 use crate::config::sandbox::SandboxChoice;
 use crate::config::suggest::{child, closest_key, index};
-use crate::config::{DEFAULT_TIMEOUT, Protocol, ServerConfig, Transport, resolve, units};
+use crate::config::{
+    DEFAULT_TIMEOUT, Protocol, ServerConfig, ToolFilter, Transport, resolve, units,
+};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
@@ -25,6 +27,8 @@ const SERVER_KEYS: &[&str] = &[
     "envFile",
     "oauth",
     "sandbox",
+    "enabledTools",
+    "disabledTools",
 ];
 const REMOTE_KINDS: &[&str] = &["http", "sse", "streamable-http"];
 const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
@@ -139,6 +143,7 @@ impl Builder<'_> {
                 "a remote server is not a process openpact starts, so it cannot be sandboxed; remove `sandbox`",
             );
         }
+        let tool_filter = self.tool_filter(entry, path);
         // Problems inside one entry keep that server from starting, not the whole hub: an
         // editor's only MCP entry must not lose every tool over one missing `uvx`.
         let unavailable = self.problems[errors_before..].to_vec();
@@ -161,7 +166,27 @@ impl Builder<'_> {
             transport,
             unavailable,
             sandbox,
+            tool_filter,
         })
+    }
+
+    /// `enabledTools` / `disabledTools`: globs over the server's own tool names.
+    fn tool_filter(&mut self, entry: &Map<String, Value>, path: &str) -> ToolFilter {
+        let enabled = get(entry, "enabledTools").map(|v| {
+            let p = child(path, "enabledTools");
+            let globs = self.globs(v, &p);
+            if globs.is_empty() && v.as_array().is_some_and(Vec::is_empty) {
+                self.warn(
+                    &p,
+                    "is empty, so the server's tools are all hidden; remove it to serve them all",
+                );
+            }
+            globs
+        });
+        let disabled = get(entry, "disabledTools")
+            .map(|v| self.globs(v, &child(path, "disabledTools")))
+            .unwrap_or_default();
+        ToolFilter::new(enabled, disabled)
     }
 
     fn timeout(&mut self, entry: &Map<String, Value>, path: &str) -> std::time::Duration {
