@@ -495,3 +495,59 @@ async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
     );
     assert!(reason.contains("`openpact servers greedy`"), "{reason}");
 }
+
+/// `"network": false` leaves no way out, not even the proxy; `"network": true` opens TCP and
+/// UDP directly, with the rest of the profile still on.
+#[tokio::test]
+async fn network_false_closes_everything_and_true_opens_it() {
+    let sc = Scratch::new();
+    hostile_home(&sc);
+    let home = sc.path().join("home");
+    let (_listener, open_port) = open_port();
+    let allowed = Stand::start(|_| reply(200, "text/plain", "reachable"));
+    let config = sc.servers(
+        json!({
+            "closed": {"command": FIXTURE, "args": ["--hostile"], "sandbox": {"network": false}},
+            "open": {"command": FIXTURE, "args": ["--hostile"], "sandbox": {"network": true}},
+        }),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+    ready(&mut hub.client, &["closed:try_tcp", "open:try_tcp"]).await;
+    let key = s(&home.join(".ssh/id_ed25519")).to_string();
+    let http = format!("{}/", allowed.base);
+    for (server, tool, args, ok) in [
+        (
+            "closed",
+            "try_tcp",
+            json!({"host": "127.0.0.1", "port": open_port}),
+            false,
+        ),
+        (
+            "closed",
+            "try_udp",
+            json!({"host": "127.0.0.1", "port": 53}),
+            false,
+        ),
+        ("closed", "try_env", json!({"name": "HTTPS_PROXY"}), false),
+        ("closed", "try_fetch", json!({"url": http}), false),
+        (
+            "open",
+            "try_tcp",
+            json!({"host": "127.0.0.1", "port": open_port}),
+            true,
+        ),
+        (
+            "open",
+            "try_udp",
+            json!({"host": "127.0.0.1", "port": 53}),
+            true,
+        ),
+        ("open", "try_fetch", json!({"url": http}), true),
+        ("open", "try_read", json!({"path": key}), false),
+    ] {
+        let got = try_tool(&mut hub, &format!("{server}:{tool}"), args.clone()).await;
+        let want = if ok { "ok: " } else { "failed: " };
+        assert!(got.starts_with(want), "{server}:{tool} {args}: {got}");
+    }
+}
