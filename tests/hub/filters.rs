@@ -106,3 +106,30 @@ async fn the_cli_counts_what_filters_hide_and_config_check_refuses_bad_globs() {
         "did you mean: {problems}"
     );
 }
+
+/// Over the HTTP face, too: the hidden tool is not listed and a call to it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_hidden_tools_are_neither_listed_nor_callable() {
+    use crate::http_face::{Http, http_hub};
+    let h = http_hub(
+        json!({"fx": {"command": FIXTURE, "disabledTools": ["a*", "env"]}}),
+        None,
+        &[],
+    )
+    .await;
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    let tools = c.rpc(1, "tools/list", json!({})).await;
+    let listed: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(listed.contains(&"fx:echo"), "{listed:?}");
+    for hidden in ["fx:add", "fx:args", "fx:env"] {
+        assert!(!listed.contains(&hidden), "{hidden} listed: {listed:?}");
+        let r = c.call(2, hidden, json!({})).await;
+        assert_eq!(error_code(&r), -32602, "{r}");
+    }
+}
