@@ -66,8 +66,13 @@ pub fn expand(c: &Confinement) -> (Vec<PathBuf>, Vec<PathBuf>) {
 }
 
 fn cut_around(dir: &Path, carve: &[PathBuf], depth: usize, out: &mut Vec<PathBuf>) {
-    let inside = |p: &Path| carve.iter().any(|d| p.starts_with(d));
-    if !carve.iter().any(|d| d.starts_with(dir) && d != dir) {
+    // Only the places below `dir` cut it: a grant may itself lie inside a carved place (a
+    // server's own folder in /tmp), and is then granted as given.
+    let below: Vec<&PathBuf> = carve
+        .iter()
+        .filter(|d| d.starts_with(dir) && d.as_path() != dir)
+        .collect();
+    if below.is_empty() {
         out.push(dir.to_path_buf());
         return;
     }
@@ -79,14 +84,14 @@ fn cut_around(dir: &Path, carve: &[PathBuf], depth: usize, out: &mut Vec<PathBuf
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if inside(&path) {
+        if below.iter().any(|d| path.starts_with(d)) {
             continue;
         }
         // `dir` is a real path, so only a symlink's path differs from what it names. A link is
-        // granted as what it points to: one into a carved place must not carry the grant there.
+        // granted as what it points to, and never into any carved place.
         let real = if entry.file_type().is_ok_and(|t| t.is_symlink()) {
             match path.canonicalize() {
-                Ok(real) if !inside(&real) => real,
+                Ok(real) if !carve.iter().any(|d| real.starts_with(d)) => real,
                 _ => continue,
             }
         } else {
@@ -164,5 +169,17 @@ mod tests {
         // A link inside a grant does not carry it: the kernel checks the real path, and
         // `home/.ssh` lies beneath no granted tree.
         assert_eq!(write, [root.join("home/code")]);
+
+        // A grant inside a carved place (a server's folder in /tmp) that holds a carved place
+        // of its own (the hub's state dir) is cut around that one only.
+        std::fs::create_dir_all(root.join("tmp/work/state")).unwrap();
+        std::fs::write(root.join("tmp/work/server"), "#!/bin/sh\n").unwrap();
+        let c = Confinement {
+            read: vec![root.join("tmp/work")],
+            write: Vec::new(),
+            carve: vec![root.join("tmp"), root.join("tmp/work/state")],
+            network: NetRule::Open,
+        };
+        assert_eq!(expand(&c).0, [root.join("tmp/work/server")]);
     }
 }
