@@ -551,3 +551,25 @@ async fn network_false_closes_everything_and_true_opens_it() {
         assert!(got.starts_with(want), "{server}:{tool} {args}: {got}");
     }
 }
+
+/// server-memory, sandboxed with the default profile, keeps its graph in the file its entry
+/// names (the file's folder is the server's to write) and reads it back.
+#[tokio::test]
+async fn server_memory_writes_where_its_entry_says() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let data = sc.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let file = data.join("memory.jsonl");
+    let mut entry = peers.entry("PEER_MEMORY", &[]);
+    entry["env"] = json!({"MEMORY_FILE_PATH": s(&file)});
+    let config = sc.servers(json!({"memory": entry}), None);
+    let mut hub = serve_with(&config, &[], &[]).await;
+    ready(&mut hub.client, &["memory:create_entities"]).await;
+    let alice = json!({"entities": [{"name": "Alice", "entityType": "person", "observations": ["works at Acme"]}]});
+    let r = hub.client.call("memory:create_entities", alice).await;
+    assert!(!crate::support::is_error(&r), "{r}");
+    let r = hub.client.call("memory:read_graph", json!({})).await;
+    assert!(r.to_string().contains("works at Acme"), "{r}");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("Alice"));
+}

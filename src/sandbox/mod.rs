@@ -268,9 +268,9 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     deny.extend(user_deny.iter().cloned());
     let private = places::private(cx.var("XDG_RUNTIME_DIR").map(Path::new));
 
-    // What the server is obviously meant to work on: its working directory and the existing
-    // directories its arguments and variables name, unless that would be most of the disk
-    // or a credential place.
+    // What the server is obviously meant to work on: its working directory and the folders
+    // its arguments and variables name, unless that would be most of the disk, the system's
+    // own folders or a credential place.
     let mut obvious: Vec<PathBuf> = vec![cwd.clone()];
     obvious.extend(named_dirs(
         args.iter().chain(entry_env.iter().map(|(_, v)| v)),
@@ -392,8 +392,10 @@ fn dedup(list: &mut Vec<PathBuf>) {
     });
 }
 
-/// Existing directories named by `words` (absolute, `./…`, `../…`, `.`, or after `=` in
-/// `--flag=value`), relative ones taken from `cwd`.
+/// The folders named by `words` (absolute, `./…`, `../…`, `.`, or after `=` in `--flag=value`;
+/// relative ones taken from `cwd`): a directory itself, and for a file — a server's script,
+/// a database, a data file still to be made — the folder it is in (where such a server keeps
+/// its state: server-memory writes beside its own script), when that folder exists.
 fn named_dirs<'a>(words: impl Iterator<Item = &'a String>, cwd: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for word in words {
@@ -410,9 +412,12 @@ fn named_dirs<'a>(words: impl Iterator<Item = &'a String>, cwd: &Path) -> Vec<Pa
             continue;
         }
         let path: PathBuf = cwd.join(value).components().collect();
-        if let Ok(real) = path.canonicalize()
-            && real.is_dir()
-        {
+        let dir = if path.is_dir() {
+            Some(path.as_path())
+        } else {
+            path.parent().filter(|p| p.is_dir())
+        };
+        if let Some(real) = dir.and_then(|d| d.canonicalize().ok()) {
             out.push(real);
         }
     }
@@ -830,6 +835,9 @@ mod tests {
         let dir = dir.path().canonicalize().unwrap();
         std::fs::create_dir_all(dir.join("data")).unwrap();
         std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join("pkg/dist")).unwrap();
+        std::fs::create_dir_all(dir.join("state")).unwrap();
+        std::fs::write(dir.join("pkg/dist/index.js"), "").unwrap();
         std::fs::write(dir.join("bin/tool"), "#!/bin/sh\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.join("bin/tool"), std::fs::Permissions::from_mode(0o755))
@@ -842,7 +850,8 @@ mod tests {
                 "c": {"command": "/bin/sh", "sandbox": {"network": {"allow": ["example.com"]}, "env": ["GITHUB_TOKEN"]}},
                 "d": {"command": "/bin/sh", "sandbox": {"network": false, "filesystem": {"deny": ["data"]}}, "args": ["./data"]},
                 "r": {"command": "/bin/sh", "args": ["-c", "docker"]},
-                "t": {"command": "./bin/tool"}
+                "t": {"command": "./bin/tool"},
+                "s": {"command": "/bin/sh", "args": ["./pkg/dist/index.js", "/etc/passwd"], "env": {"DB": "./state/new.db"}}
             }}"#,
             Support::Full,
         );

@@ -124,10 +124,18 @@ pub fn caches(home: Option<&Path>, xdg_cache: Option<&Path>, made: &[&str]) -> V
     out
 }
 
+/// The system's own folders: never writable because a server's arguments name a file there.
+const SYSTEM: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc",
+    "/sys", "/snap", "/nix",
+];
+
 /// Too broad to hand a server just because it is its working directory or appears in its
-/// arguments: the root, the home directory and what contains it, and the temp roots.
+/// arguments: the root, the home directory and what contains it, the temp roots, and the
+/// system's own folders.
 pub fn too_broad(dir: &Path, home: Option<&Path>) -> bool {
     dir == Path::new("/")
         || home.is_some_and(|h| h.starts_with(dir))
         || private(None).iter().any(|p| p == dir)
+        || SYSTEM.iter().any(|s| dir.starts_with(s))
 }
