@@ -318,8 +318,10 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         names,
         container: false,
     };
+    // The names the server will get, the proxy's variables included (their value is the
+    // proxy's address, known only once it runs).
     let env_names = env_recipe
-        .build(cx.hub_env, &network, &tmpdir, None)
+        .build(cx.hub_env, &network, &tmpdir, Some("http://127.0.0.1"))
         .vars
         .into_iter()
         .map(|(k, _)| k)
@@ -542,13 +544,13 @@ impl Plan {
         self.mode == Mode::Enforced
     }
 
-    /// The command line and environment for one start. `proxy_port` is the server's egress
+    /// The command line and environment for one start. `proxy` is the server's egress
     /// proxy, when its network goes through one.
     pub fn launch(
         &self,
         program: &Path,
         args: &[String],
-        proxy_port: Option<u16>,
+        proxy: Option<&proxy::EgressProxy>,
     ) -> Result<Launch, LaunchError> {
         let plain = || Launch {
             program: program.to_path_buf(),
@@ -573,7 +575,7 @@ impl Plan {
             });
         };
         prepare_dirs(profile)?;
-        let url = proxy_port.map(|p| format!("http://127.0.0.1:{p}"));
+        let url = proxy.map(proxy::EgressProxy::url);
         let env = recipe.build(&hub, &profile.network, &profile.tmpdir, url.as_deref());
         if self.mode != Mode::Enforced {
             return Ok(Launch {
@@ -582,7 +584,7 @@ impl Plan {
                 ..plain()
             });
         }
-        let rules = profile.confinement(proxy_port);
+        let rules = profile.confinement(proxy.map(proxy::EgressProxy::port));
         let rules = serde_json::to_string(&rules).unwrap_or_default();
         let (wrapper, mut wrapped) = wrapper_command().map_err(LaunchError::Wrapper)?;
         wrapped.extend([rules, "--".to_string()]);
@@ -873,6 +875,9 @@ mod tests {
         );
         let d = plans[3].profile.as_ref().unwrap();
         assert_eq!(d.network, Network::None);
+        // Shown names include the proxy's variables where the network goes through it.
+        assert!(a.env.contains(&"HTTPS_PROXY".to_string()), "{:?}", a.env);
+        assert!(!d.env.contains(&"HTTPS_PROXY".to_string()), "{:?}", d.env);
         assert!(
             !d.write.contains(&dir.join("data")),
             "deny wins: {:?}",

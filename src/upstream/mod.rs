@@ -562,7 +562,7 @@ impl Upstream {
         };
         let launch = self
             .sandbox
-            .launch(program, args, proxy.as_ref().map(|p| p.port()))
+            .launch(program, args, proxy.as_ref())
             .map_err(|e| e.to_string())?;
         if !launch.withheld.is_empty() {
             tracing::debug!(server = %self.name(), withheld = %launch.withheld.join(", "), "variables of the hub's environment not passed to the server (sandbox)");
