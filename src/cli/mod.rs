@@ -67,11 +67,17 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
     },
-    /// List the merged tool catalogue.
+    /// List the merged tool catalogue, or search it: `openpact tools --search "make a folder"`.
     Tools {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Rank the tools for a task in plain words, as the search_tools meta-tool does.
+        #[arg(long, value_name = "QUERY")]
+        search: Option<String>,
+        /// With --search: how many matches (default: openpact.toolSearch.limit).
+        #[arg(long, value_name = "N", requires = "search")]
+        limit: Option<usize>,
     },
     /// Call a tool: `openpact call SERVER:TOOL '{"arg": 1}'` (use `-` to read the arguments from stdin).
     Call {
@@ -226,7 +232,7 @@ impl Cli {
     pub fn wants_json(&self) -> bool {
         match &self.command {
             Some(
-                Command::Tools { json }
+                Command::Tools { json, .. }
                 | Command::Call { json, .. }
                 | Command::Resources { json }
                 | Command::Read { json, .. }
@@ -346,7 +352,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     };
     match command {
         Command::Serve { .. } => unreachable_serve(),
-        Command::Tools { json } => list(&load(&cli.config)?, &state, Listing::Tools, json).await,
+        Command::Tools {
+            json,
+            search: Some(query),
+            limit,
+        } => search_tools(&load(&cli.config)?, &state, &query, limit, json).await,
+        Command::Tools { json, .. } => {
+            list(&load(&cli.config)?, &state, Listing::Tools, json).await
+        }
         Command::Prompts { json } => {
             list(&load(&cli.config)?, &state, Listing::Prompts, json).await
         }
@@ -568,6 +581,41 @@ async fn list(
     };
     hub.shutdown().await;
     shown?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `openpact tools --search`: the whole catalogue ranked for `query` by the index that
+/// `search_tools` uses.
+async fn search_tools(
+    config: &Config,
+    state: &std::path::Path,
+    query: &str,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<ExitCode> {
+    if query.trim().is_empty() {
+        bail!("--search needs words: the task in plain words, like --search \"make a folder\"");
+    }
+    let limit = limit
+        .unwrap_or(config.hub.tool_search.limit)
+        .clamp(1, crate::config::ToolSearch::MAX_LIMIT);
+    let hub = Hub::start(config, state);
+    hub.declare_client(None);
+    settle(&hub).await;
+    let catalog = hub.catalog();
+    let tools = &catalog.tools.items;
+    let servers = crate::hub::views::tool_servers(tools, hub.upstreams());
+    let found = {
+        let (tools, query) = (tools.clone(), query.to_string());
+        tokio::task::spawn_blocking(move || {
+            crate::hub::views::index_over(&tools, &servers).search(&query, limit, |_| true)
+        })
+        .await
+        .context("the search stopped")?
+    };
+    let results = crate::hub::views::results(tools, &found, hub.upstreams());
+    hub.shutdown().await;
+    output::search_results(query, &results, tools.len(), json)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -170,6 +170,42 @@ fn prompt_arguments(json: &str) -> String {
         .unwrap_or_default()
 }
 
+/// `openpact tools --search`: the matches best first (`results` as `search_tools` gives
+/// them), of `total` tools.
+pub fn search_results(
+    query: &str,
+    results: &[Value],
+    total: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let out = json!({"query": query, "tools": results, "total": total});
+        out!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    if results.is_empty() {
+        out!(
+            "No tool matches \"{query}\" among {total} tools; try other words (what the tool does, or its server's name)."
+        );
+        return Ok(());
+    }
+    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+    let width = results
+        .iter()
+        .map(|r| text(r, "name").chars().count())
+        .max()
+        .unwrap_or(0);
+    for (i, r) in results.iter().enumerate() {
+        let description = description(&json!({"description": r["description"]}).to_string());
+        out!("{:>2}. {:<width$}  {description}", i + 1, text(r, "name"));
+    }
+    out!(
+        "\n{} of {total} tools, best first; call one with `openpact call NAME '{{…}}'` (`openpact tools --json` shows its arguments)",
+        results.len()
+    );
+    Ok(())
+}
+
 pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Result<()> {
     // The server's own name for the item: `tool` for tools, `prompt` for prompts.
     let own = match what {

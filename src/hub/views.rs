@@ -101,7 +101,6 @@ pub struct Search {
 
 impl Search {
     fn new(spec: &ViewSpec, view: &Catalog, upstreams: &[Arc<Upstream>]) -> Search {
-        let own = |upstream: usize| -> Option<&Arc<Upstream>> { upstreams.get(upstream) };
         let names: Vec<&str> = upstreams
             .iter()
             .filter(|u| spec.shows_server(u.index) && !u.config.disabled)
@@ -121,30 +120,7 @@ impl Search {
                 })
                 .map(|t| Arc::new(t.with_json(with_meta_flag(&t.json, ALWAYS_LOAD)))),
         );
-        let mut per_server: crate::FastMap<usize, (Arc<str>, Arc<str>)> = Default::default();
-        let servers = view
-            .tools
-            .items
-            .iter()
-            .map(|t| {
-                per_server
-                    .entry(t.upstream)
-                    .or_insert_with(|| match own(t.upstream) {
-                        Some(up) => (
-                            Arc::from(up.config.prefix()),
-                            Arc::from(
-                                up.snapshot()
-                                    .info
-                                    .as_ref()
-                                    .and_then(|i| i.instructions.as_deref())
-                                    .unwrap_or(""),
-                            ),
-                        ),
-                        None => (Arc::from(super::catalog::BUILTIN_SERVER), Arc::from("")),
-                    })
-                    .clone()
-            })
-            .collect();
+        let servers = tool_servers(&view.tools.items, upstreams);
         Search {
             listed: NamedList::of(listed),
             settings: spec.search.clone(),
@@ -157,14 +133,7 @@ impl Search {
     /// first call, which blocks: call it off the runtime unless [`Search::ready`].
     pub fn index(&self, tools: &[Arc<Named>]) -> Arc<Index> {
         self.index
-            .get_or_init(|| {
-                let docs: Vec<&crate::search::Doc> = tools
-                    .iter()
-                    .zip(&self.servers)
-                    .map(|(t, (server, hint))| t.search_doc(server, hint))
-                    .collect();
-                Arc::new(Index::new(docs))
-            })
+            .get_or_init(|| Arc::new(index_over(tools, &self.servers)))
             .clone()
     }
 
@@ -203,10 +172,73 @@ pub fn warm(views: &[Arc<Catalog>]) {
     }
 }
 
-/// What a search found: the view's tools that match, best first.
-pub fn found<'v>(view: &'v Catalog, hits: &[Hit]) -> Vec<&'v Arc<Named>> {
+/// Per tool: its server's name (the prefix its tools go by) and instructions, shared by
+/// the tools of one server.
+pub fn tool_servers(
+    tools: &[Arc<Named>],
+    upstreams: &[Arc<Upstream>],
+) -> Vec<(Arc<str>, Arc<str>)> {
+    let mut per_server: crate::FastMap<usize, (Arc<str>, Arc<str>)> = Default::default();
+    tools
+        .iter()
+        .map(|t| {
+            per_server
+                .entry(t.upstream)
+                .or_insert_with(|| match upstreams.get(t.upstream) {
+                    Some(up) => (
+                        Arc::from(up.config.prefix()),
+                        Arc::from(
+                            up.snapshot()
+                                .info
+                                .as_ref()
+                                .and_then(|i| i.instructions.as_deref())
+                                .unwrap_or(""),
+                        ),
+                    ),
+                    None => (Arc::from(super::catalog::BUILTIN_SERVER), Arc::from("")),
+                })
+                .clone()
+        })
+        .collect()
+}
+
+/// The index of `tools`, whose servers [`tool_servers`] gave (blocks for a big catalogue's
+/// first indexing: each tool's terms are made once and kept).
+pub fn index_over(tools: &[Arc<Named>], servers: &[(Arc<str>, Arc<str>)]) -> Index {
+    let docs: Vec<&crate::search::Doc> = tools
+        .iter()
+        .zip(servers)
+        .map(|(t, (server, hint))| t.search_doc(server, hint))
+        .collect();
+    Index::new(docs)
+}
+
+/// What a search found, as `search_tools` and `openpact tools --search` show it: each tool
+/// of `tools` that `hits` names, best first, with its full definition, server and score.
+pub fn results(
+    tools: &[Arc<Named>],
+    hits: &[Hit],
+    upstreams: &[Arc<Upstream>],
+) -> Vec<serde_json::Value> {
     hits.iter()
-        .filter_map(|h| view.tools.items.get(h.doc))
+        .filter_map(|h| tools.get(h.doc).map(|t| (t, h.score)))
+        .map(|(t, score)| {
+            let def: serde_json::Value = serde_json::from_str(&t.json).unwrap_or_default();
+            let mut entry = serde_json::json!({
+                "name": &*t.wire,
+                "server": super::catalog::server_name(upstreams, t.upstream),
+                "description": t.description,
+                "inputSchema": def.get("inputSchema").cloned()
+                    .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                "score": (score * 1000.0).round() / 1000.0,
+            });
+            for key in ["title", "annotations", "outputSchema"] {
+                if let Some(v) = def.get(key) {
+                    entry[key] = v.clone();
+                }
+            }
+            entry
+        })
         .collect()
 }
 

@@ -10,6 +10,7 @@
 //! - `routing`: calls routed and passed through, errors.
 //! - `names`: portable names and namespaces.
 //! - `startup`: slow and late servers, `list_changed`, empty configs.
+//! - `views`: profiles (stdio and HTTP endpoints) and tool search.
 //! - `load`: concurrency, batches, `--mcp`, stale cursors, requests at startup.
 
 mod catalogue;
@@ -20,6 +21,7 @@ mod load;
 mod names;
 mod routing;
 mod startup;
+mod views;
 
 use crate::support::{Client, FIXTURE, OPENPACT};
 use serde_json::{Value, json};

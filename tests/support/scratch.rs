@@ -46,6 +46,10 @@ impl Scratch {
                 // Built-in tools are tested on their own; elsewhere they would only shift
                 // every tool list and count.
                 op.entry("builtins").or_insert_with(|| json!(false));
+                // Tool search (on by default above 40 tools) is tested on its own; elsewhere
+                // two fixtures would already be searched instead of listed.
+                op.entry("toolSearch")
+                    .or_insert_with(|| json!({"mode": "off"}));
             }
         }
         std::fs::write(&p, serde_json::to_vec_pretty(&value).unwrap()).unwrap();

@@ -143,8 +143,8 @@ impl Session {
             })
         };
         let hits = index.search(query, limit, keep);
-        let found = views::found(view, &hits);
-        let mut text = if found.is_empty() {
+        let listed = views::results(tools, &hits, upstreams);
+        let mut text = if listed.is_empty() {
             format!(
                 "No tool matches \"{query}\" among the {} tools of {}. Try other words: what the tool does, or the server's name.",
                 tools.len(),
@@ -153,33 +153,18 @@ impl Session {
         } else {
             format!(
                 "Tools for \"{query}\", best first ({} of {}). Call one with {CALL_TOOL} {{\"name\": NAME, \"arguments\": {{…}}}}, or by its name.\n",
-                found.len(),
+                listed.len(),
                 tools.len()
             )
         };
-        let mut listed = Vec::with_capacity(found.len());
-        for (i, (t, hit)) in found.iter().zip(&hits).enumerate() {
-            let def: Value = serde_json::from_str(&t.json).unwrap_or(Value::Null);
-            let mut entry = json!({
-                "name": &*t.wire,
-                "server": server_of(t),
-                "description": t.description,
-                "inputSchema": def.get("inputSchema").cloned().unwrap_or(json!({"type": "object"})),
-                "score": (hit.score * 1000.0).round() / 1000.0,
-            });
-            for key in ["title", "annotations", "outputSchema"] {
-                if let Some(v) = def.get(key) {
-                    entry[key] = v.clone();
-                }
-            }
+        for (i, entry) in listed.iter().enumerate() {
             text.push_str(&format!(
                 "\n{}. {} — {}\n   input: {}\n",
                 i + 1,
-                t.wire,
-                t.description.trim(),
+                entry["name"].as_str().unwrap_or(""),
+                entry["description"].as_str().unwrap_or("").trim(),
                 entry["inputSchema"]
             ));
-            listed.push(entry);
         }
         let structured = json!({"query": query, "tools": listed, "total": tools.len()});
         tool_result(id, &text, Some(structured), false)
