@@ -7,6 +7,7 @@
 //! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
 //! - [`metrics`]: Prometheus counters and histograms of calls, served at `/metrics` (a leaf).
 //! - [`revision`]: the 2026-07-28 revision's version, `_meta` keys and error codes (a leaf).
+//! - [`search`]: ranked tool search — terms, synonyms, BM25 over tool definitions (a leaf).
 //! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
 //!   a loopback callback, refresh, the token store.
 //! - [`sandbox`]: what a stdio server may touch — its profile, its confinement (Landlock and
@@ -32,6 +33,7 @@ pub mod metrics;
 pub mod policy;
 pub mod revision;
 pub mod sandbox;
+pub mod search;
 pub mod state;
 pub mod time;
 pub mod transport;

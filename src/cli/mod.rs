@@ -62,6 +62,10 @@ pub enum Command {
         /// Don't serve stdio (only with --http).
         #[arg(long, requires = "http")]
         no_stdio: bool,
+        /// Serve the stdio session the view of this profile (`openpact.profiles`); over
+        /// HTTP each profile has its own endpoint, /mcp/PROFILE.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// List the merged tool catalogue.
     Tools {
@@ -297,10 +301,18 @@ async fn settle(hub: &Hub) {
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let state = state_dir(&cli.state_dir);
     let command = match (cli.mcp, cli.command) {
-        (false, Some(Command::Serve { http, no_stdio })) => {
+        (
+            false,
+            Some(Command::Serve {
+                http,
+                no_stdio,
+                profile,
+            }),
+        ) => {
             let faces = crate::face::Faces {
                 stdio: !no_stdio,
                 http,
+                profile,
             };
             let config = load(&cli.config)?;
             crate::face::serve(&config, &state, faces).await?;
@@ -313,6 +325,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             let faces = crate::face::Faces {
                 stdio: !cli.no_stdio,
                 http: cli.http,
+                profile: None,
             };
             let config = load(&cli.config)?;
             crate::face::serve(&config, &state, faces).await?;

@@ -638,10 +638,13 @@ pub fn config_human(config: &Config, state_dir: &Path) {
             );
         }
         if let Some(enabled) = &s.tool_filter.enabled {
-            out!("  enabledTools: {}", enabled.join(", "));
+            out!("  enabledTools: {}", enabled.patterns.join(", "));
         }
         if !s.tool_filter.disabled.is_empty() {
-            out!("  disabledTools: {}", s.tool_filter.disabled.join(", "));
+            out!(
+                "  disabledTools: {}",
+                s.tool_filter.disabled.patterns.join(", ")
+            );
         }
         out!("  protocol: {}", s.protocol.plan());
         out!("  timeout: {}", human_duration(s.timeout));
@@ -670,8 +673,8 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                 "disabled": s.disabled,
                 "timeoutMs": s.timeout.as_millis() as u64,
                 "protocol": s.protocol.label(),
-                "enabledTools": s.tool_filter.enabled,
-                "disabledTools": s.tool_filter.disabled,
+                "enabledTools": s.tool_filter.enabled.as_ref().map(|g| &g.patterns),
+                "disabledTools": s.tool_filter.disabled.patterns,
                 "env": super::env_keys(&s.transport),
             });
             match &s.transport {

@@ -14,6 +14,7 @@ mod resolve;
 pub mod sandbox;
 mod suggest;
 mod units;
+pub mod views;
 
 #[cfg(test)]
 mod remote_tests;
@@ -28,6 +29,8 @@ pub use paths::{FILE_NAME, data_dir, locate, state_dir, user_config_file};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
 };
+
+pub use views::{Globs, Profile, SearchMode, ToolSearch, ToolSelection};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -73,41 +76,18 @@ pub struct ServerConfig {
 
 /// Which of a server's tools the hub serves: those `enabledTools` matches (all when it is
 /// absent), minus those `disabledTools` matches; globs over the server's own tool names.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolFilter {
-    pub enabled: Option<Vec<String>>,
-    pub disabled: Vec<String>,
-    enabled_set: Option<globset::GlobSet>,
-    disabled_set: Option<globset::GlobSet>,
-}
-
-impl PartialEq for ToolFilter {
-    fn eq(&self, other: &Self) -> bool {
-        self.enabled == other.enabled && self.disabled == other.disabled
-    }
+    pub enabled: Option<Globs>,
+    pub disabled: Globs,
 }
 
 impl ToolFilter {
     /// From globs the config already checked (an invalid one is skipped).
     pub fn new(enabled: Option<Vec<String>>, disabled: Vec<String>) -> ToolFilter {
-        let compile = |globs: &[String]| {
-            let mut b = globset::GlobSetBuilder::new();
-            for g in globs {
-                if let Ok(glob) = globset::Glob::new(g) {
-                    b.add(glob);
-                }
-            }
-            b.build().ok()
-        };
         ToolFilter {
-            enabled_set: enabled.as_deref().and_then(compile),
-            disabled_set: if disabled.is_empty() {
-                None
-            } else {
-                compile(&disabled)
-            },
-            enabled,
-            disabled,
+            enabled: enabled.map(Globs::new),
+            disabled: Globs::new(disabled),
         }
     }
 
@@ -118,16 +98,7 @@ impl ToolFilter {
 
     /// Whether the hub serves the server's tool `name`.
     pub fn allows(&self, name: &str) -> bool {
-        let enabled = match (&self.enabled, &self.enabled_set) {
-            (None, _) => true,
-            (Some(_), Some(set)) => set.is_match(name),
-            (Some(_), None) => false,
-        };
-        enabled
-            && !self
-                .disabled_set
-                .as_ref()
-                .is_some_and(|set| set.is_match(name))
+        self.enabled.as_ref().is_none_or(|e| e.matches(name)) && !self.disabled.matches(name)
     }
 }
 
@@ -284,6 +255,10 @@ pub struct HubSettings {
     pub http: HttpSettings,
     /// `openpact.sandbox`: the default containment of stdio servers.
     pub sandbox: sandbox::SandboxSettings,
+    /// `openpact.toolSearch`: when the catalogue is searched instead of listed.
+    pub tool_search: ToolSearch,
+    /// `openpact.profiles`: the catalogue as particular clients see it, in file order.
+    pub profiles: Vec<Profile>,
 }
 
 /// `openpact.http`: where and how `serve --http` listens.
@@ -397,6 +372,8 @@ impl Default for HubSettings {
             builtins: BuiltinsSettings::defaults(&data_dir(&|k| std::env::var(k).ok())),
             http: HttpSettings::default(),
             sandbox: sandbox::SandboxSettings::default(),
+            tool_search: ToolSearch::default(),
+            profiles: Vec::new(),
         }
     }
 }

@@ -19,10 +19,15 @@ pub struct Faces {
     pub stdio: bool,
     /// `Some(address)` serves HTTP; `Some(None)` on `openpact.http.address`.
     pub http: Option<Option<String>>,
+    /// The profile the stdio session sees (`serve --profile`); HTTP serves every profile on
+    /// an endpoint of its own whatever this says.
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("no profile \"{0}\" in the config: {1}")]
+    UnknownProfile(String, String),
     #[error("could not set up stdio or signal handling: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -38,6 +43,27 @@ pub async fn serve(
     state_dir: &std::path::Path,
     faces: Faces,
 ) -> Result<(), ServeError> {
+    // Checked before anything starts: a typo must not serve the whole catalogue instead.
+    let view = match &faces.profile {
+        None => 0,
+        Some(name) => match config.hub.profiles.iter().position(|p| &p.name == name) {
+            Some(i) => i + 1,
+            None => {
+                let known: Vec<&str> = config
+                    .hub
+                    .profiles
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect();
+                let hint = if known.is_empty() {
+                    "it defines none (openpact.profiles)".to_string()
+                } else {
+                    format!("the profiles are {}", known.join(", "))
+                };
+                return Err(ServeError::UnknownProfile(name.clone(), hint));
+            }
+        },
+    };
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     // `openpact cache clear` asks running hubs to drop their cached results this way.
@@ -62,7 +88,7 @@ pub async fn serve(
     // worker they would otherwise wait for this task's next await.
     tokio::task::yield_now().await;
     let mut stdio_face = match stdout {
-        Some(stdout) => Some(stdio::start(&hub, stdout)?),
+        Some(stdout) => Some(stdio::start(&hub, stdout, view)?),
         None => None,
     };
     let http_face = bound.map(|b| http::start(b, hub.clone(), &config.hub.http));

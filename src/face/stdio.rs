@@ -24,8 +24,9 @@ pub fn open_stdout() -> std::io::Result<stdio::Stdout> {
 }
 
 /// Starts the stdio session of `hub`, writing to `stdout`.
-pub fn start(hub: &Arc<Hub>, stdout: stdio::Stdout) -> std::io::Result<StdioFace> {
-    let session = Session::new(hub.clone(), stdout.outgoing.clone());
+/// The session sees view `view` (0: the whole catalogue; a profile's, for `--profile`).
+pub fn start(hub: &Arc<Hub>, stdout: stdio::Stdout, view: usize) -> std::io::Result<StdioFace> {
+    let session = Session::new(hub.clone(), stdout.outgoing.clone(), view);
     let stdin_closed = {
         let session = session.clone();
         stdio::read_stdin(hub.settings.max_message_size, move |frame| {

@@ -16,12 +16,14 @@ type Index = FastMap<Arc<str>, usize>;
 
 /// The index standing for OpenPact's own tools, served in process (not a configured server).
 pub const BUILTIN: usize = usize::MAX;
+/// The index standing for the search meta-tools (`search_tools`, `call_tool`).
+pub const META: usize = usize::MAX - 1;
 /// The server name built-in tools go by in logs, audit records and listings.
 pub const BUILTIN_SERVER: &str = "openpact";
 
 /// The name of server `i`, built-ins included.
 pub fn server_name(upstreams: &[Arc<Upstream>], i: usize) -> &str {
-    if i == BUILTIN {
+    if i == BUILTIN || i == META {
         BUILTIN_SERVER
     } else {
         upstreams.get(i).map_or("?", |u| u.name())
@@ -50,6 +52,8 @@ pub struct Named {
     pub description: String,
     /// `sha256:…` of description + schema + annotations, computed when first needed.
     definition: std::sync::OnceLock<String>,
+    /// What tool search knows of it, made when a search first needs it.
+    doc: std::sync::OnceLock<crate::search::Doc>,
     /// This entry's part of the list fingerprint.
     hash: u64,
 }
@@ -58,6 +62,32 @@ impl Named {
     pub fn definition(&self) -> &str {
         self.definition
             .get_or_init(|| crate::policy::canonical::definition_hash(&self.json))
+    }
+
+    /// The tool as search sees it; `server` and `hint` (its server's instructions) are read
+    /// only the first time.
+    pub fn search_doc(&self, server: &str, hint: &str) -> &crate::search::Doc {
+        self.doc
+            .get_or_init(|| crate::search::Doc::of_tool(&self.original, &self.json, server, hint))
+    }
+
+    /// This entry with `json` for its definition (the rest shared).
+    pub fn with_json(&self, json: String) -> Named {
+        Named {
+            hash: item_hash(self.upstream, &json),
+            json,
+            definition: std::sync::OnceLock::new(),
+            doc: std::sync::OnceLock::new(),
+            ..self.clone()
+        }
+    }
+
+    /// One of the hub's own entries (built-ins, meta-tools), under its bare name.
+    pub fn own(upstream: usize, entry: &Entry) -> Named {
+        let mut named = Named::builtin(entry);
+        named.upstream = upstream;
+        named.hash = item_hash(upstream, &entry.json);
+        named
     }
 
     /// A built-in tool, under its bare name (valid in both naming modes).
@@ -75,6 +105,7 @@ impl Named {
             read_only: read_only(&obj),
             description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
+            doc: std::sync::OnceLock::new(),
             hash: item_hash(BUILTIN, &entry.json),
         }
     }
@@ -112,6 +143,7 @@ impl Named {
             read_only: read_only(&obj),
             description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
+            doc: std::sync::OnceLock::new(),
             hash: item_hash(upstream, &json),
             json,
         })
@@ -157,6 +189,11 @@ pub struct NamedList {
 }
 
 impl NamedList {
+    /// A list of the hub's own entries, in order.
+    pub fn of(items: Vec<Arc<Named>>) -> NamedList {
+        NamedList::merge("tool", &mut Vec::new(), std::iter::once(&items[..]))
+    }
+
     /// The servers' shares in order; a wire name offered twice goes to the first.
     fn merge<'a>(
         kind: &'static str,
@@ -217,6 +254,8 @@ pub struct Catalog {
     pub templates_fingerprint: u64,
     /// Names or URIs offered by more than one server (the first in config order wins).
     pub conflicts: Vec<Conflict>,
+    /// Set when tool search replaces this view's tool list.
+    pub search: Option<Arc<super::views::Search>>,
 }
 
 /// Conflicts of one kind between one pair of servers: (kind, kept, other) and the keys.
@@ -434,16 +473,79 @@ impl Builder {
             templates,
             uri_index,
             conflicts,
+            search: None,
         }
     }
 }
 
 impl Catalog {
+    /// The part of this catalogue whose server `keep_server` accepts and, for tools, that
+    /// `keep_tool` accepts too (built-ins are server [`BUILTIN`]).
+    pub fn filtered(
+        &self,
+        keep_server: impl Fn(usize) -> bool,
+        keep_tool: impl Fn(&Named) -> bool,
+    ) -> Catalog {
+        let mut none = Vec::new();
+        let tools: Vec<Arc<Named>> = self
+            .tools
+            .items
+            .iter()
+            .filter(|t| keep_server(t.upstream) && keep_tool(t))
+            .cloned()
+            .collect();
+        let prompts: Vec<Arc<Named>> = self
+            .prompts
+            .items
+            .iter()
+            .filter(|p| keep_server(p.upstream))
+            .cloned()
+            .collect();
+        let pick = |list: &[Arc<Listed>]| -> Vec<Arc<Listed>> {
+            list.iter()
+                .filter(|r| keep_server(r.upstream))
+                .cloned()
+                .collect()
+        };
+        let (resources, uri_index) = merge(
+            "resource",
+            &mut none,
+            std::iter::once(&pick(&self.resources)[..]),
+        );
+        let (templates, _) = merge(
+            "resource template",
+            &mut none,
+            std::iter::once(&pick(&self.templates)[..]),
+        );
+        Catalog {
+            tools: NamedList::merge("tool", &mut none, std::iter::once(&tools[..])),
+            prompts: NamedList::merge("prompt", &mut none, std::iter::once(&prompts[..])),
+            resources_fingerprint: fold(resources.iter().map(|r| r.hash)),
+            templates_fingerprint: fold(templates.iter().map(|r| r.hash)),
+            resources,
+            templates,
+            uri_index,
+            conflicts: Vec::new(),
+            search: None,
+        }
+    }
+
+    /// The tools a client is given: the search's short list when search is on, else all.
+    pub fn listed_tools(&self) -> &NamedList {
+        self.search.as_ref().map_or(&self.tools, |s| &s.listed)
+    }
+
     /// Which server serves `uri`: the one listing it, else the first whose template matches
     /// it, else the only ready server offering resources at all.
-    pub fn route_uri(&self, uri: &str, upstreams: &[Arc<Upstream>]) -> Option<usize> {
+    /// Only servers `in_view` accepts are candidates for the last resort.
+    pub fn route_uri(
+        &self,
+        uri: &str,
+        upstreams: &[Arc<Upstream>],
+        in_view: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         self.route_uri_listed(uri)
-            .or_else(|| self.only_resource_server(upstreams))
+            .or_else(|| self.only_resource_server(upstreams, in_view))
     }
 
     /// The server that lists `uri` or a template matching it.
@@ -461,12 +563,17 @@ impl Catalog {
     }
 
     /// The last resort for a URI nobody lists: the only ready server offering resources.
-    fn only_resource_server(&self, upstreams: &[Arc<Upstream>]) -> Option<usize> {
+    fn only_resource_server(
+        &self,
+        upstreams: &[Arc<Upstream>],
+        in_view: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let mut offering = ready(upstreams).filter(|u| {
-            u.snapshot()
-                .info
-                .as_ref()
-                .is_some_and(|i| i.has_capability("resources"))
+            in_view(u.index)
+                && u.snapshot()
+                    .info
+                    .as_ref()
+                    .is_some_and(|i| i.has_capability("resources"))
         });
         match (offering.next(), offering.next()) {
             (Some(only), None) => Some(only.index),

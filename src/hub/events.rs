@@ -140,7 +140,17 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
         {
             changes.push(HubEvent::ResourcesChanged);
         }
-        *cur = Arc::new(fresh);
+        let fresh = Arc::new(fresh);
+        let views: Arc<[Arc<catalog::Catalog>]> = hub
+            .view_specs
+            .iter()
+            .map(|v| v.catalog(&fresh, &hub.upstreams))
+            .collect();
+        super::views::warm(&views);
+        *hub.views
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = views;
+        *cur = fresh;
         changes
     };
     hub.rebuilt.fetch_max(upto, Ordering::SeqCst);

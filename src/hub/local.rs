@@ -17,7 +17,7 @@ impl LocalClient {
     /// Opens a session and runs `initialize` with `capabilities` (JSON text).
     pub async fn connect(hub: Arc<Hub>, capabilities: &str) -> LocalClient {
         let (tx, rx) = Outbox::channel();
-        let session = Session::new(hub, tx);
+        let session = Session::new(hub, tx, 0);
         let mut client = LocalClient {
             session,
             rx,

@@ -43,7 +43,7 @@ impl Session {
     ) -> Result<(Route, Arc<Named>), String> {
         let hub = self.hub.clone();
         let error = |e: RouteError| jsonrpc::error(m.id(), e.code(), &e.to_string(), None);
-        let e = match hub.route_name(kind, name).await {
+        let e = match hub.route_name(self.view(), kind, name).await {
             Ok(found) => return Ok(found),
             Err(e) => e,
         };
@@ -75,7 +75,7 @@ impl Session {
                 jsonrpc::error(m.id(), crate::upstream::code::UNAVAILABLE, &why, None)
             });
         }
-        hub.route_name(kind, name).await.map_err(error)
+        hub.route_name(self.view(), kind, name).await.map_err(error)
     }
 }
 

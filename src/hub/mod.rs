@@ -22,6 +22,7 @@ mod routing;
 pub mod session;
 pub mod status;
 pub mod uri_template;
+pub mod views;
 
 pub use catalog::{Catalog, CatalogTool, Named};
 pub use local::LocalClient;
@@ -97,6 +98,10 @@ pub struct Hub {
     pub settings: HubSettings,
     upstreams: Vec<Arc<Upstream>>,
     catalog: RwLock<Arc<Catalog>>,
+    /// The views clients are served ([`views`]): the default one first, then one per profile.
+    view_specs: Vec<views::ViewSpec>,
+    /// Their catalogues, rebuilt with the whole one.
+    views: RwLock<Arc<[Arc<Catalog>]>>,
     /// Bumps on every snapshot change of any server; waiters re-check their condition.
     changed: watch::Sender<u64>,
     events: broadcast::Sender<HubEvent>,
@@ -214,10 +219,18 @@ impl Hub {
             .collect();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_tools);
+        let first = Arc::new(builder.build(&[]));
+        let view_specs = views::ViewSpec::all(config);
+        let first_views: Arc<[Arc<Catalog>]> = view_specs
+            .iter()
+            .map(|v| v.catalog(&first, &upstreams))
+            .collect();
         let hub = Arc::new(Hub {
             settings: config.hub.clone(),
             upstreams,
-            catalog: RwLock::new(Arc::new(builder.build(&[]))),
+            catalog: RwLock::new(first),
+            view_specs,
+            views: RwLock::new(first_views),
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
             shutdown,
@@ -355,6 +368,37 @@ impl Hub {
             Ok(c) => c.clone(),
             Err(p) => p.into_inner().clone(),
         }
+    }
+
+    /// View `view`'s catalogue (the whole one for an unknown view).
+    pub fn view_catalog(&self, view: usize) -> Arc<Catalog> {
+        let views = match self.views.read() {
+            Ok(v) => v.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        match views.get(view) {
+            Some(c) => c.clone(),
+            None => self.catalog(),
+        }
+    }
+
+    /// The view of profile `name`.
+    pub fn view_named(&self, name: &str) -> Option<usize> {
+        self.view_specs
+            .iter()
+            .position(|v| v.name.as_deref() == Some(name))
+    }
+
+    /// The configured profiles' names, in order.
+    pub fn profile_names(&self) -> Vec<&str> {
+        self.view_specs
+            .iter()
+            .filter_map(|v| v.name.as_deref())
+            .collect()
+    }
+
+    pub fn view_spec(&self, view: usize) -> Option<&views::ViewSpec> {
+        self.view_specs.get(view)
     }
 
     /// Fires after every change of any server (state, lists).
@@ -571,15 +615,27 @@ impl Hub {
     /// ready server's own, labelled. Worded to hold whatever the host does to tool names:
     /// hosts add prefixes of their own and swap separators, so the text never spells the
     /// wire form.
-    pub fn instructions(&self) -> String {
+    /// Only the servers of view `view` are told of; a view whose tools are searched says so.
+    pub fn instructions(&self, view: usize) -> String {
+        let spec = self.view_spec(view);
         let mut text = String::from(
             "openpact is an MCP hub: it serves the tools, prompts and resources of several MCP \
              servers as one. The name of each tool and prompt starts with the name of the \
              server that provides it (or a prefix configured for that server); openpact's own \
              tools have plain names. Servers that are still starting add their tools when ready.",
         );
+        if self.view_catalog(view).search.is_some() {
+            text.push_str(
+                " Only a few tools are listed: find the one for a task with search_tools \
+                 (describe the task in plain words), then call it with call_tool.",
+            );
+        }
         let mut first = true;
-        for up in &self.upstreams {
+        for up in self
+            .upstreams
+            .iter()
+            .filter(|u| spec.is_none_or(|v| v.shows_server(u.index)))
+        {
             if let Some(own) = up
                 .snapshot()
                 .info

@@ -75,8 +75,10 @@ impl Hub {
     /// A name whose server is still starting waits for it (within `list_wait`); a name of a
     /// server that has already failed (or is otherwise down) is answered at once, whatever
     /// other servers are still doing.
+    /// Only view `view`'s names are known (see [`super::views`]).
     pub async fn route_name(
         &self,
+        view: usize,
         kind: NameKind,
         name: &str,
     ) -> Result<(Route, Arc<Named>), RouteError> {
@@ -87,7 +89,7 @@ impl Hub {
                 Err(RouteError::Unknown { .. } | RouteError::ServerDown { starting: true, .. })
             )
         };
-        let first = self.try_route_name(kind, name);
+        let first = self.try_route_name(view, kind, name);
         if !may_come(&first) || !self.starting() {
             return first;
         }
@@ -96,18 +98,19 @@ impl Hub {
             .list_wait
             .saturating_sub(self.started.elapsed());
         self.wait_until(left, || {
-            !may_come(&self.try_route_name(kind, name)) || !self.starting()
+            !may_come(&self.try_route_name(view, kind, name)) || !self.starting()
         })
         .await;
-        self.try_route_name(kind, name)
+        self.try_route_name(view, kind, name)
     }
 
     fn try_route_name(
         &self,
+        view: usize,
         kind: NameKind,
         name: &str,
     ) -> Result<(Route, Arc<Named>), RouteError> {
-        let catalog = self.catalog();
+        let catalog = self.view_catalog(view);
         let (list, label) = match kind {
             NameKind::Tool => (&catalog.tools, "tool"),
             NameKind::Prompt => (&catalog.prompts, "prompt"),
@@ -122,8 +125,9 @@ impl Hub {
             };
             return Ok((route, t.clone()));
         }
-        // Not served: if the name points at a known server, say what is wrong with it.
-        for up in &self.upstreams {
+        // Not served: if the name points at a known server in view, say what is wrong with it.
+        let in_view = |i: usize| self.view_spec(view).is_none_or(|v| v.shows_server(i));
+        for up in self.upstreams.iter().filter(|u| in_view(u.index)) {
             let prefix = up.config.prefix();
             let matches = !prefix.is_empty()
                 && (name
@@ -147,20 +151,24 @@ impl Hub {
     }
 
     /// The server serving a resource URI (or a URI template, for completion).
-    pub async fn route_uri(&self, uri: &str) -> Result<Arc<Upstream>, RouteError> {
+    pub async fn route_uri(&self, view: usize, uri: &str) -> Result<Arc<Upstream>, RouteError> {
         // A URI no ready server lists may belong to one still starting: wait for it before
         // falling back to "the only server with resources", which could be the wrong one.
-        if self.catalog().route_uri_listed(uri).is_none() && self.starting() {
+        if self.view_catalog(view).route_uri_listed(uri).is_none() && self.starting() {
             let left = self
                 .settings
                 .list_wait
                 .saturating_sub(self.started.elapsed());
             self.wait_until(left, || {
-                self.catalog().route_uri_listed(uri).is_some() || !self.starting()
+                self.view_catalog(view).route_uri_listed(uri).is_some() || !self.starting()
             })
             .await;
         }
-        match self.catalog().route_uri(uri, &self.upstreams) {
+        let in_view = |i: usize| self.view_spec(view).is_none_or(|v| v.shows_server(i));
+        match self
+            .view_catalog(view)
+            .route_uri(uri, &self.upstreams, in_view)
+        {
             Some(i) => Ok(self.upstreams[i].clone()),
             None => Err(RouteError::NoServerForUri(uri.into())),
         }

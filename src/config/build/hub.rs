@@ -120,6 +120,7 @@ impl Builder<'_> {
             );
             return hub;
         };
+        let mut profiles = None;
         for (key, v) in map {
             let path = child("openpact", key);
             if v.is_null() && HUB_KEYS.contains(&key.as_str()) {
@@ -165,6 +166,9 @@ impl Builder<'_> {
                 "builtins" => hub.builtins = self.builtins(v, &path),
                 "http" => hub.http = self.http(v, &path),
                 "sandbox" => hub.sandbox = self.sandbox_settings(v, &path),
+                "toolSearch" => hub.tool_search = self.tool_search(v, &path, &hub.tool_search),
+                // After the loop: a profile's `toolSearch` starts from the hub's.
+                "profiles" => profiles = Some((v, path)),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
                     let known: Vec<&str> =
@@ -172,6 +176,9 @@ impl Builder<'_> {
                     self.unknown(&path, closest_key(key, &known));
                 }
             }
+        }
+        if let Some((v, path)) = profiles {
+            hub.profiles = self.profiles(v, &path, &hub.tool_search);
         }
         hub
     }

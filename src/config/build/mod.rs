@@ -9,6 +9,7 @@ mod hub;
 mod remote;
 mod sandbox;
 mod servers;
+mod views;
 
 use super::expand::{self, Unset};
 use super::suggest::{child, closest, unknown_key};
@@ -31,6 +32,8 @@ const HUB_KEYS: &[&str] = &[
     "builtins",
     "http",
     "sandbox",
+    "toolSearch",
+    "profiles",
 ];
 
 pub(super) fn parse(
@@ -126,6 +129,7 @@ pub(super) fn parse(
     }
     b.collisions(&claims);
     b.rule_targets(&hub, &servers);
+    b.profile_targets(&hub.profiles, &servers);
 
     // Only file-level problems stop the load; when there are any, report everything at once.
     if b.problems.iter().any(|p| !b.local.contains(p)) {

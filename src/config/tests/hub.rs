@@ -83,6 +83,8 @@ fn hub_settings() {
             builtins: BuiltinsSettings::defaults(f.dir.path()),
             http: crate::config::HttpSettings::default(),
             sandbox: Default::default(),
+            tool_search: Default::default(),
+            profiles: Vec::new(),
         }
     );
     let c = f.ok(
@@ -176,4 +178,57 @@ fn sandbox_settings_are_read_with_their_profile() {
         "{e}"
     );
     assert!(e.contains("openpact.sandbox.profile.env[0]"), "{e}");
+}
+
+#[test]
+fn tool_search_and_profiles_are_read_with_profiles_inheriting_the_search() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {"fs": {"command": "tool"}, "github": {"command": "tool"}},
+            "openpact": {
+              "profiles": {
+                "coding": {"servers": ["fs", "github"], "tools": ["!github:delete_*"]},
+                "research": {"servers": ["fs"], "builtins": false, "toolSearch": {"mode": "on"}}
+              },
+              "toolSearch": {"mode": "auto", "threshold": 20, "alwaysLoad": ["fs:read_*"], "limit": 5}
+            }}"#,
+        &[],
+    );
+    let search = &c.hub.tool_search;
+    assert_eq!(search.mode, crate::config::SearchMode::Auto);
+    assert_eq!((search.threshold, search.limit), (20, 5));
+    assert!(search.always_load.matches("fs:read_text_file"));
+    assert!(!search.active(20) && search.active(21));
+    let [coding, research] = &c.hub.profiles[..] else {
+        panic!("two profiles expected: {:?}", c.hub.profiles)
+    };
+    assert_eq!(coding.name, "coding");
+    assert!(coding.has_server("github") && !research.has_server("github"));
+    assert!(coding.tools.allows("github:create_issue"));
+    assert!(!coding.tools.allows("github:delete_repo"));
+    assert!(coding.builtins && !research.builtins);
+    // A profile's own toolSearch starts from the hub's, whatever the key order.
+    assert_eq!(coding.tool_search, *search);
+    assert_eq!(research.tool_search.mode, crate::config::SearchMode::On);
+    assert_eq!(research.tool_search.threshold, 20);
+}
+
+#[test]
+fn a_profile_naming_an_unknown_server_is_an_error_at_its_json_path() {
+    let f = Fixture::new();
+    let problems = f.err_short(
+        r#"{"mcpServers": {"github": {"command": "tool"}},
+            "openpact": {"profiles": {"coding": {"servers": ["github", "githb"]},
+                                      "bad name": {}},
+                         "toolSearch": {"mode": "sometimes", "limit": 500}}}"#,
+        &[],
+    );
+    let all = problems.join("\n");
+    assert!(
+        all.contains(r#"mcp.json: openpact.profiles.coding.servers[1]: "githb" is not a configured server; did you mean "github"?"#),
+        "{all}"
+    );
+    assert!(all.contains("not a profile name"), "{all}");
+    assert!(all.contains("openpact.toolSearch.mode"), "{all}");
+    assert!(all.contains("openpact.toolSearch.limit"), "{all}");
 }

@@ -1,6 +1,7 @@
 //! `openpact serve --http`: the hub over Streamable HTTP on `/mcp` — both the session-based
 //! shape of 2025-03-26 … 2025-11-25 and the stateless 2026-07-28 revision (`modern`) —
-//! plus `/health` and `/metrics`, with axum on the hub's runtime.
+//! and on `/mcp/PROFILE` for each profile's view of the catalogue, plus `/health` and
+//! `/metrics`, with axum on the hub's runtime.
 //!
 //! Each `Mcp-Session-Id` is one downstream [`crate::hub::Session`], exactly like the stdio
 //! face's. `guard` refuses what must not reach MCP (Origin, Host, token); `session` routes a
@@ -20,7 +21,7 @@ use crate::config::HttpSettings;
 use crate::hub::Hub;
 use crate::jsonrpc::{self, Kind, Message, code, parse_frame};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
@@ -123,6 +124,10 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
     });
     let app = axum::Router::new()
         .route("/mcp", get(get_stream).post(post).delete(delete))
+        .route(
+            "/mcp/{profile}",
+            get(get_stream_in).post(post_in).delete(delete_in),
+        )
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(face.clone(), check))
@@ -223,8 +228,79 @@ fn rpc_error(status: StatusCode, id: &str, code: i64, message: &str) -> Response
     json(status, jsonrpc::error(id, code, message, None))
 }
 
-/// The session a request names, or the reply saying why there is none.
-fn session_of(face: &Face, headers: &HeaderMap) -> Result<Arc<HttpSession>, Box<Response>> {
+/// The view of endpoint `/mcp/PROFILE`, or the reply saying there is no such profile.
+fn view_of(face: &Face, profile: &str) -> Result<usize, Box<Response>> {
+    let hub = face.backend.hub();
+    if let Some(view) = hub.and_then(|h| h.view_named(profile)) {
+        return Ok(view);
+    }
+    let known = hub.map(|h| h.profile_names()).unwrap_or_default();
+    let hint = if known.is_empty() {
+        "no profiles are configured (openpact.profiles); use /mcp".to_string()
+    } else {
+        format!("the profiles are {}", known.join(", "))
+    };
+    Err(Box::new(rpc_error(
+        StatusCode::NOT_FOUND,
+        "null",
+        code::INVALID_REQUEST,
+        &format!("no profile \"{profile}\": {hint}"),
+    )))
+}
+
+async fn post_in(
+    State(face): State<Arc<Face>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match view_of(&face, &profile) {
+        Ok(view) => serve_post(face, view, headers, body).await,
+        Err(resp) => *resp,
+    }
+}
+
+async fn get_stream_in(
+    State(face): State<Arc<Face>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match view_of(&face, &profile) {
+        Ok(view) => serve_get(face, view, headers).await,
+        Err(resp) => *resp,
+    }
+}
+
+async fn delete_in(
+    State(face): State<Arc<Face>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match view_of(&face, &profile) {
+        Ok(view) => serve_delete(face, view, headers).await,
+        Err(resp) => *resp,
+    }
+}
+
+async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) -> Response {
+    serve_post(face, 0, headers, body).await
+}
+
+async fn get_stream(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
+    serve_get(face, 0, headers).await
+}
+
+async fn delete(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
+    serve_delete(face, 0, headers).await
+}
+
+/// The session a request to view `view`'s endpoint names, or the reply saying why there is
+/// none (a session opened on another endpoint is not this one's).
+fn session_of(
+    face: &Face,
+    headers: &HeaderMap,
+    view: usize,
+) -> Result<Arc<HttpSession>, Box<Response>> {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
@@ -235,6 +311,7 @@ fn session_of(face: &Face, headers: &HeaderMap) -> Result<Arc<HttpSession>, Box<
     };
     lock(&face.sessions)
         .get(id)
+        .filter(|s| s.view == view)
         .cloned()
         .ok_or_else(|| Box::new(unknown_session("null")))
 }
@@ -248,7 +325,7 @@ fn unknown_session(id: &str) -> Response {
     )
 }
 
-async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn serve_post(face: Arc<Face>, view: usize, headers: HeaderMap, body: Bytes) -> Response {
     let mut messages: Vec<_> = match parse_frame(body.to_vec()) {
         Ok(messages) => messages.collect(),
         Err(e) => {
@@ -292,7 +369,7 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
         && modern::speaks_modern(&headers, &m)
     {
         return match m.kind() {
-            Kind::Request => modern::post(hub, &headers, m).await,
+            Kind::Request => modern::post(hub, view, &headers, m).await,
             // The revision defines no client notification over HTTP (closing a stream
             // cancels); accepted and dropped.
             Kind::Notification => StatusCode::ACCEPTED.into_response(),
@@ -305,9 +382,9 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
         };
     }
     if m.kind() == Kind::Request && m.method() == "initialize" {
-        return initialize(&face, m).await;
+        return initialize(&face, m, view).await;
     }
-    let hs = match session_of(&face, &headers) {
+    let hs = match session_of(&face, &headers, view) {
         Ok(hs) => hs,
         Err(resp) => return *resp,
     };
@@ -336,7 +413,7 @@ async fn post(State(face): State<Arc<Face>>, headers: HeaderMap, body: Bytes) ->
 }
 
 /// A fresh session for `initialize`; kept only if the hub answers with a result.
-async fn initialize(face: &Arc<Face>, m: Message) -> Response {
+async fn initialize(face: &Arc<Face>, m: Message, view: usize) -> Response {
     if !make_room(face) {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -356,7 +433,7 @@ async fn initialize(face: &Arc<Face>, m: Message) -> Response {
             "no random source for a session id",
         );
     };
-    let hs = match HttpSession::open(&face.backend, id.clone()).await {
+    let hs = match HttpSession::open(&face.backend, id.clone(), view).await {
         Ok(hs) => hs,
         Err(e) => {
             return rpc_error(
@@ -485,8 +562,8 @@ fn sse(mut resp: Response) -> Response {
 
 /// GET: the session's stream for messages unrelated to a request, resumable with
 /// `Last-Event-ID`.
-async fn get_stream(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
-    let hs = match session_of(&face, &headers) {
+async fn serve_get(face: Arc<Face>, view: usize, headers: HeaderMap) -> Response {
+    let hs = match session_of(&face, &headers, view) {
         Ok(hs) => hs,
         Err(resp) => return *resp,
     };
@@ -508,8 +585,8 @@ async fn get_stream(State(face): State<Arc<Face>>, headers: HeaderMap) -> Respon
 }
 
 /// DELETE: the client is done; its calls in flight are cancelled.
-async fn delete(State(face): State<Arc<Face>>, headers: HeaderMap) -> Response {
-    let hs = match session_of(&face, &headers) {
+async fn serve_delete(face: Arc<Face>, view: usize, headers: HeaderMap) -> Response {
+    let hs = match session_of(&face, &headers, view) {
         Ok(hs) => hs,
         Err(resp) => return *resp,
     };

@@ -94,11 +94,11 @@ fn mismatch(headers: &HeaderMap, m: &Message) -> Option<String> {
 }
 
 /// Serves one 2026-07-28 request.
-pub(super) async fn post(hub: &Arc<Hub>, headers: &HeaderMap, m: Message) -> Response {
+pub(super) async fn post(hub: &Arc<Hub>, view: usize, headers: &HeaderMap, m: Message) -> Response {
     if let Some(why) = mismatch(headers, &m) {
         return rpc_error(StatusCode::BAD_REQUEST, m.id(), HEADER_MISMATCH, &why);
     }
-    let mut call = modern::start(hub.clone(), m, "http".into());
+    let mut call = modern::start(hub.clone(), m, "http".into(), view);
     match call.next().await {
         Some(Out::Done { line, status }) => json(http_status(status), line),
         Some(Out::Notify(line)) => sse(Sse::new(ModernStream {

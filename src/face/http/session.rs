@@ -111,6 +111,9 @@ impl Peer {
 
 pub struct HttpSession {
     pub id: String,
+    /// The hub view it was opened on (its endpoint: `/mcp` is 0, `/mcp/PROFILE` the
+    /// profile's); requests for it come to that endpoint only.
+    pub view: usize,
     peer: Peer,
     routes: Mutex<Routes>,
     last_seen: Mutex<Instant>,
@@ -136,7 +139,11 @@ pub enum Refused {
 
 impl HttpSession {
     /// A new session on `backend`: a hub session, or a freshly started child.
-    pub async fn open(backend: &Backend, id: String) -> Result<Arc<HttpSession>, SpawnError> {
+    pub async fn open(
+        backend: &Backend,
+        id: String,
+        view: usize,
+    ) -> Result<Arc<HttpSession>, SpawnError> {
         let routes = Mutex::new(Routes {
             next_seq: 1,
             ..Routes::default()
@@ -146,7 +153,8 @@ impl HttpSession {
                 let (out, rx) = Outbox::channel();
                 let me = Arc::new(HttpSession {
                     id,
-                    peer: Peer::Hub(Session::new(hub.clone(), out)),
+                    view,
+                    peer: Peer::Hub(Session::new(hub.clone(), out, view)),
                     routes,
                     last_seen: Mutex::new(Instant::now()),
                 });
@@ -158,6 +166,7 @@ impl HttpSession {
                 let (stdin, _) = spawn_writer(child.stdin, spec.label.clone());
                 let me = Arc::new(HttpSession {
                     id,
+                    view,
                     peer: Peer::Child(Box::new(ChildPeer {
                         stdin,
                         proc: Mutex::new(Some(child.proc)),

@@ -94,6 +94,7 @@ pub(super) async fn run(
     id: &str,
     params: &Value,
     envelope: &Envelope,
+    view: usize,
     tx: &mpsc::UnboundedSender<Out>,
 ) {
     let Some(filter) = Filter::read(params) else {
@@ -110,12 +111,16 @@ pub(super) async fn run(
     let mut events = hub.subscribe();
     let (out, mut rx) = Outbox::channel();
     let session = Session::ephemeral(
-        hub,
+        hub.clone(),
         out,
         &envelope.capabilities,
         &envelope.client_name,
         None,
+        view,
     );
+    // What this view's lists were when the stream opened: a change elsewhere in the hub
+    // that leaves them as they are is no news to this client.
+    let mut seen = Lists::of(&hub.view_catalog(view));
     let _undo = Unsubscribe {
         session: session.clone(),
         uris: filter.uris.clone(),
@@ -139,7 +144,9 @@ pub(super) async fn run(
     loop {
         let line = tokio::select! {
             ev = events.recv() => match ev {
-                Ok(ev) if filter.wants(ev) => Some(tagged(ev.notification(), None, &sub_id)),
+                Ok(ev) if filter.wants(ev) && seen.changed(&hub.view_catalog(view), ev) => {
+                    Some(tagged(ev.notification(), None, &sub_id))
+                }
                 Ok(_) => None,
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // Missed events only mean lists changed more than once: announce each.
@@ -164,6 +171,32 @@ pub(super) async fn run(
         {
             break;
         }
+    }
+}
+
+/// The fingerprints of a view's lists as a stream last announced them.
+struct Lists([u64; 3]);
+
+impl Lists {
+    fn of(catalog: &crate::hub::Catalog) -> Lists {
+        Lists([
+            catalog.listed_tools().fingerprint,
+            catalog.prompts.fingerprint,
+            catalog.resources_fingerprint ^ catalog.templates_fingerprint.rotate_left(1),
+        ])
+    }
+
+    /// Whether the list `ev` is about has changed since last seen; notes it seen.
+    fn changed(&mut self, catalog: &crate::hub::Catalog, ev: HubEvent) -> bool {
+        let now = Lists::of(catalog).0;
+        let i = match ev {
+            HubEvent::ToolsChanged => 0,
+            HubEvent::PromptsChanged => 1,
+            HubEvent::ResourcesChanged => 2,
+        };
+        let changed = self.0[i] != now[i];
+        self.0[i] = now[i];
+        changed
     }
 }
 

@@ -145,11 +145,14 @@ impl Drop for Call {
     }
 }
 
-/// Starts serving `m` for a client reached through `origin` (a state issued to one origin is
-/// refused from another).
-pub fn start(hub: Arc<Hub>, m: Message, origin: String) -> Call {
+/// Starts serving `m` for a client of view `view` reached through `origin` (a state issued
+/// to one origin is refused from another).
+pub fn start(hub: Arc<Hub>, m: Message, origin: String, view: usize) -> Call {
     let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(serve(hub, m, origin, tx));
+    // A view is part of the origin: a state issued on one profile's endpoint is no use on
+    // another's.
+    let origin = format!("{origin}#{view}");
+    let task = tokio::spawn(serve(hub, m, origin, view, tx));
     Call {
         rx,
         task: task.abort_handle(),
@@ -236,7 +239,13 @@ impl Envelope {
     }
 }
 
-async fn serve(hub: Arc<Hub>, m: Message, origin: String, tx: mpsc::UnboundedSender<Out>) {
+async fn serve(
+    hub: Arc<Hub>,
+    m: Message,
+    origin: String,
+    view: usize,
+    tx: mpsc::UnboundedSender<Out>,
+) {
     let id = m.id().to_string();
     let params: Value = match m.params().map(serde_json::from_str::<Value>) {
         None => Value::Object(Map::new()),
@@ -275,17 +284,17 @@ async fn serve(hub: Arc<Hub>, m: Message, origin: String, tx: mpsc::UnboundedSen
     match method {
         "server/discover" => {
             let _ = tx.send(Out::Done {
-                line: discover(&hub, &id),
+                line: discover(&hub, &id, view),
                 status: Status::Ok,
             });
         }
-        "subscriptions/listen" => listen::run(hub, &id, &params, &envelope, &tx).await,
-        _ => call(hub, &m, params, envelope, &origin, &tx).await,
+        "subscriptions/listen" => listen::run(hub, &id, &params, &envelope, view, &tx).await,
+        _ => call(hub, &m, params, envelope, &origin, view, &tx).await,
     }
 }
 
 /// `server/discover`: what `initialize` would say, in the revision's shape.
-fn discover(hub: &Hub, id: &str) -> String {
+fn discover(hub: &Hub, id: &str, view: usize) -> String {
     let mut capabilities: Value =
         serde_json::from_str(&hub.capabilities()).unwrap_or_else(|_| json!({}));
     if let Some(caps) = capabilities.as_object_mut() {
@@ -298,7 +307,7 @@ fn discover(hub: &Hub, id: &str) -> String {
         "supportedVersions": versions,
         "capabilities": capabilities,
     });
-    result["instructions"] = Value::String(hub.instructions());
+    result["instructions"] = Value::String(hub.instructions(view));
     complete(&mut result, true);
     jsonrpc::result(id, &result.to_string())
 }
@@ -377,6 +386,7 @@ async fn call(
     params: Value,
     envelope: Envelope,
     origin: &str,
+    view: usize,
     tx: &mpsc::UnboundedSender<Out>,
 ) {
     let id = m.id();
@@ -409,6 +419,7 @@ async fn call(
                 &envelope.capabilities,
                 &envelope.client_name,
                 envelope.log_rank,
+                view,
             );
             let inner_id = id.to_string();
             let line = inner_request(&inner_id, method, &params);

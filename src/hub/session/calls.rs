@@ -1,6 +1,7 @@
 //! `tools/call`, `prompts/get` and `resources/read`: routed, then through the policy —
 //! permission, rate limit, result cache, audit — to a server or a built-in tool.
 
+use super::search::Meta;
 use super::{CallReply, Reply, Session, lock, relay};
 use crate::hub::{NameKind, Route};
 use crate::jsonrpc::{self, MemberProbe, Message, RawObject, code};
@@ -26,8 +27,23 @@ impl Session {
     /// audit.
     /// Redaction happens where every line leaves ([`Session::send`]).
     pub(super) async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> Reply {
-        let t0 = Instant::now();
         let params = m.params().unwrap_or("{}");
+        if matches!(kind, NameKind::Tool)
+            && let Ok(obj) = RawObject::parse(params)
+            && let Some(name) = obj.get_str("name")
+            && let Some(meta) = self.meta_tool(m, &obj, &name).await
+        {
+            return match meta {
+                Meta::Answer(line) => line.into(),
+                Meta::Call(inner) => self.by_name_with(m, kind, &inner).await,
+            };
+        }
+        self.by_name_with(m, kind, params).await
+    }
+
+    /// [`Session::by_name`] with `params` for the request's own.
+    async fn by_name_with(self: &Arc<Self>, m: &Message, kind: NameKind, params: &str) -> Reply {
+        let t0 = Instant::now();
         let obj = match RawObject::parse(params) {
             Ok(o) => o,
             Err(e) => {
@@ -322,7 +338,7 @@ impl Session {
 
     pub(super) async fn route_uri(&self, m: &Message, uri: &str) -> Result<Arc<Upstream>, String> {
         self.hub
-            .route_uri(uri)
+            .route_uri(self.view, uri)
             .await
             .map_err(|e| jsonrpc::error(m.id(), e.code(), &e.to_string(), None))
     }

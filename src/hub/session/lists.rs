@@ -48,7 +48,7 @@ impl Session {
             env!("CARGO_PKG_VERSION")
         );
         result.push_str(",\"instructions\":");
-        result.push_str(&jsonrpc::quote(&self.hub.instructions()));
+        result.push_str(&jsonrpc::quote(&self.hub.instructions(self.view())));
         result.push('}');
         jsonrpc::result(m.id(), &result)
     }
@@ -56,13 +56,10 @@ impl Session {
     /// One page of a merged list, with the hub's own cursors.
     pub(super) async fn list(&self, m: &Message) -> String {
         self.hub.startup_grace().await;
-        let catalog = self.hub.catalog();
+        let catalog = self.catalog();
+        let tools = catalog.listed_tools();
         let (field, fingerprint, items): (&str, u64, Vec<&str>) = match m.method() {
-            "tools/list" => (
-                "tools",
-                catalog.tools.fingerprint,
-                catalog.tools.jsons().collect(),
-            ),
+            "tools/list" => ("tools", tools.fingerprint, tools.jsons().collect()),
             "prompts/list" => (
                 "prompts",
                 catalog.prompts.fingerprint,

@@ -6,7 +6,8 @@
 //!
 //! This file holds the session's state, reading the client's frames, running each request
 //! on its own task, and sending. `lists` answers `initialize` and the merged lists;
-//! `calls` runs calls, prompts and resource reads through the policy; `routed` passes
+//! `calls` runs calls, prompts and resource reads through the policy (`search` turns the
+//! search meta-tools into answers or the calls they stand for); `routed` passes
 //! subscriptions, completions and log levels on; `client` carries requests to the client.
 //!
 //! Until the client has sent `notifications/initialized`, it gets only answers, pings,
@@ -21,6 +22,7 @@ mod client;
 mod input;
 mod lists;
 mod routed;
+mod search;
 
 pub use calls::{PERMISSION_DENIED, RATE_LIMITED};
 
@@ -87,6 +89,9 @@ pub struct Session {
     modern: bool,
     /// This client's permission prompts, one at a time.
     prompt_turn: tokio::sync::Mutex<()>,
+    /// Which of the hub's views this client sees (0: the default one; see
+    /// [`crate::hub::views`]).
+    view: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -164,8 +169,9 @@ impl From<String> for Reply {
 }
 
 impl Session {
-    pub fn new(hub: Arc<Hub>, out: Outbox) -> Arc<Session> {
-        let session = Self::build(hub, out, None, "unknown", None, false);
+    /// A session of view `view` (0: the default one; see [`Hub::view_named`]).
+    pub fn new(hub: Arc<Hub>, out: Outbox, view: usize) -> Arc<Session> {
+        let session = Self::build(hub, out, None, "unknown", None, false, view);
         tokio::spawn(forward_hub_events(
             Arc::downgrade(&session),
             session.hub.subscribe(),
@@ -181,8 +187,17 @@ impl Session {
         capabilities: &str,
         client_name: &str,
         log_rank: Option<usize>,
+        view: usize,
     ) -> Arc<Session> {
-        Self::build(hub, out, Some(capabilities), client_name, log_rank, true)
+        Self::build(
+            hub,
+            out,
+            Some(capabilities),
+            client_name,
+            log_rank,
+            true,
+            view,
+        )
     }
 
     fn build(
@@ -192,6 +207,7 @@ impl Session {
         client_name: &str,
         log_rank: Option<usize>,
         modern: bool,
+        view: usize,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             hub,
@@ -212,6 +228,7 @@ impl Session {
             client_name: Mutex::new(Arc::from(client_name)),
             modern,
             prompt_turn: tokio::sync::Mutex::new(()),
+            view,
         });
         session.hub.register(&session);
         session
@@ -219,6 +236,15 @@ impl Session {
 
     pub(crate) fn is_modern(&self) -> bool {
         self.modern
+    }
+
+    /// The catalogue as this client sees it.
+    pub(crate) fn catalog(&self) -> Arc<crate::hub::Catalog> {
+        self.hub.view_catalog(self.view)
+    }
+
+    pub(crate) fn view(&self) -> usize {
+        self.view
     }
 
     /// Everything sent to the client passes here, so secrets are removed in one place.
@@ -272,9 +298,9 @@ impl Session {
     /// Whether `event` is news to this client: a list it was given has changed since, to a
     /// version not announced yet. Marks it announced.
     fn news(&self, event: HubEvent) -> bool {
-        let catalog = self.hub.catalog();
+        let catalog = self.catalog();
         let now: &[(usize, u64)] = match event {
-            HubEvent::ToolsChanged => &[(0, catalog.tools.fingerprint)],
+            HubEvent::ToolsChanged => &[(0, catalog.listed_tools().fingerprint)],
             HubEvent::PromptsChanged => &[(1, catalog.prompts.fingerprint)],
             HubEvent::ResourcesChanged => &[
                 (2, catalog.resources_fingerprint),
@@ -585,7 +611,7 @@ impl Session {
     /// [`super::modern`]), its notifications and answer sent here.
     async fn serve_modern(self: Arc<Self>, m: Message) -> Reply {
         let origin = format!("stdio:{:p}", Arc::as_ptr(&self));
-        let mut call = super::modern::start(self.hub.clone(), m, origin);
+        let mut call = super::modern::start(self.hub.clone(), m, origin, self.view);
         while let Some(out) = call.next().await {
             match out {
                 super::modern::Out::Notify(line) => self.send(line),

@@ -70,7 +70,7 @@ impl Session {
             Some("ref/prompt") => match reference.get_str("name") {
                 Some(name) => {
                     self.hub
-                        .route_name(NameKind::Prompt, &name)
+                        .route_name(self.view, NameKind::Prompt, &name)
                         .await
                         .and_then(|(route, named)| {
                             // Built-ins have no prompts; a prompt name always routes to a server.
@@ -96,7 +96,7 @@ impl Session {
             Some("ref/resource") => match reference.get_str("uri") {
                 Some(uri) => self
                     .hub
-                    .route_uri(&uri)
+                    .route_uri(self.view, &uri)
                     .await
                     .map(|up| (up, params.to_string())),
                 None => {

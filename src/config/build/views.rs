@@ -1,0 +1,200 @@
+//! `openpact.toolSearch` and `openpact.profiles`: reading them, and checking that every
+//! server a profile names is configured.
+
+use super::{Builder, kind_of};
+use crate::config::suggest::{child, closest_key, index};
+use crate::config::{Globs, Profile, SearchMode, ServerConfig, ToolSearch, ToolSelection};
+use serde_json::{Map, Value};
+
+const SEARCH_KEYS: &[&str] = &["mode", "threshold", "alwaysLoad", "limit"];
+const PROFILE_KEYS: &[&str] = &["servers", "tools", "builtins", "toolSearch"];
+
+impl Builder<'_> {
+    /// A `toolSearch` object; the keys it leaves out keep their values in `base`.
+    pub(super) fn tool_search(&mut self, v: &Value, path: &str, base: &ToolSearch) -> ToolSearch {
+        let mut search = base.clone();
+        let Value::Object(map) = v else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"mode\": \"auto\", \"threshold\": 40}}",
+                    kind_of(v)
+                ),
+            );
+            return search;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            match key.as_str() {
+                "mode" => match v.as_str() {
+                    Some("auto") => search.mode = SearchMode::Auto,
+                    Some("on") => search.mode = SearchMode::On,
+                    Some("off") => search.mode = SearchMode::Off,
+                    _ => self.error(
+                        &p,
+                        format!("{v} is not a mode; use \"auto\", \"on\" or \"off\""),
+                    ),
+                },
+                "threshold" | "limit" => {
+                    let n = v.as_u64().filter(|n| *n >= 1).map(usize::try_from);
+                    match n {
+                        Some(Ok(n)) if key == "threshold" => search.threshold = n,
+                        Some(Ok(n)) if n <= ToolSearch::MAX_LIMIT => search.limit = n,
+                        _ if key == "limit" => self.error(
+                            &p,
+                            format!(
+                                "{v} is not a valid limit; use a whole number from 1 to {}",
+                                ToolSearch::MAX_LIMIT
+                            ),
+                        ),
+                        _ => self.error(
+                            &p,
+                            format!("{v} is not a valid count; use a whole number of at least 1"),
+                        ),
+                    }
+                }
+                "alwaysLoad" => search.always_load = Globs::new(self.globs(v, &p)),
+                _ => self.unknown(&p, closest_key(key, SEARCH_KEYS)),
+            }
+        }
+        search
+    }
+
+    /// `openpact.profiles`: name → profile, in file order. Names become URL paths
+    /// (`/mcp/NAME`), so they are kept to letters, digits, `-` and `_`.
+    pub(super) fn profiles(&mut self, v: &Value, path: &str, search: &ToolSearch) -> Vec<Profile> {
+        let Value::Object(map) = v else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"coding\": {{\"servers\": [\"fs\"]}}}}",
+                    kind_of(v)
+                ),
+            );
+            return Vec::new();
+        };
+        let mut profiles = Vec::new();
+        for (name, entry) in map {
+            let p = child(path, name);
+            let valid = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid {
+                self.error(
+                    &p,
+                    format!("\"{name}\" is not a profile name; use letters, digits, - and _ (it becomes the URL path /mcp/{name})"),
+                );
+                continue;
+            }
+            let Value::Object(entry) = entry else {
+                self.error(
+                    &p,
+                    format!(
+                        "is {}; it must be an object like {{\"servers\": [\"fs\"], \"tools\": [\"!fs:write_*\"]}}",
+                        kind_of(entry)
+                    ),
+                );
+                continue;
+            };
+            profiles.push(self.profile(name, entry, &p, search));
+        }
+        profiles
+    }
+
+    fn profile(
+        &mut self,
+        name: &str,
+        entry: &Map<String, Value>,
+        path: &str,
+        search: &ToolSearch,
+    ) -> Profile {
+        let mut profile = Profile {
+            name: name.to_string(),
+            servers: None,
+            tools: ToolSelection::default(),
+            builtins: true,
+            tool_search: search.clone(),
+        };
+        for (key, v) in entry {
+            let p = child(path, key);
+            match key.as_str() {
+                "servers" => match v.as_array() {
+                    Some(items) => {
+                        let mut names = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            match item.as_str() {
+                                Some(s) => names.push(s.to_string()),
+                                None => self.error(
+                                    &index(&p, i),
+                                    format!("is {}; it must be a server name", kind_of(item)),
+                                ),
+                            }
+                        }
+                        profile.servers = Some(names);
+                    }
+                    None => self.error(
+                        &p,
+                        format!(
+                            "is {}; it must be an array of server names like [\"fs\", \"github\"]",
+                            kind_of(v)
+                        ),
+                    ),
+                },
+                "tools" => profile.tools = ToolSelection::from_patterns(&self.globs(v, &p)),
+                "builtins" => match v.as_bool() {
+                    Some(b) => profile.builtins = b,
+                    None => self.error(&p, format!("{v} is not a boolean; use true or false")),
+                },
+                "toolSearch" => profile.tool_search = self.tool_search(v, &p, search),
+                _ => self.unknown(&p, closest_key(key, PROFILE_KEYS)),
+            }
+        }
+        profile
+    }
+
+    /// Every server a profile names must be configured (a typo would hide a server from
+    /// the clients of that profile without a word); tool globs naming an unknown server
+    /// are only warned about, like policy rules.
+    pub(super) fn profile_targets(&mut self, profiles: &[Profile], servers: &[ServerConfig]) {
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        for profile in profiles {
+            let path = child("openpact.profiles", &profile.name);
+            for (i, server) in profile.servers.iter().flatten().enumerate() {
+                if !names.contains(&server.as_str()) {
+                    let hint = match closest_key(server, &names) {
+                        Some(near) => format!("; did you mean \"{near}\"?"),
+                        None if names.is_empty() => "; the config defines no servers".into(),
+                        None => format!("; the configured servers are {}", names.join(", ")),
+                    };
+                    self.error(
+                        &index(&child(&path, "servers"), i),
+                        format!("\"{server}\" is not a configured server{hint}"),
+                    );
+                }
+            }
+            let globs = profile
+                .tools
+                .include
+                .patterns
+                .iter()
+                .chain(&profile.tools.exclude.patterns);
+            for glob in globs {
+                let Some((server, _)) = glob.split_once(':') else {
+                    continue;
+                };
+                let literal = !server.contains(['*', '?', '[', '{']);
+                if literal
+                    && !servers
+                        .iter()
+                        .any(|s| s.prefix() == server || s.name == server)
+                {
+                    self.warn(
+                        &child(&path, "tools"),
+                        format!("\"{glob}\" names server \"{server}\", which is not configured; it will never match"),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The search meta-tools of a view whose tools are searched: `search_tools` is answered from
+//! the view's index; `call_tool` becomes the call it names, which then takes the whole
+//! pipeline like any other (permission for the real tool, cache, limits, audit).
+
+use super::Session;
+use crate::config::ToolSearch;
+use crate::hub::views::{self, CALL_TOOL, SEARCH_TOOLS};
+use crate::hub::{Catalog, Named, catalog};
+use crate::jsonrpc::{self, Message, RawObject};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// What a call of a meta-tool comes to.
+pub(super) enum Meta {
+    /// The answer, ready to send.
+    Answer(String),
+    /// The params of the call it stands for.
+    Call(String),
+}
+
+/// A `tools/call` result with one text and, maybe, structured content.
+fn tool_result(id: &str, text: &str, structured: Option<Value>, is_error: bool) -> String {
+    let mut result = json!({"content": [{"type": "text", "text": text}]});
+    if let Some(s) = structured {
+        result["structuredContent"] = s;
+    }
+    if is_error {
+        result["isError"] = Value::Bool(true);
+    }
+    jsonrpc::result(id, &result.to_string())
+}
+
+impl Session {
+    /// `Some` when `name` is a meta-tool of this client's view (`params`: the call's).
+    pub(super) async fn meta_tool(
+        &self,
+        m: &Message,
+        params: &RawObject<'_>,
+        name: &str,
+    ) -> Option<Meta> {
+        if name != SEARCH_TOOLS && name != CALL_TOOL {
+            return None;
+        }
+        if name == SEARCH_TOOLS {
+            // Like a listing: servers still starting get a moment to bring their tools.
+            self.hub.startup_grace().await;
+        }
+        let view = self.catalog();
+        let search = view.search.as_ref()?;
+        let arguments: Value = params
+            .get("arguments")
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or(Value::Null);
+        if name == SEARCH_TOOLS {
+            return Some(Meta::Answer(
+                self.search_tools(m.id(), &view, &search.settings, &arguments)
+                    .await,
+            ));
+        }
+        let target = arguments.get("name").and_then(Value::as_str);
+        let inner = match target {
+            None | Some("") => Err(format!(
+                "{CALL_TOOL} needs `name`: the name of a tool that {SEARCH_TOOLS} found"
+            )),
+            Some(SEARCH_TOOLS | CALL_TOOL) => Err(format!(
+                "{CALL_TOOL} calls the tools {SEARCH_TOOLS} finds; call {SEARCH_TOOLS} directly"
+            )),
+            Some(target) => match arguments.get("arguments") {
+                None | Some(Value::Null) => Ok((target, "{}".to_string())),
+                Some(a @ Value::Object(_)) => Ok((target, a.to_string())),
+                Some(_) => Err(format!(
+                    "{CALL_TOOL}: `arguments` must be an object of the tool's arguments"
+                )),
+            },
+        };
+        Some(match inner {
+            Err(why) => Meta::Answer(tool_result(m.id(), &why, None, true)),
+            // The call's own `_meta` (its progress token) stays with it.
+            Ok((target, args)) => Meta::Call(params.rewrite(&[
+                ("name", Some(&jsonrpc::quote(target))),
+                ("arguments", Some(&args)),
+            ])),
+        })
+    }
+
+    async fn search_tools(
+        &self,
+        id: &str,
+        view: &Arc<Catalog>,
+        settings: &ToolSearch,
+        arguments: &Value,
+    ) -> String {
+        let query = arguments
+            .get("query")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("");
+        if query.is_empty() {
+            let why = format!("{SEARCH_TOOLS} needs `query`: the task in plain words");
+            return tool_result(id, &why, None, true);
+        }
+        let limit = arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(settings.limit, |n| n as usize)
+            .clamp(1, ToolSearch::MAX_LIMIT);
+        let upstreams = self.hub.upstreams();
+        let server_of = |t: &Named| catalog::server_name(upstreams, t.upstream).to_string();
+        let servers: Vec<String> = {
+            let mut s: Vec<String> = view.tools.items.iter().map(|t| server_of(t)).collect();
+            s.dedup();
+            s
+        };
+        let only_server = match arguments.get("server").and_then(Value::as_str) {
+            None | Some("") => None,
+            Some(name) => {
+                let found = view.tools.items.iter().find(|t| {
+                    server_of(t) == name
+                        || upstreams
+                            .get(t.upstream)
+                            .is_some_and(|u| u.config.prefix() == name)
+                });
+                match found {
+                    Some(t) => Some(t.upstream),
+                    None => {
+                        let why = format!(
+                            "no server \"{name}\" among this client's: {}",
+                            servers.join(", ")
+                        );
+                        return tool_result(id, &why, None, true);
+                    }
+                }
+            }
+        };
+        let read_only = arguments.get("readOnly").and_then(Value::as_bool) == Some(true);
+        let Some(index) = views::index_of(view).await else {
+            return tool_result(id, "the search index is not available", None, true);
+        };
+        let tools = &view.tools.items;
+        let keep = |doc: usize| {
+            tools.get(doc).is_some_and(|t| {
+                only_server.is_none_or(|s| t.upstream == s) && (!read_only || t.read_only)
+            })
+        };
+        let hits = index.search(query, limit, keep);
+        let found = views::found(view, &hits);
+        let mut text = if found.is_empty() {
+            format!(
+                "No tool matches \"{query}\" among the {} tools of {}. Try other words: what the tool does, or the server's name.",
+                tools.len(),
+                servers.join(", ")
+            )
+        } else {
+            format!(
+                "Tools for \"{query}\", best first ({} of {}). Call one with {CALL_TOOL} {{\"name\": NAME, \"arguments\": {{…}}}}, or by its name.\n",
+                found.len(),
+                tools.len()
+            )
+        };
+        let mut listed = Vec::with_capacity(found.len());
+        for (i, (t, hit)) in found.iter().zip(&hits).enumerate() {
+            let def: Value = serde_json::from_str(&t.json).unwrap_or(Value::Null);
+            let mut entry = json!({
+                "name": &*t.wire,
+                "server": server_of(t),
+                "description": t.description,
+                "inputSchema": def.get("inputSchema").cloned().unwrap_or(json!({"type": "object"})),
+                "score": (hit.score * 1000.0).round() / 1000.0,
+            });
+            for key in ["title", "annotations", "outputSchema"] {
+                if let Some(v) = def.get(key) {
+                    entry[key] = v.clone();
+                }
+            }
+            text.push_str(&format!(
+                "\n{}. {} — {}\n   input: {}\n",
+                i + 1,
+                t.wire,
+                t.description.trim(),
+                entry["inputSchema"]
+            ));
+            listed.push(entry);
+        }
+        let structured = json!({"query": query, "tools": listed, "total": tools.len()});
+        tool_result(id, &text, Some(structured), false)
+    }
+}

@@ -1,0 +1,281 @@
+//! Views: what each client sees of the merged catalogue. A profile keeps some servers and
+//! tools; tool search replaces a long tool list with the pinned tools and two meta-tools
+//! (`search_tools`, `call_tool`) over an index of the view's tools. View 0 is the default
+//! one (`serve` without `--profile`, `/mcp`); each profile is one more, in config order.
+
+use super::catalog::{BUILTIN, Catalog, META, Named, NamedList};
+use crate::config::{Config, ToolSearch, ToolSelection};
+use crate::search::{Hit, Index};
+use crate::upstream::{Entry, Upstream};
+use std::sync::{Arc, OnceLock};
+
+/// The meta-tools' names: bare, like built-ins, and valid in both naming modes.
+pub const SEARCH_TOOLS: &str = "search_tools";
+pub const CALL_TOOL: &str = "call_tool";
+
+/// The `_meta` key that makes Claude Code load a tool in full rather than defer it behind
+/// its own search.
+const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
+
+/// One view as configured.
+#[derive(Debug, Clone)]
+pub struct ViewSpec {
+    /// The profile's name; `None` for the default view.
+    pub name: Option<String>,
+    /// The servers in view, by index (`None`: all).
+    servers: Option<Vec<usize>>,
+    tools: ToolSelection,
+    builtins: bool,
+    pub search: ToolSearch,
+}
+
+impl ViewSpec {
+    /// The default view, then one per profile.
+    pub fn all(config: &Config) -> Vec<ViewSpec> {
+        let index_of = |name: &String| config.servers.iter().position(|s| &s.name == name);
+        let mut views = vec![ViewSpec {
+            name: None,
+            servers: None,
+            tools: ToolSelection::default(),
+            builtins: true,
+            search: config.hub.tool_search.clone(),
+        }];
+        views.extend(config.hub.profiles.iter().map(|p| {
+            ViewSpec {
+                name: Some(p.name.clone()),
+                servers: p
+                    .servers
+                    .as_ref()
+                    .map(|names| names.iter().filter_map(index_of).collect()),
+                tools: p.tools.clone(),
+                builtins: p.builtins,
+                search: p.tool_search.clone(),
+            }
+        }));
+        views
+    }
+
+    /// Whether server `i` (or the built-ins, [`BUILTIN`]) is in view.
+    pub fn shows_server(&self, i: usize) -> bool {
+        match i {
+            BUILTIN => self.builtins,
+            META => true,
+            _ => self.servers.as_ref().is_none_or(|s| s.contains(&i)),
+        }
+    }
+
+    fn is_whole(&self) -> bool {
+        self.servers.is_none() && self.builtins && self.tools == ToolSelection::default()
+    }
+
+    /// This view of `full`: `full` itself when the view keeps everything and lists it all.
+    pub fn catalog(&self, full: &Arc<Catalog>, upstreams: &[Arc<Upstream>]) -> Arc<Catalog> {
+        let mut view = if self.is_whole() {
+            if !self.search.active(full.tools.items.len()) {
+                return full.clone();
+            }
+            full.filtered(|_| true, |_| true)
+        } else {
+            full.filtered(
+                |i| self.shows_server(i),
+                |t| self.tools.allows(&t.qualified),
+            )
+        };
+        if self.search.active(view.tools.items.len()) {
+            view.search = Some(Arc::new(Search::new(self, &view, upstreams)));
+        }
+        Arc::new(view)
+    }
+}
+
+/// Tool search as one view has it: the short list its clients are given, and the index of
+/// all its tools (built off the runtime when first needed).
+#[derive(Debug)]
+pub struct Search {
+    pub listed: NamedList,
+    pub settings: ToolSearch,
+    /// Per tool of the view, in catalogue order: its server's name and instructions.
+    servers: Vec<(Arc<str>, Arc<str>)>,
+    index: OnceLock<Arc<Index>>,
+}
+
+impl Search {
+    fn new(spec: &ViewSpec, view: &Catalog, upstreams: &[Arc<Upstream>]) -> Search {
+        let own = |upstream: usize| -> Option<&Arc<Upstream>> { upstreams.get(upstream) };
+        let names: Vec<&str> = upstreams
+            .iter()
+            .filter(|u| spec.shows_server(u.index) && !u.config.disabled)
+            .map(|u| u.name())
+            .collect();
+        let mut listed: Vec<Arc<Named>> = meta_tools(&names)
+            .iter()
+            .map(|e| Arc::new(Named::own(META, e)))
+            .collect();
+        listed.extend(
+            view.tools
+                .items
+                .iter()
+                .filter(|t| {
+                    spec.search.always_load.matches(&t.qualified)
+                        || spec.search.always_load.matches(&t.wire)
+                })
+                .map(|t| Arc::new(t.with_json(with_meta_flag(&t.json, ALWAYS_LOAD)))),
+        );
+        let mut per_server: crate::FastMap<usize, (Arc<str>, Arc<str>)> = Default::default();
+        let servers = view
+            .tools
+            .items
+            .iter()
+            .map(|t| {
+                per_server
+                    .entry(t.upstream)
+                    .or_insert_with(|| match own(t.upstream) {
+                        Some(up) => (
+                            Arc::from(up.config.prefix()),
+                            Arc::from(
+                                up.snapshot()
+                                    .info
+                                    .as_ref()
+                                    .and_then(|i| i.instructions.as_deref())
+                                    .unwrap_or(""),
+                            ),
+                        ),
+                        None => (Arc::from(super::catalog::BUILTIN_SERVER), Arc::from("")),
+                    })
+                    .clone()
+            })
+            .collect();
+        Search {
+            listed: NamedList::of(listed),
+            settings: spec.search.clone(),
+            servers,
+            index: OnceLock::new(),
+        }
+    }
+
+    /// The index of `tools` (the view's, which this search was made with); built on the
+    /// first call, which blocks: call it off the runtime unless [`Search::ready`].
+    pub fn index(&self, tools: &[Arc<Named>]) -> Arc<Index> {
+        self.index
+            .get_or_init(|| {
+                let docs: Vec<&crate::search::Doc> = tools
+                    .iter()
+                    .zip(&self.servers)
+                    .map(|(t, (server, hint))| t.search_doc(server, hint))
+                    .collect();
+                Arc::new(Index::new(docs))
+            })
+            .clone()
+    }
+
+    /// The index, if it is built.
+    pub fn ready(&self) -> Option<Arc<Index>> {
+        self.index.get().cloned()
+    }
+}
+
+/// The index of `view`'s tools, built on the blocking pool when it is not built yet (so a
+/// big catalogue's indexing never holds up the runtime's calls).
+pub async fn index_of(view: &Arc<Catalog>) -> Option<Arc<Index>> {
+    let search = view.search.as_ref()?;
+    if let Some(index) = search.ready() {
+        return Some(index);
+    }
+    let view = view.clone();
+    tokio::task::spawn_blocking(move || view.search.as_ref().map(|s| s.index(&view.tools.items)))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Builds the index of each view that searches, on the blocking pool, as soon as the view
+/// exists: the first search then finds it ready.
+pub fn warm(views: &[Arc<Catalog>]) {
+    for view in views {
+        if view.search.as_ref().is_some_and(|s| s.ready().is_none()) {
+            let view = view.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Some(s) = &view.search {
+                    s.index(&view.tools.items);
+                }
+            });
+        }
+    }
+}
+
+/// What a search found: the view's tools that match, best first.
+pub fn found<'v>(view: &'v Catalog, hits: &[Hit]) -> Vec<&'v Arc<Named>> {
+    hits.iter()
+        .filter_map(|h| view.tools.items.get(h.doc))
+        .collect()
+}
+
+/// `json` (a tool definition) with `_meta[key]` set to true, other `_meta` members kept.
+fn with_meta_flag(json: &str, key: &str) -> String {
+    let Ok(mut tool) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json)
+    else {
+        return json.to_string();
+    };
+    let meta = tool
+        .entry("_meta")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(key.to_string(), serde_json::Value::Bool(true));
+    }
+    serde_json::Value::Object(tool).to_string()
+}
+
+/// The definitions of `search_tools` and `call_tool` for a view of servers `servers`.
+fn meta_tools(servers: &[&str]) -> Vec<Entry> {
+    let over = if servers.is_empty() {
+        "the hub's tools".to_string()
+    } else {
+        format!("the tools of {}", servers.join(", "))
+    };
+    let search = serde_json::json!({
+        "name": SEARCH_TOOLS,
+        "title": "Search tools",
+        "description": format!(
+            "Find the tools for a task among {over} (only a few are listed up front). \
+             Describe the task in plain words; the best matches come back with their full \
+             definitions. Then call one with call_tool, or by its name."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in plain words"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": ToolSearch::MAX_LIMIT,
+                          "description": "How many matches to return"},
+                "server": {"type": "string", "description": "Only tools of this server"},
+                "readOnly": {"type": "boolean",
+                             "description": "Only tools annotated as changing nothing"}
+            },
+            "required": ["query"]
+        },
+        "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        "_meta": {ALWAYS_LOAD: true}
+    });
+    let call = serde_json::json!({
+        "name": CALL_TOOL,
+        "title": "Call a tool",
+        "description": "Call a tool that search_tools found, by its name, with its arguments.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name, as search_tools gave it"},
+                "arguments": {"type": "object", "description": "The tool's arguments"}
+            },
+            "required": ["name"]
+        },
+        "_meta": {ALWAYS_LOAD: true}
+    });
+    [search, call]
+        .into_iter()
+        .filter_map(|t| {
+            Some(Entry {
+                key: t.get("name")?.as_str()?.to_string(),
+                json: t.to_string().into(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,273 @@
+//! Tool search: ranked retrieval over tool definitions. Each tool becomes a [`Doc`] once (its
+//! name, title, description, parameters and server, split into words, stemmed, synonyms
+//! folded, each field weighted); an [`Index`] over a catalogue's docs answers a query with
+//! BM25 (the `bm25` crate's scorer). A leaf: it knows text, not MCP sessions.
+
+mod terms;
+mod vocabulary;
+
+pub use terms::{query_terms, terms, words};
+
+use bm25::{Embedding, Scorer, TokenEmbedder, TokenEmbedding};
+use serde_json::Value;
+
+/// How much a word counts in each field: a tool's name says what it does most directly, its
+/// server's name what it does it to; parameter descriptions are long and say the least.
+const NAME: f32 = 3.0;
+const TITLE: f32 = 2.0;
+const SERVER: f32 = 1.5;
+const DESCRIPTION: f32 = 1.0;
+const PARAMETER: f32 = 1.0;
+const PARAMETER_DESCRIPTION: f32 = 0.4;
+/// The server's own description of itself (its `instructions`): a little of its topic for
+/// every tool, not counted in the tool's length (long instructions must not bury its tools).
+const HINT: f32 = 0.2;
+/// BM25's term-frequency saturation and length normalisation (the usual values).
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// The parts of a tool that search reads.
+#[derive(Debug, Default)]
+pub struct Fields<'a> {
+    /// The server's own name for the tool.
+    pub name: &'a str,
+    pub title: &'a str,
+    pub description: &'a str,
+    /// Each parameter's name and description.
+    pub parameters: Vec<(&'a str, &'a str)>,
+    pub server: &'a str,
+    pub hint: &'a str,
+}
+
+/// One tool as search sees it: its terms with field-weighted counts.
+#[derive(Debug, Default, Clone)]
+pub struct Doc {
+    terms: Vec<(u32, f32)>,
+    length: f32,
+}
+
+fn term_id(term: &str) -> u32 {
+    <u32 as TokenEmbedder>::embed(term)
+}
+
+impl Doc {
+    pub fn new(f: &Fields) -> Doc {
+        let mut doc = Doc::default();
+        doc.add(f.name, NAME, true);
+        doc.add(f.title, TITLE, true);
+        doc.add(f.server, SERVER, true);
+        doc.add(f.description, DESCRIPTION, true);
+        for (name, description) in &f.parameters {
+            doc.add(name, PARAMETER, true);
+            doc.add(description, PARAMETER_DESCRIPTION, true);
+        }
+        doc.add(f.hint, HINT, false);
+        doc
+    }
+
+    /// A tool definition (`name`, `title`, `description`, `inputSchema.properties`) of
+    /// server `server`, whose instructions are `hint`. `name` is the server's own name for
+    /// the tool (the definition may carry the hub's).
+    pub fn of_tool(name: &str, definition: &str, server: &str, hint: &str) -> Doc {
+        let tool: Value = serde_json::from_str(definition).unwrap_or(Value::Null);
+        fn text(v: Option<&Value>) -> &str {
+            v.and_then(Value::as_str).unwrap_or("")
+        }
+        let title = text(tool.get("title")).to_string();
+        let description = text(tool.get("description")).to_string();
+        let parameters: Vec<(String, String)> = tool
+            .pointer("/inputSchema/properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(k, v)| (k.clone(), text(v.get("description")).to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Doc::new(&Fields {
+            name,
+            title: &title,
+            description: &description,
+            parameters: parameters
+                .iter()
+                .map(|(k, d)| (k.as_str(), d.as_str()))
+                .collect(),
+            server,
+            hint,
+        })
+    }
+
+    fn add(&mut self, text: &str, weight: f32, counts: bool) {
+        for term in terms(text) {
+            let id = term_id(&term);
+            match self.terms.iter_mut().find(|(t, _)| *t == id) {
+                Some((_, tf)) => *tf += weight,
+                None => self.terms.push((id, weight)),
+            }
+            if counts {
+                self.length += weight;
+            }
+        }
+    }
+}
+
+/// A search over a catalogue's docs, numbered in the order they were given.
+pub struct Index {
+    scorer: Scorer<u32, u32>,
+    docs: usize,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Index({} docs)", self.docs)
+    }
+}
+
+impl Index {
+    pub fn new<'a>(docs: impl IntoIterator<Item = &'a Doc>) -> Index {
+        let docs: Vec<&Doc> = docs.into_iter().collect();
+        let avgdl = if docs.is_empty() {
+            1.0
+        } else {
+            (docs.iter().map(|d| d.length).sum::<f32>() / docs.len() as f32).max(1.0)
+        };
+        let mut scorer = Scorer::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let norm = K1 * (1.0 - B + B * doc.length / avgdl);
+            let embedding = Embedding(
+                doc.terms
+                    .iter()
+                    .map(|&(index, tf)| TokenEmbedding {
+                        index,
+                        value: tf * (K1 + 1.0) / (tf + norm),
+                    })
+                    .collect(),
+            );
+            scorer.upsert(&(i as u32), embedding);
+        }
+        Index {
+            scorer,
+            docs: docs.len(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs == 0
+    }
+
+    /// The docs that match `query`, best first (ties in catalogue order), those `keep`
+    /// refuses left out, at most `limit`.
+    pub fn search(&self, query: &str, limit: usize, keep: impl Fn(usize) -> bool) -> Vec<Hit> {
+        let query = Embedding(
+            query_terms(query)
+                .iter()
+                .map(|t| TokenEmbedding {
+                    index: term_id(t),
+                    value: 1.0,
+                })
+                .collect(),
+        );
+        let mut hits: Vec<Hit> = self
+            .scorer
+            .matches(&query)
+            .into_iter()
+            .map(|m| Hit {
+                doc: m.id as usize,
+                score: m.score,
+            })
+            .filter(|h| keep(h.doc))
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.doc.cmp(&b.doc)));
+        hits.truncate(limit);
+        hits
+    }
+}
+
+/// A doc that matched, with its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub doc: usize,
+    pub score: f32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, description: &str, server: &str) -> Doc {
+        Doc::new(&Fields {
+            name,
+            description,
+            server,
+            ..Fields::default()
+        })
+    }
+
+    #[test]
+    fn the_tool_that_does_it_ranks_first_whatever_the_words() {
+        let docs = [
+            tool("read_file", "Read the complete contents of a file", "fs"),
+            tool(
+                "create_directory",
+                "Create a new directory or ensure it exists",
+                "fs",
+            ),
+            tool(
+                "list_directory",
+                "List the files and directories in a path",
+                "fs",
+            ),
+            tool(
+                "create_entities",
+                "Create entities in the knowledge graph",
+                "memory",
+            ),
+            tool(
+                "add_observations",
+                "Add observations to existing entities",
+                "memory",
+            ),
+            tool(
+                "get_pull_request_files",
+                "Get the files changed in a pull request",
+                "github",
+            ),
+        ];
+        let index = Index::new(&docs);
+        let top = |q: &str| index.search(q, 3, |_| true).first().map(|h| h.doc);
+        assert_eq!(top("make a new folder called reports"), Some(1));
+        assert_eq!(top("which files did PR 12 change"), Some(5));
+        assert_eq!(top("show me what's in notes.txt"), Some(0));
+        assert!(matches!(
+            top("remember that Alice works at Acme"),
+            Some(3 | 4)
+        ));
+        assert!(index.search("zebra", 3, |_| true).is_empty());
+        assert!(
+            index
+                .search("folder", 3, |d| d != 1)
+                .iter()
+                .all(|h| h.doc != 1)
+        );
+    }
+
+    #[test]
+    fn a_definition_is_read_from_its_json() {
+        let doc = Doc::of_tool(
+            "query",
+            r#"{"name":"pg:query","description":"Run a read-only SQL query","inputSchema":{"properties":{"sql":{"type":"string","description":"The SELECT statement"}}}}"#,
+            "postgres",
+            "",
+        );
+        let index = Index::new([&doc, &tool("echo", "Echo the message back", "fx")]);
+        assert_eq!(
+            index.search("select rows from a table", 1, |_| true)[0].doc,
+            0
+        );
+    }
+}
