@@ -322,6 +322,14 @@ impl Peer {
         serde_json::from_str(&raw).with_context(|| format!("{}: result is not JSON", self.label))
     }
 
+    /// Sends a request and returns its result as the JSON text the peer wrote, byte for byte
+    /// (what a client receives); a JSON-RPC error is a failure.
+    pub fn call_raw(&mut self, method: &str, params: Value) -> Result<String> {
+        let id = self.send_request(method, params)?;
+        self.reply(id)?
+            .map_err(|e| anyhow!("{}: {method} failed: {e}", self.label))
+    }
+
     /// Sends a request and reads until its response.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value> {
         let id = self.send_request(method, params)?;
