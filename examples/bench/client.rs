@@ -546,13 +546,17 @@ pub fn stderr_path(ctx: &Ctx, label: &str) -> std::path::PathBuf {
 }
 
 /// The hub's `openpact` settings for the main measures: every call allowed by a rule, no rate
-/// limit, no cache, no audit — the forwarding path alone.
+/// limit, no cache, no audit — the forwarding path alone. Tool search off: its default
+/// ("auto") hides a catalogue of more than 40 tools behind `search_tools`, and the parts that
+/// wait for every server's tools in `tools/list` (startup, sandbox) would never see them;
+/// part 10 turns it on where it measures it.
 pub fn pass_through() -> Value {
     json!({
         "permissions": {"allow": ["*"]},
         "rateLimits": {"default": "off"},
         "cache": {"default": "off"},
         "audit": {"enabled": false},
+        "toolSearch": {"mode": "off"},
     })
 }
 
