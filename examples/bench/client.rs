@@ -322,6 +322,14 @@ impl Peer {
         serde_json::from_str(&raw).with_context(|| format!("{}: result is not JSON", self.label))
     }
 
+    /// Sends a request and returns its result as the JSON text the peer wrote, byte for byte
+    /// (what a client receives); a JSON-RPC error is a failure.
+    pub fn call_raw(&mut self, method: &str, params: Value) -> Result<String> {
+        let id = self.send_request(method, params)?;
+        self.reply(id)?
+            .map_err(|e| anyhow!("{}: {method} failed: {e}", self.label))
+    }
+
     /// Sends a request and reads until its response.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value> {
         let id = self.send_request(method, params)?;
@@ -538,13 +546,17 @@ pub fn stderr_path(ctx: &Ctx, label: &str) -> std::path::PathBuf {
 }
 
 /// The hub's `openpact` settings for the main measures: every call allowed by a rule, no rate
-/// limit, no cache, no audit — the forwarding path alone.
+/// limit, no cache, no audit — the forwarding path alone. Tool search off: its default
+/// ("auto") hides a catalogue of more than 40 tools behind `search_tools`, and the parts that
+/// wait for every server's tools in `tools/list` (startup, sandbox) would never see them;
+/// part 10 turns it on where it measures it.
 pub fn pass_through() -> Value {
     json!({
         "permissions": {"allow": ["*"]},
         "rateLimits": {"default": "off"},
         "cache": {"default": "off"},
         "audit": {"enabled": false},
+        "toolSearch": {"mode": "off"},
     })
 }
 

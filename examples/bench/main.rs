@@ -29,6 +29,12 @@
 //!    to a complete tool list, and `tools/call echo` interleaved on one server each — with
 //!    every fixture's `/proc/PID/status` checked, so that "on" really was confined. Here the
 //!    table's two columns are off and on.
+//! 10. [`retrieval`]: tool search — recall@1, recall@5 and MRR of `search_tools` over the
+//!     user-phrased tasks of `examples/bench/retrieval/tasks.json` against a 159-tool catalogue
+//!     (the real filesystem, memory, time and everything servers and the fixture sets of
+//!     `fixtures/catalogues/`), the `tools/list` bytes with `toolSearch` off and on, and a
+//!     search's p50 and p99 at 10,000 tools beside a plain `tools/call` through the same hub
+//!     (skipped without the test peers of `.ci/peers.sh`).
 //!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
@@ -43,8 +49,9 @@
 //! a direct echo, the full pipeline adding ≤ 5 µs, 50 servers ≤ the bench's own start +
 //! 50 ms, ≤ 15 MiB, a remote call ≤ 1.5× a direct one, a call through the HTTP face ≤ 2× one
 //! to the fixture's own HTTP server, 50 sandboxed servers ≤ 1.2× the time with the sandbox
-//! off and a call's p50 unchanged by it within noise), is printed as information beside the
-//! direct (or unsandboxed) figure of the same run.
+//! off and a call's p50 unchanged by it within noise, a search's recall@5 ≥ 0.9, the mode
+//! "on" cutting ≥ 80% of the `tools/list` bytes, a search at 10,000 tools well under 1 ms),
+//! is printed as information beside the direct (or unsandboxed) figure of the same run.
 //!
 //! # Reading the figures on a small VM
 //!
@@ -90,6 +97,7 @@ mod latency;
 mod pipeline;
 mod remote;
 mod report;
+mod retrieval;
 mod sandbox;
 mod startup;
 mod throughput;
@@ -136,6 +144,10 @@ pub struct Params {
     /// Run part 9 (the sandbox on and off): `startup_reps` startups each, `policy_runs`
     /// interleaved pairs.
     pub sandbox: bool,
+    /// Run part 10 (tool search).
+    pub retrieval: bool,
+    /// Part 10's measured passes over the tasks' queries at 10,000 tools.
+    pub retrieval_rounds: usize,
 }
 
 impl Params {
@@ -164,6 +176,8 @@ impl Params {
             remote: true,
             http: true,
             sandbox: true,
+            retrieval: true,
+            retrieval_rounds: pick(3, 10),
         }
     }
 }
@@ -177,6 +191,8 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only remote           a remote server over Streamable HTTP (needs the peers of .ci/peers.sh)
   --only http             the hub's HTTP face against the fixture's own HTTP server
   --only sandbox          the default sandbox against sandbox off: 50-server startup, a call's p50
+  --only retrieval        tool search: recall over user-phrased tasks, tools/list bytes off and on,
+                          a search's cost at 10,000 tools (needs the peers of .ci/peers.sh)
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -192,6 +208,7 @@ pub enum Only {
     Remote,
     Http,
     Sandbox,
+    Retrieval,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -209,9 +226,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("remote") => Only::Remote,
                     Some("http") => Only::Http,
                     Some("sandbox") => Only::Sandbox,
+                    Some("retrieval") => Only::Retrieval,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote, http or sandbox, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http, sandbox or retrieval, not {other:?}"
                         ));
                     }
                 });
@@ -233,12 +251,13 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.throughput_calls = scaled(p.throughput_calls);
     p.calls = !matches!(
         only,
-        Some(Only::Startup | Only::Remote | Only::Http | Only::Sandbox)
+        Some(Only::Startup | Only::Remote | Only::Http | Only::Sandbox | Only::Retrieval)
     );
     p.startup = only.is_none() || only == Some(Only::Startup);
     p.remote = only.is_none() || only == Some(Only::Remote);
     p.http = only.is_none() || only == Some(Only::Http);
     p.sandbox = only.is_none() || only == Some(Only::Sandbox);
+    p.retrieval = only.is_none() || only == Some(Only::Retrieval);
     Ok(Some((p, only)))
 }
 
@@ -500,12 +519,18 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let retrieval = if p.retrieval {
+        retrieval::run(&ctx, p)?
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
         remote: remote.as_ref(),
         http: http.as_ref(),
         sandbox: sandbox.as_ref(),
+        retrieval: retrieval.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

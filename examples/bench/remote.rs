@@ -27,8 +27,8 @@ const NAME: &str = "remote";
 /// How long the server may take to listen, and the hub to list the server's tools.
 const READY: Duration = Duration::from_secs(30);
 
-/// The peers file of `.ci/peers.sh`, if the peers are installed.
-fn peers_json() -> Option<PathBuf> {
+/// The peers file of `.ci/peers.sh`, if the peers are installed (part 10 reads it too).
+pub fn peers_json() -> Option<PathBuf> {
     let path = std::env::var_os("OPENPACT_PEERS_JSON").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/peers/peers.json"),
         PathBuf::from,

@@ -2,7 +2,8 @@
 //! gates, and `target/bench.json` with every figure (each run's, not only the medians).
 //!
 //! Rows read: what, direct, hub, hub/direct, and a note (part 9: what, sandbox off, sandbox
-//! on, on/off). Design goals appear in the notes as "goal … met / not met" — information,
+//! on, on/off; part 10: what, tool search off, on, on/off, then a plain call against a
+//! search). Design goals appear in the notes as "goal … met / not met" — information,
 //! never a failure; only the gates say PASS or FAIL.
 
 use crate::client::{Procs, sched_runtime};
@@ -10,6 +11,7 @@ use crate::face::{self, HttpPart, Rate};
 use crate::latency::{self, Latency, LatencyPart, Paired, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
 use crate::remote;
+use crate::retrieval::{self, Quality, RetrievalPart};
 use crate::sandbox::{self, SandboxPart};
 use crate::startup::{self, HubStartup, StartupPart};
 use crate::throughput::{self, IN_FLIGHT, Throughput, ThroughputPart};
@@ -432,6 +434,7 @@ pub struct Parts<'a> {
     pub remote: Option<&'a LatencyPart>,
     pub http: Option<&'a HttpPart>,
     pub sandbox: Option<&'a SandboxPart>,
+    pub retrieval: Option<&'a RetrievalPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -660,6 +663,7 @@ pub fn finish(
         remote,
         http,
         sandbox,
+        retrieval,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -700,6 +704,9 @@ pub fn finish(
     }
     if let Some(s) = sandbox {
         print_sandbox(s);
+    }
+    if let Some(r) = retrieval {
+        print_retrieval(r);
     }
 
     let latency_ok = latency.map(|l| !l.regressed());
@@ -763,6 +770,7 @@ pub fn finish(
             "http_rate_runs": p.http_rate_runs,
             "http_seconds": p.http_seconds,
             "http_clients": face::CLIENTS,
+            "retrieval_rounds": p.retrieval_rounds,
             "cpu_source": if sched_runtime(std::process::id()).is_some() { "/proc/PID/task/*/sched se.sum_exec_runtime" } else { "/proc/PID/stat utime+stime" },
         },
         "calls": calls.map(calls_json),
@@ -775,6 +783,7 @@ pub fn finish(
         }),
         "http_face": http.map(http_json),
         "sandbox": sandbox.map(sandbox_json),
+        "retrieval": retrieval.map(retrieval_json),
         "gates": {
             "latency": latency.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
@@ -986,6 +995,188 @@ fn sandbox_json(s: &SandboxPart) -> Value {
             "median_pair_p50_us": s.pair().map(|p| off_on(p.a_p50_us, p.b_p50_us)),
             "added_us_median": s.added_us().map(|us| round(us, 2)),
             "runs": s.pairs.iter().map(|p| json!({"off_p50_us": round(p.a_p50_us, 2), "on_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// Part 10: the mode off and on in the columns, then a plain call against a search.
+fn print_retrieval(r: &RetrievalPart) {
+    println!(
+        "10. tool search: {} user-phrased tasks over {} tools (filesystem, memory, time, everything live; fixtures github, slack, postgres, browser, git, tracker)",
+        r.tasks,
+        r.off.names.len()
+    );
+    println!("   {:<42} {:>11} {:>11} {:>10}", "", "off", "on", "on/off");
+    let cut = r.bytes_cut();
+    let enough = r.off.names.len() >= 150;
+    ratio_row(
+        "tools/list, every page (bytes)",
+        &r.off.bytes.to_string(),
+        &r.on.bytes.to_string(),
+        ratio(r.on.bytes as f64, r.off.bytes as f64),
+        &format!(
+            "cut {}; goal ≥ {} at ≥ 150 tools: {}",
+            pct(cut),
+            pct(retrieval::GOAL_BYTES_CUT),
+            goal(enough && cut >= retrieval::GOAL_BYTES_CUT)
+        ),
+    );
+    text(
+        "tools listed",
+        &r.off.names.len().to_string(),
+        &r.on.names.len().to_string(),
+    );
+    match &r.quality {
+        Some(q) => print_quality(q, r.off.names.len()),
+        None => println!("   recall: not measured (the hub has no search_tools)"),
+    }
+    let b = &r.big;
+    println!(
+        "   at {} tools ({} fixture servers, first tools/list after {:.0} ms): {} sequential round trips each, interleaved",
+        b.tools, b.servers, b.startup_ms, b.call.calls
+    );
+    println!(
+        "   {:<42} {:>11} {:>11} {:>10}",
+        "", "tools/call", "search", "search/call"
+    );
+    let Some(search) = &b.search else {
+        row(
+            "p50 of a plain tools/call",
+            b.call.p50_us,
+            f64::NAN,
+            "µs",
+            "search not measured",
+        );
+        return;
+    };
+    let added = search.p50_us - b.call.p50_us;
+    row(
+        "p50",
+        b.call.p50_us,
+        search.p50_us,
+        "µs",
+        &format!(
+            "search adds {added:+.1} µs; goal well under {} ms: {}",
+            retrieval::GOAL_SEARCH_P50_MS,
+            goal(search.p50_us < retrieval::GOAL_SEARCH_P50_MS * 1e3)
+        ),
+    );
+    row("p99", b.call.p99_us, search.p99_us, "µs", "");
+    row("mean", b.call.mean_us, search.mean_us, "µs", "");
+}
+
+/// Recall, MRR, per server, and the tasks whose tool the search did not put in the top five.
+fn print_quality(q: &Quality, tools: usize) {
+    let r5 = q.recall_at(5);
+    println!(
+        "   {:<42} {:>11}",
+        "recall@1",
+        format!("{:.3}", q.recall_at(1))
+    );
+    println!(
+        "   {:<42} {:>11}             goal ≥ {}: {}",
+        "recall@5",
+        format!("{r5:.3}"),
+        retrieval::GOAL_RECALL_AT_5,
+        goal(r5 >= retrieval::GOAL_RECALL_AT_5)
+    );
+    println!(
+        "   {:<42} {:>11}",
+        format!("MRR (top {})", retrieval::LIMIT),
+        format!("{:.3}", q.mrr())
+    );
+    let servers: Vec<String> = q
+        .by_server()
+        .iter()
+        .map(|(s, n, first, five)| format!("{s} {first}/{five}/{n}"))
+        .collect();
+    println!("   first / top 5 / tasks: {}", servers.join(", "));
+    println!(
+        "   {:<42} {:>11}",
+        "search_tools result, mean (bytes)",
+        format!("{:.0}", q.result_bytes)
+    );
+    println!(
+        "   {:<42} {:>11}",
+        format!("search round trip at {tools} tools, p50 / p99"),
+        format!("{:.1} / {:.1} µs", q.timing.p50_us, q.timing.p99_us)
+    );
+    let far: Vec<_> = q
+        .ranked
+        .iter()
+        .filter(|r| r.rank.is_none_or(|n| n > 5))
+        .collect();
+    let near = q
+        .ranked
+        .iter()
+        .filter(|r| r.rank.is_some_and(|n| (2..=5).contains(&n)))
+        .count();
+    println!(
+        "   not in the top 5: {} task(s) (another {near} at ranks 2-5; every miss is in bench.json):",
+        far.len()
+    );
+    for r in far {
+        let rank = r.rank.map_or_else(|| "-".to_string(), |n| n.to_string());
+        let top: Vec<&str> = r.got.iter().take(3).map(String::as_str).collect();
+        println!(
+            "     {:?} → {} (rank {rank}); got {}",
+            r.task,
+            r.expected,
+            top.join(", ")
+        );
+    }
+}
+
+fn timing_json(t: &retrieval::Timing) -> Value {
+    json!({"calls": t.calls, "p50_us": round(t.p50_us, 2), "p99_us": round(t.p99_us, 2), "mean_us": round(t.mean_us, 2)})
+}
+
+/// Part 10: the listings, recall with every task not ranked first, the 10,000-tool timings.
+fn retrieval_json(r: &RetrievalPart) -> Value {
+    let listing = |l: &retrieval::Listing| json!({"bytes": l.bytes, "pages": l.pages, "tools": l.names.len()});
+    let quality = r.quality.as_ref().map(|q| {
+        json!({
+            "recall_at_1": round(q.recall_at(1), 4),
+            "recall_at_5": round(q.recall_at(5), 4),
+            "mrr": round(q.mrr(), 4),
+            "result_bytes_mean": round(q.result_bytes, 0),
+            "search_round_trip": timing_json(&q.timing),
+            "limit": retrieval::LIMIT,
+            "goal_recall_at_5": retrieval::GOAL_RECALL_AT_5,
+            "by_server": q.by_server().iter().map(|(s, n, first, five)| json!({"server": s, "tasks": n, "first": first, "top5": five})).collect::<Vec<_>>(),
+            "misses": q.ranked.iter().filter(|x| x.rank != Some(1)).map(|x| json!({
+                "task": x.task,
+                "expected": x.expected,
+                "rank": x.rank,
+                "got_top3": x.got.iter().take(3).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    });
+    let b = &r.big;
+    json!({
+        "tasks": r.tasks,
+        "settings": {
+            "off": retrieval::settings("off", retrieval::LIST_WAIT),
+            "on": retrieval::settings("on", retrieval::LIST_WAIT),
+            "at_scale": retrieval::settings("on", retrieval::BIG_LIST_WAIT),
+        },
+        "tools_list": {
+            "off": listing(&r.off),
+            "on": listing(&r.on),
+            "cut": round(r.bytes_cut(), 4),
+            "goal_cut": retrieval::GOAL_BYTES_CUT,
+        },
+        "quality": quality,
+        "at_scale": {
+            "servers": b.servers,
+            "tools": b.tools,
+            "fixtures_running": b.fixtures_running,
+            "first_list_ms": round(b.startup_ms, 1),
+            "rounds": b.rounds,
+            "tools_call": timing_json(&b.call),
+            "search_tools": b.search.as_ref().map(timing_json),
+            "search_added_p50_us": b.search.as_ref().map(|s| round(s.p50_us - b.call.p50_us, 2)),
+            "goal_search_p50_ms": retrieval::GOAL_SEARCH_P50_MS,
         },
     })
 }
