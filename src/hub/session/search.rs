@@ -5,7 +5,7 @@
 use super::Session;
 use crate::config::ToolSearch;
 use crate::hub::views::{self, CALL_TOOL, SEARCH_TOOLS};
-use crate::hub::{Catalog, Named, catalog};
+use crate::hub::{Catalog, catalog};
 use crate::jsonrpc::{self, Message, RawObject};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -105,23 +105,26 @@ impl Session {
             .map_or(settings.limit, |n| n as usize)
             .clamp(1, ToolSearch::MAX_LIMIT);
         let upstreams = self.hub.upstreams();
-        let server_of = |t: &Named| catalog::server_name(upstreams, t.upstream).to_string();
-        let servers: Vec<String> = {
-            let mut s: Vec<String> = view.tools.items.iter().map(|t| server_of(t)).collect();
-            s.dedup();
-            s
-        };
+        // The view's servers in order (its tools come grouped by server).
+        let mut in_view: Vec<usize> = Vec::new();
+        for t in view.tools.items.iter() {
+            if in_view.last() != Some(&t.upstream) && !in_view.contains(&t.upstream) {
+                in_view.push(t.upstream);
+            }
+        }
+        let servers: Vec<&str> = in_view
+            .iter()
+            .map(|&i| catalog::server_name(upstreams, i))
+            .collect();
         let only_server = match arguments.get("server").and_then(Value::as_str) {
             None | Some("") => None,
             Some(name) => {
-                let found = view.tools.items.iter().find(|t| {
-                    server_of(t) == name
-                        || upstreams
-                            .get(t.upstream)
-                            .is_some_and(|u| u.config.prefix() == name)
-                });
-                match found {
-                    Some(t) => Some(t.upstream),
+                let named = |&i: &usize| {
+                    catalog::server_name(upstreams, i) == name
+                        || upstreams.get(i).is_some_and(|u| u.config.prefix() == name)
+                };
+                match in_view.iter().find(|i| named(i)) {
+                    Some(&i) => Some(i),
                     None => {
                         let why = format!(
                             "no server \"{name}\" among this client's: {}",
