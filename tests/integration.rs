@@ -46,4 +46,5 @@ mod policy;
 mod remote;
 mod remote_faults;
 mod sandbox;
+mod search_clients;
 mod surface;

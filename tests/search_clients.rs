@@ -1,0 +1,456 @@
+//! Tool search through independent MCP clients: rmcp (the Rust SDK) over stdio, the Python
+//! SDK over stdio and HTTP, the TypeScript SDK (v1, and v2 on 2026-07-28) over HTTP. With
+//! `openpact.toolSearch` on, each client's `tools/list` holds only `search_tools`, `call_tool`
+//! and the pinned tools; each client finds a fixture tool by describing the task in plain
+//! words, then reaches it through `call_tool`, which takes the whole policy pipeline: the
+//! permission prompt (answered through the client's elicitation handler, or on 2026-07-28
+//! carried by an input-required result) names the real tool, progress comes under the call's
+//! own token, the audit and the cache know the real tool, and a cancel reaches the fixture. A
+//! profile's endpoint shows only that profile's tools, in its list and in its searches.
+//!
+//! The scripts (`client.py`, `client.mjs`) live in `search_clients/` beside this file; each
+//! prints what it saw as one JSON object, checked here. The real peers come from
+//! `.ci/peers.sh`; without them the script tests print SKIPPED and pass, unless
+//! `OPENPACT_REQUIRE_PEERS=1`.
+
+use crate::support::rmcp::{connect, first_text, obj, transport};
+use crate::support::{Scratch, WAIT, fixture, openpact_for, state_dir};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::process::Command;
+
+/// The `_meta` flag on every tool listed while search is on.
+const ALWAYS_LOAD: &str = "anthropic/alwaysLoad";
+
+/// The task that must find `fx:echo` ("repeat" is no word of its definition).
+const REPEAT: &str = "repeat my message back";
+
+/// A hub that searches, over the fixture as `fx`: listed are the meta-tools and the pinned
+/// `fx:add`. Every call asks through the client, except `fx:add` (pinned) and `fx:slow` and
+/// `fx:cancelled` (the cancellation probes); `fx:add`'s results are cached.
+fn searching(sc: &Scratch) -> PathBuf {
+    sc.servers(
+        json!({"fx": fixture(&[])}),
+        Some(json!({
+            "listWait": "30s",
+            "toolSearch": {"mode": "on", "alwaysLoad": ["fx:add"]},
+            "permissions": {"default": "ask", "allow": ["fx:add", "fx:slow", "fx:cancelled"]},
+            "cache": {"rules": {"fx:add": "1m"}},
+        })),
+    )
+}
+
+/// `openpact serve` on `config` in a session of its own (no controlling terminal, so prompts
+/// can only go through the client), with `args` after `serve`.
+fn serve_command(config: &Path, args: &[&str]) -> Command {
+    let mut cmd = openpact_for(config, Some("setsid"));
+    cmd.arg("serve")
+        .args(args)
+        .env("OPENPACT_LOG", "info,openpact=debug")
+        .kill_on_drop(true);
+    cmd
+}
+
+/// The names of `tools` (tool definitions as JSON).
+fn names(tools: &Value) -> Vec<&str> {
+    tools
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool list: {tools}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
+/// A search session's listing: exactly the meta-tools and the pinned `fx:add`, each flagged to
+/// load in full; `search_tools` takes a query.
+fn assert_listed(tools: &Value, who: &str) {
+    let mut listed = names(tools);
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        ["call_tool", "fx:add", "search_tools"],
+        "{who}: {tools:#}"
+    );
+    for t in tools.as_array().unwrap() {
+        assert_eq!(t["_meta"][ALWAYS_LOAD], true, "{who}: {t}");
+    }
+    let search = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "search_tools")
+        .unwrap();
+    assert_eq!(search["inputSchema"]["required"], json!(["query"]), "{who}");
+    let add = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fx:add")
+        .unwrap();
+    assert_eq!(
+        add["inputSchema"]["properties"]["a"]["type"], "number",
+        "{who}: the pinned tool in full: {add}"
+    );
+}
+
+/// A `search_tools` result for [`REPEAT`]: `fx:echo` first, with what calling it takes.
+fn assert_found_echo(r: &Value, who: &str) {
+    assert_ne!(r["isError"], true, "{who}: {r:#}");
+    let found = &r["structuredContent"];
+    assert_eq!(found["query"], REPEAT, "{who}: {r:#}");
+    let tools = found["tools"].as_array().unwrap();
+    assert!(!tools.is_empty() && tools.len() <= 8, "{who}: {r:#}");
+    let echo = &tools[0];
+    assert_eq!(echo["name"], "fx:echo", "{who}: {r:#}");
+    assert_eq!(echo["server"], "fx", "{who}: {r:#}");
+    assert_eq!(echo["description"], "Echo the message back", "{who}");
+    assert_eq!(
+        echo["inputSchema"]["properties"]["message"]["type"], "string",
+        "{who}: {echo}"
+    );
+    assert!(echo["score"].as_f64().is_some_and(|s| s > 0.0), "{echo}");
+    // Every fixture tool is searched, though none but fx:add is listed.
+    assert!(found["total"].as_u64().unwrap() >= 20, "{who}: {r:#}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("fx:echo") && text.contains("call_tool"),
+        "{text}"
+    );
+}
+
+/// The permission prompts a session answered: `tools` in order, each naming the real tool
+/// (never the meta-tool it was reached through), in the hub's form.
+fn assert_asked(asked: &Value, tools: &[&str], who: &str) {
+    let asked = asked.as_array().unwrap();
+    assert_eq!(asked.len(), tools.len(), "{who}: {asked:#?}");
+    for (a, tool) in asked.iter().zip(tools) {
+        let msg = a["message"].as_str().unwrap();
+        assert!(msg.contains(tool), "{who}: {tool} not in {msg:?}");
+        assert!(!msg.contains("call_tool"), "{who}: {msg:?}");
+        assert_eq!(
+            a["requestedSchema"]["properties"]["decision"]["enum"],
+            json!(["always", "once", "deny"]),
+            "{who}: {a}"
+        );
+    }
+}
+
+/// One notification per step, rising to the total.
+fn assert_progress(seen: &[(f64, Option<f64>)], who: &str) {
+    assert_eq!(seen.len(), 3, "{who}: one notification per step: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0),
+        "{who}: progress rises: {seen:?}"
+    );
+    assert_eq!(seen[2], (3.0, Some(3.0)), "{who}: {seen:?}");
+}
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"].as_str().unwrap_or("")
+}
+
+/// The audit log's records (written in the background: waits for at least `n`).
+async fn audit(config: &Path, n: usize) -> Vec<Value> {
+    let path = state_dir(config).join("audit.jsonl");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let records: Vec<Value> = std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if records.len() >= n || Instant::now() > deadline {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The audited calls as (target, outcome): the real tools, never the meta-tools.
+fn audited(records: &[Value]) -> Vec<(String, String)> {
+    records
+        .iter()
+        .map(|r| {
+            let target = r["target"].as_str().unwrap().to_string();
+            assert!(
+                target != "call_tool" && target != "search_tools",
+                "the audit names the real tool: {r}"
+            );
+            (target, r["outcome"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// rmcp over stdio
+
+/// An rmcp client that declares elicitation and answers each prompt with the next queued
+/// answer, recording what it was asked and the progress it was sent.
+#[derive(Clone, Default)]
+struct Searcher {
+    answers: Arc<Mutex<VecDeque<ElicitResult>>>,
+    asked: Arc<Mutex<Vec<Value>>>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Searcher {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "search-rmcp", "version": "0"},
+        }))
+        .unwrap()
+    }
+}
+
+fn decision(d: &str) -> ElicitResult {
+    ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": d}))
+}
+
+/// `tools/call` of `name` as rmcp sends it.
+fn call_request(name: &str, args: Value) -> ClientRequest {
+    ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new(name.to_string()).with_arguments(obj(args)),
+    ))
+}
+
+/// `call_tool` of `name` with `arguments`, as rmcp sends it.
+fn via_call_tool(name: &str, arguments: Value) -> ClientRequest {
+    call_request("call_tool", json!({"name": name, "arguments": arguments}))
+}
+
+async fn answered(client: &RunningService<RoleClient, Searcher>, req: ClientRequest) -> Value {
+    let what = format!("{req:?}");
+    let r = tokio::time::timeout(
+        WAIT,
+        client.send_cancellable_request(req, PeerRequestOptions::no_options()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer within {WAIT:?} to {what}"))
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let r = tokio::time::timeout(WAIT, r.await_response())
+        .await
+        .unwrap_or_else(|_| panic!("no answer within {WAIT:?} to {what}"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    match r {
+        ServerResult::CallToolResult(r) => serde_json::to_value::<CallToolResult>(r).unwrap(),
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_lists_searches_and_calls_through_call_tool() {
+    let sc = Scratch::new();
+    let config = searching(&sc);
+    let (transport, log) = transport(serve_command(&config, &[]));
+    let handler = Searcher::default();
+    handler
+        .answers
+        .lock()
+        .unwrap()
+        .extend([decision("once"), decision("deny"), decision("once")]);
+    let client = connect(handler.clone(), transport).await;
+    let asked = || handler.asked.lock().unwrap().len();
+
+    let tools = tokio::time::timeout(WAIT, client.list_all_tools())
+        .await
+        .expect("tools/list in time")
+        .unwrap_or_else(|e| panic!("tools/list: {e}\n{}", log.text()));
+    assert_listed(&serde_json::to_value(&tools).unwrap(), "rmcp");
+
+    let found = answered(
+        &client,
+        call_request("search_tools", json!({"query": REPEAT})),
+    )
+    .await;
+    assert_found_echo(&found, "rmcp");
+    let one = answered(
+        &client,
+        call_request(
+            "search_tools",
+            json!({"query": "add two numbers", "limit": 1}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        names(&one["structuredContent"]["tools"]),
+        ["fx:add"],
+        "{one:#}"
+    );
+    let nowhere = answered(
+        &client,
+        call_request("search_tools", json!({"query": "echo", "server": "nope"})),
+    )
+    .await;
+    assert_eq!(nowhere["isError"], true, "{nowhere:#}");
+    assert!(text(&nowhere).contains("no server \"nope\""), "{nowhere:#}");
+    assert_eq!(asked(), 0, "searching asks no permission");
+
+    // The prompt names the real tool; "once" lets the call run.
+    let echo = found["structuredContent"]["tools"][0]["name"]
+        .as_str()
+        .unwrap();
+    let r = answered(
+        &client,
+        via_call_tool(echo, json!({"message": "rmcp reached it"})),
+    )
+    .await;
+    assert_eq!(text(&r), "rmcp reached it", "{r:#}");
+    assert_ne!(r["isError"], true, "{r:#}");
+    assert_eq!(asked(), 1);
+
+    // "deny" refuses it, without reaching the fixture.
+    let r = answered(&client, via_call_tool(echo, json!({"message": "refused"}))).await;
+    assert_eq!(r["isError"], true, "{r:#}");
+    assert!(text(&r).contains("denied at the prompt"), "{r:#}");
+    assert!(text(&r).contains("fx:echo"), "{r:#}");
+    assert_eq!(asked(), 2);
+
+    // Progress under the token of the call_tool request itself.
+    let handle = tokio::time::timeout(
+        WAIT,
+        client.send_cancellable_request(
+            via_call_tool("fx:progress", json!({"steps": 3, "ms": 20})),
+            PeerRequestOptions::with_timeout(WAIT),
+        ),
+    )
+    .await
+    .expect("sent in time")
+    .unwrap();
+    let token = handle.progress_token.clone();
+    let r = match tokio::time::timeout(WAIT, handle.await_response())
+        .await
+        .expect("fx:progress in time")
+        .unwrap_or_else(|e| panic!("fx:progress: {e}\n{}", log.text()))
+    {
+        ServerResult::CallToolResult(r) => r,
+        other => panic!("fx:progress: {other:?}"),
+    };
+    assert_eq!(first_text(&r), "done 3", "{r:?}");
+    assert_eq!(asked(), 3);
+    // rmcp runs notification handlers on tasks of their own: the last may still be on its
+    // way when the response is in.
+    let ours = || -> Vec<(f64, Option<f64>)> {
+        handler
+            .progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.progress_token == token)
+            .map(|p| (p.progress, p.total))
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ours().len() < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_progress(&ours(), "rmcp");
+    assert_eq!(
+        handler.progress.lock().unwrap().len(),
+        3,
+        "no progress but this call's"
+    );
+
+    // A cancelled call_tool reaches the fixture as a cancel of the real call.
+    let slow = client
+        .send_cancellable_request(
+            via_call_tool("fx:slow", json!({"ms": 30000})),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    tokio::time::timeout(WAIT, slow.cancel(Some("the test cancels".into())))
+        .await
+        .expect("cancel in time")
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let mut cancelled = json!([]);
+    let mut probes = 0;
+    for _ in 0..250 {
+        probes += 1;
+        let r = answered(&client, via_call_tool("fx:cancelled", json!({}))).await;
+        cancelled = serde_json::from_str(text(&r)).unwrap_or(json!([]));
+        if cancelled.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        cancelled.as_array().map(Vec::len),
+        Some(1),
+        "the fixture saw one cancel"
+    );
+
+    // The pinned tool through call_tool, then by its own name: allowed, so not asked; one
+    // result cached under the real tool, whichever way it was called.
+    let r = answered(&client, via_call_tool("fx:add", json!({"a": 2, "b": 3}))).await;
+    assert_eq!(text(&r), "5", "{r:#}");
+    assert_eq!(r["structuredContent"]["sum"], 5, "{r:#}");
+    let r = answered(&client, call_request("fx:add", json!({"b": 3, "a": 2}))).await;
+    assert_eq!(text(&r), "5", "{r:#}");
+    assert_eq!(asked(), 3);
+
+    let asked = json!(*handler.asked.lock().unwrap());
+    assert_asked(&asked, &["fx:echo", "fx:echo", "fx:progress"], "rmcp");
+    let records = audit(&config, 3 + probes + 2).await;
+    let calls = audited(&records);
+    let want = [
+        ("fx:echo", "ok"),
+        ("fx:echo", "denied"),
+        ("fx:progress", "ok"),
+    ];
+    let got: Vec<(&str, &str)> = calls
+        .iter()
+        .filter(|(t, _)| t == "fx:echo" || t == "fx:progress")
+        .map(|(t, o)| (t.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(got, want, "{records:#?}");
+    let adds: Vec<&str> = records
+        .iter()
+        .filter(|r| r["target"] == "fx:add")
+        .map(|r| r["cache"].as_str().unwrap())
+        .collect();
+    assert_eq!(adds, ["miss", "hit"], "{records:#?}");
+
+    tokio::time::timeout(WAIT, client.cancel())
+        .await
+        .expect("close in time")
+        .unwrap();
+}
