@@ -14,7 +14,9 @@
 //! `OPENPACT_REQUIRE_PEERS=1`.
 
 use crate::support::rmcp::{connect, first_text, obj, transport};
-use crate::support::{Scratch, WAIT, fixture, openpact_for, state_dir};
+use crate::support::{
+    Hub, OPENPACT, Peers, Ran, Scratch, WAIT, fixture, openpact_for, s, state_dir,
+};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ServerResult,
@@ -24,6 +26,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::Command;
@@ -453,4 +456,172 @@ async fn rmcp_lists_searches_and_calls_through_call_tool() {
         .await
         .expect("close in time")
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// The Python SDK, over stdio and over HTTP
+
+/// The words that start the hub on `config` over stdio, for a client that spawns it.
+fn hub_words(config: &Path) -> Value {
+    let state = state_dir(config);
+    json!([
+        OPENPACT,
+        "--config",
+        s(config),
+        "--state-dir",
+        s(&state),
+        "serve"
+    ])
+}
+
+/// `openpact serve --http 127.0.0.1:0 --no-stdio` on `config`, and the base of its URL.
+async fn http_only(config: &Path) -> (Hub, String) {
+    let hub = Hub::spawn(serve_command(
+        config,
+        &["--http", "127.0.0.1:0", "--no-stdio"],
+    ));
+    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
+    let log = hub.stderr();
+    let start = log.find("http://").unwrap();
+    let end = start + log[start..].find("/mcp").unwrap();
+    let base = log[start..end].to_string();
+    (hub, base)
+}
+
+/// The progress a script saw, as (progress, total): the hub's own notifications, not the
+/// SDK's note on fulfilling an input-required result (the TypeScript SDK v2 reports one).
+fn progress_seen(v: &Value) -> Vec<(f64, Option<f64>)> {
+    v["progressSeen"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no progress recorded: {v:#}"))
+        .iter()
+        .filter(|p| {
+            !p["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Fulfilling input required"))
+        })
+        .map(|p| (p["progress"].as_f64().unwrap(), p["total"].as_f64()))
+        .collect()
+}
+
+/// Runs this folder's `script` with `interpreter` (a peers.json command) and `args`; its JSON.
+async fn run_script(
+    peers: &Peers,
+    interpreter: &str,
+    script: &str,
+    args: &[&str],
+    hub: Option<&Hub>,
+) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/search_clients")
+        .join(script);
+    let words = peers.command(interpreter);
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..])
+        .arg(&path)
+        .args(args)
+        .stdin(Stdio::null());
+    let ran = Ran::of(cmd, (script, args), Duration::from_secs(60)).await;
+    let hub = hub.map(Hub::stderr).unwrap_or_default();
+    assert_eq!(ran.code, Some(0), "{ran}\nhub:\n{hub}");
+    ran.json()
+}
+
+/// The Python client in `mode` against a searching hub it starts over stdio.
+async fn python_over_stdio(peers: &Peers, mode: &str) -> (Value, PathBuf, Scratch) {
+    let sc = Scratch::new();
+    let config = searching(&sc);
+    let hub = hub_words(&config).to_string();
+    let args = [mode, "stdio", "setsid", &hub];
+    let v = run_script(peers, "PEER_PYTHON", "client.py", &args, None).await;
+    (v, config, sc)
+}
+
+/// What the Python client must have seen, in either era, and what the audit holds of it.
+async fn assert_python(v: &Value, config: &Path, who: &str) {
+    assert_listed(&v["tools"], who);
+    assert_found_echo(&v["search"], who);
+    assert_eq!(
+        names(&v["searchAdd"]["structuredContent"]["tools"]),
+        ["fx:add"],
+        "{who}: {v:#}"
+    );
+    assert_eq!(v["askedAfterSearch"], 0, "{who}: searching asks nothing");
+    assert_eq!(text(&v["once"]), "py reached it", "{who}: {v:#}");
+    assert_ne!(v["once"]["isError"], true, "{who}: {v:#}");
+    assert_eq!(v["denied"]["isError"], true, "{who}: {v:#}");
+    assert!(
+        text(&v["denied"]).contains("denied at the prompt"),
+        "{who}: {v:#}"
+    );
+    assert_eq!(text(&v["progress"]), "done 3", "{who}: {v:#}");
+    assert_progress(&progress_seen(v), who);
+    assert_eq!(text(&v["add"]), "5", "{who}: {v:#}");
+    assert_asked(&v["asked"], &["fx:echo", "fx:echo", "fx:progress"], who);
+    let records = audit(config, 4).await;
+    let calls = audited(&records);
+    let got: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|(t, o)| (t.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("fx:echo", "ok"),
+            ("fx:echo", "denied"),
+            ("fx:progress", "ok"),
+            ("fx:add", "ok")
+        ],
+        "{who}: {records:#?}"
+    );
+}
+
+/// A 2026-07-28 exchange: the first call_tool of echo, left unanswered, came back as an
+/// input-required result carrying the permission prompt for the real tool.
+fn assert_input_required(v: &Value, who: &str) {
+    assert_eq!(v["protocolVersion"], "2026-07-28", "{who}: {v:#}");
+    let ir = &v["inputRequired"];
+    assert_eq!(ir["resultType"], "input_required", "{who}: {v:#}");
+    let requests: Vec<&Value> = match &ir["inputRequests"] {
+        Value::Object(m) => m.values().collect(),
+        Value::Array(a) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    assert_eq!(requests.len(), 1, "{who}: one input request: {v:#}");
+    assert_eq!(requests[0]["method"], "elicitation/create", "{who}: {v:#}");
+    let msg = requests[0]["params"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("fx:echo"), "{who}: {v:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_lists_searches_and_calls_through_call_tool() {
+    let Some(peers) = Peers::get() else { return };
+    let (v, config, _sc) = python_over_stdio(&peers, "legacy").await;
+    assert_eq!(v["protocolVersion"], "2025-11-25", "{v:#}");
+    assert_python(&v, &config, "py").await;
+}
+
+/// The same on 2026-07-28: the prompt for the tool behind call_tool comes as an input-required
+/// result, which the SDK fulfils through its elicitation callback and sends again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_searches_and_calls_through_call_tool_on_2026() {
+    let Some(peers) = Peers::get() else { return };
+    let (v, config, _sc) = python_over_stdio(&peers, "auto").await;
+    assert_input_required(&v, "py-2026");
+    assert_python(&v, &config, "py-2026").await;
+}
+
+/// The Python client over stateless HTTP on 2026-07-28: the input-required round trip of
+/// call_tool with no session to hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_searches_and_calls_through_call_tool_on_2026() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let config = searching(&sc);
+    let (hub, base) = http_only(&config).await;
+    let url = format!("{base}/mcp");
+    let args = ["2026-07-28", "http", &url];
+    let v = run_script(&peers, "PEER_PYTHON", "client.py", &args, Some(&hub)).await;
+    assert_input_required(&v, "py-http-2026");
+    assert_python(&v, &config, "py-http-2026").await;
 }
