@@ -625,3 +625,210 @@ async fn python_sdk_over_http_searches_and_calls_through_call_tool_on_2026() {
     assert_input_required(&v, "py-http-2026");
     assert_python(&v, &config, "py-http-2026").await;
 }
+
+// ---------------------------------------------------------------------------------------
+// The TypeScript SDK over HTTP
+
+/// The TypeScript SDK `sdk` (v1 or v2) in `era` (legacy or 2026-07-28), in `mode` against
+/// `url`.
+async fn typescript(peers: &Peers, url: &str, mode: &str, sdk_era: [&str; 2], hub: &Hub) -> Value {
+    let peers_dir = peers.vars["OPENPACT_PEERS_DIR"].as_str().unwrap();
+    let [sdk, era] = sdk_era;
+    let args = [url, peers_dir, mode, sdk, era];
+    run_script(peers, "PEER_NODE", "client.mjs", &args, Some(hub)).await
+}
+
+/// The TypeScript SDK's search session against a fresh searching hub on HTTP: what it saw,
+/// checked, and what the audit holds of it.
+async fn typescript_search(sdk_era: [&str; 2]) {
+    let Some(peers) = Peers::get() else { return };
+    let who = format!("ts-{}", sdk_era.join("-"));
+    let sc = Scratch::new();
+    let config = searching(&sc);
+    let (hub, base) = http_only(&config).await;
+    let v = typescript(&peers, &format!("{base}/mcp"), "search", sdk_era, &hub).await;
+    let modern = sdk_era[1] != "legacy";
+    if modern {
+        assert_eq!(v["protocolVersion"], sdk_era[1], "{who}: {v:#}");
+        assert_eq!(v["sessionId"], Value::Null, "{who}: stateless: {v:#}");
+        // The SDK notes each input-required round it fulfils: progress's prompt came so.
+        let rounds = v["progressSeen"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| {
+                p["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("Fulfilling input required"))
+            })
+            .count();
+        assert_eq!(rounds, 1, "{who}: {v:#}");
+    } else {
+        assert!(
+            v["sessionId"].as_str().is_some_and(|s| s.len() >= 32),
+            "{who}: {v:#}"
+        );
+    }
+    assert_listed(&v["tools"], &who);
+    assert_found_echo(&v["search"], &who);
+    assert_eq!(v["askedAfterSearch"], 0, "{who}: searching asks nothing");
+    assert_eq!(text(&v["once"]), "ts reached it", "{who}: {v:#}");
+    assert_ne!(v["once"]["isError"], true, "{who}: {v:#}");
+    assert_eq!(text(&v["progress"]), "done 3", "{who}: {v:#}");
+    assert_progress(&progress_seen(&v), &who);
+    assert_eq!(v["denied"]["isError"], true, "{who}: {v:#}");
+    assert!(
+        text(&v["denied"]).contains("denied at the prompt"),
+        "{who}: {v:#}"
+    );
+    assert_asked(&v["asked"], &["fx:echo", "fx:progress", "fx:echo"], &who);
+    let records = audit(&config, 3).await;
+    let calls = audited(&records);
+    let got: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|(t, o)| (t.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("fx:echo", "ok"),
+            ("fx:progress", "ok"),
+            ("fx:echo", "denied")
+        ],
+        "{who}: {records:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_http_lists_searches_and_calls_through_call_tool() {
+    typescript_search(["v1", "legacy"]).await;
+}
+
+/// The TypeScript SDK v2 on 2026-07-28: stateless HTTP, the prompt for the tool behind
+/// call_tool an input-required result the SDK fulfils through its elicitation handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_v2_over_http_searches_and_calls_through_call_tool_on_2026() {
+    typescript_search(["v2", "2026-07-28"]).await;
+}
+
+/// A call of `fx:echo` refused as an unknown tool (a JSON-RPC error the SDK threw).
+fn assert_unknown_fx_echo(r: &Value, why: &str) {
+    assert_eq!(r["code"], -32602, "{why}: {r:#}");
+    let thrown = r["thrown"].as_str().unwrap_or("");
+    assert!(thrown.contains("Unknown tool: fx:echo"), "{why}: {r:#}");
+}
+
+/// Profiles on HTTP: `/mcp/listed` lists only its server's tools; `/mcp/searched` searches
+/// only them, and `call_tool` reaches nothing outside it. The default `/mcp` still sees all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_endpoint_lists_and_searches_only_its_tools() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"fx": fixture(&[]), "other": fixture(&[])}),
+        Some(json!({
+            "listWait": "30s",
+            "toolSearch": {"mode": "on", "alwaysLoad": ["fx:add"]},
+            "profiles": {
+                "listed": {"servers": ["other"], "toolSearch": {"mode": "off"}},
+                "searched": {"servers": ["other"]},
+            },
+        })),
+    );
+    let (hub, base) = http_only(&config).await;
+
+    let listed = typescript(
+        &peers,
+        &format!("{base}/mcp/listed"),
+        "profile",
+        ["v1", "legacy"],
+        &hub,
+    )
+    .await;
+    let tools = names(&listed["tools"]);
+    assert!(tools.contains(&"other:echo"), "{listed:#}");
+    assert!(tools.len() >= 20, "every tool of other: {listed:#}");
+    assert!(
+        tools.iter().all(|t| t.starts_with("other:")),
+        "only the profile's server: {tools:?}"
+    );
+    assert_eq!(
+        text(&listed["direct"]),
+        "listed in the profile",
+        "{listed:#}"
+    );
+    assert_unknown_fx_echo(&listed["directFx"], "fx:echo is outside the profile");
+
+    let searched = typescript(
+        &peers,
+        &format!("{base}/mcp/searched"),
+        "profile",
+        ["v1", "legacy"],
+        &hub,
+    )
+    .await;
+    let mut tools = names(&searched["tools"]);
+    tools.sort_unstable();
+    assert_eq!(
+        tools,
+        ["call_tool", "search_tools"],
+        "fx:add is pinned, but not in this profile: {searched:#}"
+    );
+    let search_def = searched["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "search_tools")
+        .unwrap();
+    let description = search_def["description"].as_str().unwrap();
+    assert!(
+        description.contains("other") && !description.contains("fx"),
+        "{description}"
+    );
+    let found = &searched["search"]["structuredContent"];
+    assert_eq!(found["tools"][0]["name"], "other:echo", "{searched:#}");
+    assert!(
+        found["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["server"] == "other"),
+        "{searched:#}"
+    );
+    let other_total = found["total"].as_u64().unwrap();
+    assert_eq!(
+        other_total as usize,
+        listed["tools"].as_array().unwrap().len()
+    );
+    let fx = &searched["searchFx"];
+    assert_eq!(fx["isError"], true, "{searched:#}");
+    assert!(text(fx).contains("no server \"fx\""), "{searched:#}");
+    assert_eq!(
+        text(&searched["callOther"]),
+        "in the profile",
+        "{searched:#}"
+    );
+    assert_unknown_fx_echo(
+        &searched["callFx"],
+        "call_tool reaches nothing outside the profile",
+    );
+
+    // The default endpoint: both servers behind the search, fx:add pinned.
+    let whole = typescript(
+        &peers,
+        &format!("{base}/mcp"),
+        "profile",
+        ["v1", "legacy"],
+        &hub,
+    )
+    .await;
+    let mut tools = names(&whole["tools"]);
+    tools.sort_unstable();
+    assert_eq!(tools, ["call_tool", "fx:add", "search_tools"], "{whole:#}");
+    assert_eq!(
+        whole["search"]["structuredContent"]["total"].as_u64(),
+        Some(2 * other_total),
+        "{whole:#}"
+    );
+    assert_eq!(text(&whole["callFx"]), "outside it", "{whole:#}");
+}
