@@ -1081,6 +1081,16 @@ fn print_quality(q: &Quality, tools: usize) {
         goal(r5 >= retrieval::GOAL_RECALL_AT_5)
     );
     println!(
+        "   {:<42} {:>11}             tasks whose misses were studied while tuning",
+        "  recall@5, even tasks",
+        format!("{:.3}", q.recall_at_in(5, retrieval::Half::Studied))
+    );
+    println!(
+        "   {:<42} {:>11}             tasks never looked at",
+        "  recall@5, odd tasks (held out)",
+        format!("{:.3}", q.recall_at_in(5, retrieval::Half::HeldOut))
+    );
+    println!(
         "   {:<42} {:>11}",
         format!("MRR (top {})", retrieval::LIMIT),
         format!("{:.3}", q.mrr())
@@ -1138,6 +1148,8 @@ fn retrieval_json(r: &RetrievalPart) -> Value {
         json!({
             "recall_at_1": round(q.recall_at(1), 4),
             "recall_at_5": round(q.recall_at(5), 4),
+            "recall_at_5_studied": round(q.recall_at_in(5, retrieval::Half::Studied), 4),
+            "recall_at_5_held_out": round(q.recall_at_in(5, retrieval::Half::HeldOut), 4),
             "mrr": round(q.mrr(), 4),
             "result_bytes_mean": round(q.result_bytes, 0),
             "search_round_trip": timing_json(&q.timing),

@@ -86,6 +86,13 @@ pub struct Ranked {
     pub got: Vec<String>,
 }
 
+/// Which half of the tasks (see [`Quality::recall_at_in`]).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Half {
+    Studied,
+    HeldOut,
+}
+
 /// The search's answers to every task.
 pub struct Quality {
     pub ranked: Vec<Ranked>,
@@ -105,6 +112,25 @@ impl Quality {
             .filter(|r| r.rank.is_some_and(|n| n <= k))
             .count();
         hits as f64 / self.ranked.len().max(1) as f64
+    }
+
+    /// [`Quality::recall_at`] over one half of the tasks: `Studied` (the even positions of
+    /// `tasks.json`, whose misses were read while tuning the search) or `HeldOut` (the odd
+    /// ones, never looked at). The gap between them is what tuning to the tasks' wording
+    /// bought that other wording would not get.
+    pub fn recall_at_in(&self, k: usize, half: Half) -> f64 {
+        let mine: Vec<&Ranked> = self
+            .ranked
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % 2 == 0) == (half == Half::Studied))
+            .map(|(_, r)| r)
+            .collect();
+        let hits = mine
+            .iter()
+            .filter(|r| r.rank.is_some_and(|n| n <= k))
+            .count();
+        hits as f64 / mine.len().max(1) as f64
     }
 
     /// Mean reciprocal rank over the first [`LIMIT`] answers (a tool not among them adds 0).

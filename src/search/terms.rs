@@ -102,6 +102,26 @@ const STOP_WORDS: &[&str] = &[
     "g",
     "eg",
     "etc",
+    // Contractions, apostrophe dropped.
+    "im",
+    "ive",
+    "youve",
+    "youre",
+    "dont",
+    "doesnt",
+    "didnt",
+    "isnt",
+    "arent",
+    "wasnt",
+    "cant",
+    "wont",
+    "thats",
+    "theres",
+    "whos",
+    "hows",
+    "id",
+    "ill",
+    "its",
 ];
 
 struct Vocabulary {
@@ -115,7 +135,7 @@ struct Vocabulary {
 
 static VOCABULARY: LazyLock<Vocabulary> = LazyLock::new(|| {
     let stemmer = Stemmer::create(Algorithm::English);
-    let stem = |w: &str| stemmer.stem(w).into_owned();
+    let stem = |w: &str| stemmer.stem(&american(w)).into_owned();
     let mut canonical = FastMap::default();
     for group in EQUIVALENTS {
         let head = stem(group[0]);
@@ -143,12 +163,15 @@ static VOCABULARY: LazyLock<Vocabulary> = LazyLock::new(|| {
 });
 
 /// The words of `text`, lower case: split at anything not a letter or digit, at a lower to
-/// upper case step (`listIssues`) and between letters and digits (`v2`). Digits alone are
-/// dropped: an issue number in a request says nothing about which tool to use.
+/// upper case step (`listIssues`) and between letters and digits (`v2`). A word split at a
+/// case step counts whole too (`GitHub` is `github` as well as `git` and `hub`). Digits
+/// alone are dropped: an issue number in a request says nothing about which tool to use.
 pub fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for chunk in text.split(|c: char| !c.is_alphanumeric() && c != '\'') {
         let chunk = chunk.trim_matches('\'');
+        let cased = chunk.chars().any(char::is_uppercase) && chunk.chars().any(char::is_lowercase);
+        let before = out.len();
         let mut word = String::new();
         let mut prev: Option<char> = None;
         for c in chunk.chars() {
@@ -164,6 +187,9 @@ pub fn words(text: &str) -> Vec<String> {
             prev = Some(c);
         }
         push_word(&mut out, word);
+        if cased && out.len() == before + 2 && chunk.chars().all(char::is_alphabetic) {
+            push_word(&mut out, chunk.to_lowercase());
+        }
     }
     out
 }
@@ -185,31 +211,33 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The terms of a query: those of [`terms`], each followed by its related terms, every term
-/// once.
-pub fn query_terms(query: &str) -> Vec<String> {
+/// How much a related term counts against a word the user said.
+const RELATED_WEIGHT: f32 = 0.4;
+
+/// The terms of a query with their weights: those of [`terms`] (1), each followed by its
+/// related terms (less), every term once at its highest weight.
+pub fn query_terms(query: &str) -> Vec<(String, f32)> {
     let v = &*VOCABULARY;
-    let mut out: Vec<String> = Vec::new();
-    let mut add = |t: &String| {
-        if !out.contains(t) {
-            out.push(t.clone());
-        }
+    let mut out: Vec<(String, f32)> = Vec::new();
+    let mut add = |t: &String, w: f32| match out.iter_mut().find(|(o, _)| o == t) {
+        Some((_, old)) => *old = old.max(w),
+        None => out.push((t.clone(), w)),
     };
     // A file name (`notes.txt`, `src/main.rs`) in a request is about a file, whatever the
     // words in it say.
     if query.split_whitespace().any(looks_like_file) {
-        add(&fold(v, "file"));
+        add(&fold(v, "file"), 1.0);
     }
     for word in words(query) {
         if v.stop.contains(word.as_str()) {
             continue;
         }
-        let stem = v.stemmer.stem(&word).into_owned();
+        let stem = stem(v, &word);
         let term = v.canonical.get(&stem).cloned().unwrap_or(stem.clone());
-        add(&term);
+        add(&term, 1.0);
         for key in [&stem, &term] {
             for related in v.related.get(key).into_iter().flatten() {
-                add(related);
+                add(related, RELATED_WEIGHT);
             }
         }
     }
@@ -235,11 +263,34 @@ const TOP_LEVEL_DOMAINS: &[&str] = &[
     "com", "org", "net", "io", "dev", "ai", "co", "edu", "gov", "app",
 ];
 
+/// `memorised` → `memorized`, `organisation` → `organization`: the stemmer knows only the
+/// American endings, and tool descriptions use either.
+fn american(word: &str) -> std::borrow::Cow<'_, str> {
+    for (british, american) in [
+        ("isation", "ization"),
+        ("ising", "izing"),
+        ("ised", "ized"),
+        ("ises", "izes"),
+        ("ise", "ize"),
+    ] {
+        if let Some(root) = word.strip_suffix(british)
+            && root.len() >= 3
+        {
+            return format!("{root}{american}").into();
+        }
+    }
+    word.into()
+}
+
+fn stem(v: &Vocabulary, word: &str) -> String {
+    v.stemmer.stem(&american(word)).into_owned()
+}
+
 fn fold(v: &Vocabulary, word: &str) -> String {
-    let stem = v.stemmer.stem(word);
-    match v.canonical.get(stem.as_ref()) {
+    let stem = stem(v, word);
+    match v.canonical.get(&stem) {
         Some(head) => head.clone(),
-        None => stem.into_owned(),
+        None => stem,
     }
 }
 
@@ -257,6 +308,7 @@ mod tests {
             ["browser", "take", "screenshot", "v"]
         );
         assert_eq!(words("PR 12, what's"), ["pr", "whats"]);
+        assert_eq!(words("GitHub"), ["git", "hub", "github"]);
     }
 
     #[test]
@@ -267,15 +319,19 @@ mod tests {
 
     #[test]
     fn a_query_looks_for_related_terms_too() {
+        let has = |q: &str, t: &str| query_terms(q).iter().any(|(term, _)| term == t);
         let q = query_terms("remember that Alice works at Acme");
         for t in terms("memory entity observation") {
-            assert!(q.contains(&t), "{q:?} lacks {t}");
+            assert!(
+                q.iter().any(|(term, w)| *term == t && *w < 1.0),
+                "{q:?} lacks {t}"
+            );
         }
-        let q = query_terms("which files did PR 12 change");
-        assert!(q.contains(&"pull".to_string()), "{q:?}");
-        assert!(query_terms("show me notes.txt").contains(&"file".to_string()));
-        assert!(!query_terms("go to example.com").contains(&"file".to_string()));
-        assert!(!query_terms("go to example.com/x").contains(&"file".to_string()));
-        assert!(!query_terms("the of and").iter().any(|t| t == "the"));
+        assert!(has("which files did PR 12 change", "pull"));
+        assert!(has("show me notes.txt", "file"));
+        assert!(!has("go to example.com", "file"));
+        assert!(!has("go to example.com/x", "file"));
+        assert!(query_terms("the of and").is_empty());
+        assert_eq!(terms("memorised"), terms("memorized"));
     }
 }
