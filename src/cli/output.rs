@@ -200,7 +200,7 @@ pub fn search_results(
         out!("{:>2}. {:<width$}  {description}", i + 1, text(r, "name"));
     }
     out!(
-        "\n{} of {total} tools, best first; call one with `openpact call NAME '{{…}}'` (`openpact tools --json` shows its arguments)",
+        "\n{} of {total} tools, best first; call one with `openpact call NAME '{{…}}'` (`--json` adds each one's arguments)",
         results.len()
     );
     Ok(())
@@ -602,6 +602,40 @@ pub fn config_human(config: &Config, state_dir: &Path) {
         config.hub.page_size,
         human_duration(config.hub.list_wait)
     );
+    out!("tool search: {}", search_label(&config.hub.tool_search));
+    for p in &config.hub.profiles {
+        let servers = p
+            .servers
+            .as_ref()
+            .map_or_else(|| "all servers".to_string(), |s| s.join(", "));
+        let mut tools: Vec<&str> = p
+            .tools
+            .include
+            .patterns
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let excluded: Vec<String> = p
+            .tools
+            .exclude
+            .patterns
+            .iter()
+            .map(|g| format!("!{g}"))
+            .collect();
+        tools.extend(excluded.iter().map(String::as_str));
+        out!(
+            "profile {} (/mcp/{}): {servers}; tools {}; built-ins {}; search {}",
+            p.name,
+            p.name,
+            if tools.is_empty() {
+                "all".to_string()
+            } else {
+                tools.join(" ")
+            },
+            if p.builtins { "in" } else { "out" },
+            search_label(&p.tool_search)
+        );
+    }
     let b = &config.hub.builtins;
     if b.enabled {
         out!(
@@ -764,10 +798,43 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
             Value::Null
         },
         "servers": servers,
+        "toolSearch": search_json(&config.hub.tool_search),
+        "profiles": config.hub.profiles.iter().map(|p| json!({
+            "name": p.name,
+            "servers": p.servers,
+            "tools": p.tools.include.patterns.iter().cloned()
+                .chain(p.tools.exclude.patterns.iter().map(|g| format!("!{g}")))
+                .collect::<Vec<_>>(),
+            "builtins": p.builtins,
+            "toolSearch": search_json(&p.tool_search),
+        })).collect::<Vec<_>>(),
         "warnings": config.warnings,
     });
     out!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// `auto above 40 tools, 8 results, pinned fs:read_*`.
+fn search_label(t: &crate::config::ToolSearch) -> String {
+    let mode = match t.mode {
+        crate::config::SearchMode::Auto => format!("auto above {} tools", t.threshold),
+        crate::config::SearchMode::On => "on".to_string(),
+        crate::config::SearchMode::Off => "off".to_string(),
+    };
+    let mut label = format!("{mode}, {} results", t.limit);
+    if !t.always_load.is_empty() {
+        label.push_str(&format!(", pinned {}", t.always_load.patterns.join(" ")));
+    }
+    label
+}
+
+fn search_json(t: &crate::config::ToolSearch) -> Value {
+    let mode = match t.mode {
+        crate::config::SearchMode::Auto => "auto",
+        crate::config::SearchMode::On => "on",
+        crate::config::SearchMode::Off => "off",
+    };
+    json!({"mode": mode, "threshold": t.threshold, "alwaysLoad": t.always_load.patterns, "limit": t.limit})
 }
 
 /// How a remote server will be reached, from its `type`.

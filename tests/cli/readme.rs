@@ -441,6 +441,26 @@ const CASES: &[Case] = &[
         exits(1, &["did you mean", "listWait"]),
         None,
     ),
+    case(
+        "tools-search",
+        &["tools", "--search", "make a folder"],
+        ok(&["fs:create_directory", "best first"]),
+        ok(&[]),
+    ),
+    case(
+        "tools-search-json",
+        &["tools", "--search", "read a file", "--limit", "3", "--json"],
+        ok(&["fs:read_text_file", "\"inputSchema\"", "\"total\""]),
+        ok(&["\"tools\""]),
+    ),
+    // The example's profile: its stdio session, until stdin ends. Without a config there is
+    // no profile, and serve refuses to start rather than serve everything.
+    case(
+        "serve-profile",
+        &["serve", "--profile", "files"],
+        ok(&[]),
+        fails(&["no profile \"files\""]),
+    ),
     // The quick start's command where there is no mcp.example.json.
     case(
         "missing-config",
@@ -520,6 +540,11 @@ const COVERAGE: &[(&str, &[&str])] = &[
         &["serve", "mcp", "serve-http", "serve-http-only"],
     ),
     ("openpact tools [--json]", &["tools", "tools-json"]),
+    ("openpact serve --profile NAME", &["serve-profile"]),
+    (
+        "openpact tools --search QUERY [--limit N] [--json]",
+        &["tools-search", "tools-search-json"],
+    ),
     (
         "openpact call SERVER:TOOL [JSON | -] [--json]",
         &[

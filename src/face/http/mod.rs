@@ -138,9 +138,17 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
     let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
     // A target of its own: shown by default (see `Cli::default_log_filter`), since a person
     // starting `serve --http` needs the address, port 0 above all.
+    let profiles: String = face
+        .backend
+        .hub()
+        .map(|h| h.profile_names())
+        .unwrap_or_default()
+        .iter()
+        .map(|p| format!(", /mcp/{p}"))
+        .collect();
     tracing::info!(
         target: "openpact::listening",
-        "serving MCP over HTTP on http://{}/mcp (health: /health, metrics: /metrics)",
+        "serving MCP over HTTP on http://{}/mcp{profiles} (health: /health, metrics: /metrics)",
         bound.addr
     );
     HttpFace {
