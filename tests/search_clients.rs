@@ -13,21 +13,19 @@
 //! `.ci/peers.sh`; without them the script tests print SKIPPED and pass, unless
 //! `OPENPACT_REQUIRE_PEERS=1`.
 
-use crate::support::rmcp::{connect, first_text, obj, transport};
+use crate::support::rmcp::{Answering, connect, first_text, obj, transport};
 use crate::support::{
     Hub, OPENPACT, Peers, Ran, Scratch, WAIT, fixture, openpact_for, s, state_dir,
 };
+use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ProgressNotificationParam, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ElicitResult,
+    ElicitationAction, ServerResult,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::{ClientHandler, ErrorData, RoleClient};
+use rmcp::service::{PeerRequestOptions, RunningService};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 
@@ -196,51 +194,6 @@ fn audited(records: &[Value]) -> Vec<(String, String)> {
 // ---------------------------------------------------------------------------------------
 // rmcp over stdio
 
-/// An rmcp client that declares elicitation and answers each prompt with the next queued
-/// answer, recording what it was asked and the progress it was sent.
-#[derive(Clone, Default)]
-struct Searcher {
-    answers: Arc<Mutex<VecDeque<ElicitResult>>>,
-    asked: Arc<Mutex<Vec<Value>>>,
-    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-}
-
-impl ClientHandler for Searcher {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        Ok(self
-            .answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.progress.lock().unwrap().push(params);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        serde_json::from_value(json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "search-rmcp", "version": "0"},
-        }))
-        .unwrap()
-    }
-}
-
 fn decision(d: &str) -> ElicitResult {
     ElicitResult::new(ElicitationAction::Accept).with_content(json!({"decision": d}))
 }
@@ -257,7 +210,7 @@ fn via_call_tool(name: &str, arguments: Value) -> ClientRequest {
     call_request("call_tool", json!({"name": name, "arguments": arguments}))
 }
 
-async fn answered(client: &RunningService<RoleClient, Searcher>, req: ClientRequest) -> Value {
+async fn answered(client: &RunningService<RoleClient, Answering>, req: ClientRequest) -> Value {
     let what = format!("{req:?}");
     let r = tokio::time::timeout(
         WAIT,
@@ -281,7 +234,7 @@ async fn rmcp_lists_searches_and_calls_through_call_tool() {
     let sc = Scratch::new();
     let config = searching(&sc);
     let (transport, log) = transport(serve_command(&config, &[]));
-    let handler = Searcher::default();
+    let handler = Answering::default();
     handler
         .answers
         .lock()

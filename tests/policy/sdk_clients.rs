@@ -2,55 +2,13 @@
 //! Python SDK's elicitation callback.
 
 use super::{asking, decisions, fx_config, serve_command};
-use crate::support::rmcp::{connect, first_text, obj, transport};
+use crate::support::rmcp::{Answering, connect, first_text, obj, transport};
 use crate::support::{OPENPACT, Peers, Ran, Scratch, WAIT, s, state_dir};
-use rmcp::model::{
-    CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ClientHandler, ErrorData, RoleClient};
+use rmcp::model::{CallToolRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::process::Command;
-
-/// An rmcp client that declares elicitation and answers each prompt with the next queued
-/// answer, recording what it was asked.
-#[derive(Clone, Default)]
-struct Answering {
-    answers: Arc<Mutex<VecDeque<ElicitResult>>>,
-    asked: Arc<Mutex<Vec<Value>>>,
-}
-
-impl ClientHandler for Answering {
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        self.asked
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        Ok(self
-            .answers
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(ElicitResult::new(ElicitationAction::Cancel)))
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        serde_json::from_value(json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "policy-rmcp", "version": "0"},
-        }))
-        .unwrap()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_client_answers_permission_prompts() {

@@ -49,3 +49,52 @@ pub fn first_text(r: &CallToolResult) -> String {
         .unwrap_or_else(|| panic!("no text content in {content}"))
         .to_string()
 }
+
+/// An rmcp client that declares elicitation and answers each prompt with the next queued
+/// answer (cancelling when none is left), recording what it was asked and the progress it
+/// was sent. `clientInfo.name` is "test-rmcp".
+#[derive(Clone, Default)]
+pub struct Answering {
+    pub answers:
+        std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<rmcp::model::ElicitResult>>>,
+    pub asked: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    pub progress: std::sync::Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>,
+}
+
+impl rmcp::ClientHandler for Answering {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(self
+            .answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(rmcp::model::ElicitResult::new(
+                rmcp::model::ElicitationAction::Cancel,
+            )))
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(serde_json::json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "test-rmcp", "version": "0"},
+        }))
+        .unwrap()
+    }
+}
