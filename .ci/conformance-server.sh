@@ -5,7 +5,9 @@
 # 1. @modelcontextprotocol/conformance 0.1.16 `--suite active`, first against the project's
 #    fixture served directly over HTTP (`openpact-fixture --http ADDR --conformance`), then
 #    against `openpact serve --http 127.0.0.1:PORT --no-stdio` fronting that fixture on stdio
-#    (`"namespace": ""`, so the scenarios' tool names match). Required: every scenario that
+#    (`"namespace": ""`, so the scenarios' tool names match; tool search off, since the
+#    scenarios check the server's own tool list and its list_changed, and the fixture's
+#    tools outnumber the search's threshold). Required: every scenario that
 #    passes directly passes through the hub, and dns-rebinding-protection passes through it.
 # 2. 0.2.0-alpha.12 `--requirements 2026-07-28` against the same hub, with the baseline
 #    tests/conformance/expected-failures-2026-07-28.yaml (each entry says why). Required: the
@@ -66,7 +68,8 @@ cat >"$OUT/hub/mcp.json" <<EOF
   "openpact": {
     "builtins": false,
     "permissions": {"default": "allow"},
-    "rateLimits": {"default": "off"}
+    "rateLimits": {"default": "off"},
+    "toolSearch": {"mode": "off"}
   }
 }
 EOF

@@ -81,6 +81,38 @@ async fn serve_with_an_unknown_profile_refuses_to_start_and_names_the_profiles()
     );
 }
 
+#[test]
+fn config_check_rejects_a_profile_naming_an_unknown_server_with_its_path() {
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"github": fixture(&[])}),
+        Some(json!({"profiles": {"coding": {"servers": ["github", "githb"]}}})),
+    );
+    let run = |json: bool| {
+        let mut cmd = std::process::Command::new(crate::support::OPENPACT);
+        cmd.arg("--config").arg(&config).args(["config", "check"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"openpact.profiles.coding.servers[1]: "githb" is not a configured server; did you mean "github"?"#),
+        "{stderr}"
+    );
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(
+        v["problems"][0]["path"], "openpact.profiles.coding.servers[1]",
+        "{v}"
+    );
+}
+
 /// Two HTTP clients on two profile endpoints of one hub: different catalogues from the same
 /// children, and a list change reaches only the view it changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
