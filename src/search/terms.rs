@@ -211,8 +211,9 @@ pub fn terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// How much a related term counts against a word the user said.
-const RELATED_WEIGHT: f32 = 0.4;
+/// How much a related term counts against a word the user said. Chosen on the benchmark's
+/// studied half of the tasks (0.2 to 1.5 tried; full weight ranked best there).
+const RELATED_WEIGHT: f32 = 1.0;
 
 /// The terms of a query with their weights: those of [`terms`] (1), each followed by its
 /// related terms (less), every term once at its highest weight.
@@ -322,10 +323,7 @@ mod tests {
         let has = |q: &str, t: &str| query_terms(q).iter().any(|(term, _)| term == t);
         let q = query_terms("remember that Alice works at Acme");
         for t in terms("memory entity observation") {
-            assert!(
-                q.iter().any(|(term, w)| *term == t && *w < 1.0),
-                "{q:?} lacks {t}"
-            );
+            assert!(q.iter().any(|(term, _)| *term == t), "{q:?} lacks {t}");
         }
         assert!(has("which files did PR 12 change", "pull"));
         assert!(has("show me notes.txt", "file"));
