@@ -216,7 +216,7 @@ pub fn terms(text: &str) -> Vec<String> {
 const RELATED_WEIGHT: f32 = 1.0;
 
 /// The terms of a query with their weights: those of [`terms`] (1), each followed by its
-/// related terms (less), every term once at its highest weight.
+/// related terms ([`RELATED_WEIGHT`]), every term once at its highest weight.
 pub fn query_terms(query: &str) -> Vec<(String, f32)> {
     let v = &*VOCABULARY;
     let mut out: Vec<(String, f32)> = Vec::new();

@@ -108,6 +108,8 @@ pub(super) const RELATED: &[(&str, &[&str])] = &[
     ("unstage", &["reset"]),
     ("history", &["log", "commit"]),
     ("compare", &["diff"]),
+    ("between", &["compare", "diff"]),
+    ("project", &["repository"]),
     ("difference", &["diff"]),
     ("translate", &["convert"]),
     ("capture", &["screenshot", "image"]),
@@ -165,6 +167,8 @@ pub(super) const RELATED: &[(&str, &[&str])] = &[
     ("upstream", &["remote"]),
     // Chat.
     ("mention", &["search", "message"]),
+    ("discuss", &["search", "message"]),
+    ("talk", &["search", "message"]),
     // Trackers.
     ("resolve", &["close", "state", "update"]),
     ("status", &["state"]),
