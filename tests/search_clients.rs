@@ -511,22 +511,29 @@ async fn assert_python(v: &Value, config: &Path, who: &str) {
     assert_progress(&progress_seen(v), who);
     assert_eq!(text(&v["add"]), "5", "{who}: {v:#}");
     assert_asked(&v["asked"], &["fx:echo", "fx:echo", "fx:progress"], who);
-    let records = audit(config, 4).await;
+    assert_audited(
+        config,
+        4,
+        &[
+            ("fx:echo", "ok"),
+            ("fx:echo", "denied"),
+            ("fx:progress", "ok"),
+            ("fx:add", "ok"),
+        ],
+        who,
+    )
+    .await;
+}
+
+/// The audit log holds `want` (tool, outcome), in order, once it has `n` records.
+async fn assert_audited(config: &Path, n: usize, want: &[(&str, &str)], who: &str) {
+    let records = audit(config, n).await;
     let calls = audited(&records);
     let got: Vec<(&str, &str)> = calls
         .iter()
         .map(|(t, o)| (t.as_str(), o.as_str()))
         .collect();
-    assert_eq!(
-        got,
-        [
-            ("fx:echo", "ok"),
-            ("fx:echo", "denied"),
-            ("fx:progress", "ok"),
-            ("fx:add", "ok")
-        ],
-        "{who}: {records:#?}"
-    );
+    assert_eq!(got, want, "{who}: {records:#?}");
 }
 
 /// A 2026-07-28 exchange: the first call_tool of echo, left unanswered, came back as an
@@ -635,21 +642,17 @@ async fn typescript_search(sdk_era: [&str; 2]) {
         "{who}: {v:#}"
     );
     assert_asked(&v["asked"], &["fx:echo", "fx:progress", "fx:echo"], &who);
-    let records = audit(&config, 3).await;
-    let calls = audited(&records);
-    let got: Vec<(&str, &str)> = calls
-        .iter()
-        .map(|(t, o)| (t.as_str(), o.as_str()))
-        .collect();
-    assert_eq!(
-        got,
-        [
+    assert_audited(
+        &config,
+        3,
+        &[
             ("fx:echo", "ok"),
             ("fx:progress", "ok"),
-            ("fx:echo", "denied")
+            ("fx:echo", "denied"),
         ],
-        "{who}: {records:#?}"
-    );
+        &who,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -390,16 +390,6 @@ impl Peer {
     /// Every tool name, following `nextCursor`. `None` when a cursor went stale because the
     /// list changed meanwhile (the caller lists again).
     pub fn list_tools(&mut self) -> Result<Option<Vec<String>>> {
-        #[derive(serde::Deserialize)]
-        struct Page {
-            tools: Vec<Tool>,
-            #[serde(rename = "nextCursor")]
-            next_cursor: Option<String>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Tool {
-            name: String,
-        }
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -418,7 +408,7 @@ impl Peer {
                 }
                 Err(e) => bail!("{}: tools/list failed: {e}", self.label),
             };
-            let page: Page = serde_json::from_str(&page)
+            let page: ToolsPage = serde_json::from_str(&page)
                 .with_context(|| format!("{}: tools/list without tools", self.label))?;
             names.extend(page.tools.into_iter().map(|t| t.name));
             match page.next_cursor {
@@ -861,4 +851,17 @@ impl Meter {
             ipis: counted(self.ipis, before.ipis),
         }
     }
+}
+
+/// One page of a `tools/list` result, as far as the bench reads it.
+#[derive(serde::Deserialize)]
+pub struct ToolsPage {
+    pub tools: Vec<ToolName>,
+    #[serde(rename = "nextCursor")]
+    pub next_cursor: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct ToolName {
+    pub name: String,
 }

@@ -316,16 +316,6 @@ fn servers(ctx: &Ctx, peers: &Path) -> Result<Map<String, Value>> {
 
 /// Every page of `tools/list`, as received.
 fn list(peer: &mut Peer) -> Result<Listing> {
-    #[derive(serde::Deserialize)]
-    struct Page {
-        tools: Vec<Tool>,
-        #[serde(rename = "nextCursor")]
-        next_cursor: Option<String>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Tool {
-        name: String,
-    }
     let mut listing = Listing {
         bytes: 0,
         pages: 0,
@@ -339,7 +329,7 @@ fn list(peer: &mut Peer) -> Result<Listing> {
         let raw = peer.call_raw("tools/list", params)?;
         listing.bytes += raw.len();
         listing.pages += 1;
-        let page: Page = serde_json::from_str(&raw)
+        let page: client::ToolsPage = serde_json::from_str(&raw)
             .with_context(|| format!("{}: tools/list without tools", peer.label))?;
         listing.names.extend(page.tools.into_iter().map(|t| t.name));
         match page.next_cursor {

@@ -11,7 +11,7 @@
 mod terms;
 mod vocabulary;
 
-pub use terms::{query_terms, terms, words};
+use terms::{query_terms, terms};
 
 use crate::FastMap;
 use serde_json::Value;
@@ -162,14 +162,6 @@ impl Index {
             postings,
             docs: docs.len(),
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.docs
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.docs == 0
     }
 
     /// How rare a term held by `df` of the docs is (BM25's idf, never negative).

@@ -183,7 +183,7 @@ async fn two_profile_endpoints_see_their_own_catalogues_and_list_changes() {
         .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
         .await;
     assert_eq!(resp.status(), 404);
-    let mut nobody = Http::at(format!("{}/mcp/nope", h.base));
+    let nobody = Http::at(format!("{}/mcp/nope", h.base));
     let resp = nobody
         .post(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -197,7 +197,6 @@ async fn two_profile_endpoints_see_their_own_catalogues_and_list_changes() {
         body.contains("no profile \\\"nope\\\"") && body.contains("pa, pfx"),
         "{body}"
     );
-    nobody.session = None;
 }
 
 fn searching(extra: Value) -> Value {
