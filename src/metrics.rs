@@ -60,7 +60,37 @@ struct StateLabel {
     state: &'static str,
 }
 
-/// One server's series, created when the hub starts.
+/// The metric families, where each server's series come from.
+struct Families {
+    calls: Family<CallLabels, Counter>,
+    latency: Family<ServerLabel, Histogram>,
+    cache_hits: Family<ServerLabel, Counter>,
+    egress_refused: Family<ServerLabel, Counter>,
+}
+
+impl Families {
+    fn series(&self, name: &str) -> PerServer {
+        let server = ServerLabel {
+            server: name.to_string(),
+        };
+        PerServer {
+            calls: OUTCOMES.map(|(_, outcome)| {
+                self.calls
+                    .get_or_create(&CallLabels {
+                        server: name.to_string(),
+                        outcome,
+                    })
+                    .clone()
+            }),
+            latency: self.latency.get_or_create(&server).clone(),
+            cache_hits: self.cache_hits.get_or_create(&server).clone(),
+            egress_refused: self.egress_refused.get_or_create(&server).clone(),
+        }
+    }
+}
+
+/// One server's series, created when the hub starts (or a reload adds it).
+#[derive(Clone)]
 struct PerServer {
     calls: [Counter; OUTCOMES.len()],
     latency: Histogram,
@@ -70,8 +100,10 @@ struct PerServer {
 
 pub struct Metrics {
     registry: Registry,
-    /// Indexed like the hub's servers; the last one stands for the built-in tools.
-    servers: Vec<PerServer>,
+    families: Families,
+    /// Indexed like the hub's servers.
+    servers: std::sync::RwLock<Vec<PerServer>>,
+    builtins: PerServer,
     states: Family<StateLabel, Gauge>,
     /// Serialises scrapes: each resets the state gauges before setting them.
     scrape: Mutex<()>,
@@ -109,32 +141,40 @@ impl Metrics {
             egress_refused.clone(),
         );
         registry.register("servers", "Configured servers by state", states.clone());
-        let servers = servers
-            .iter()
-            .map(|name| {
-                let server = ServerLabel {
-                    server: name.clone(),
-                };
-                PerServer {
-                    calls: OUTCOMES.map(|(_, outcome)| {
-                        calls
-                            .get_or_create(&CallLabels {
-                                server: name.clone(),
-                                outcome,
-                            })
-                            .clone()
-                    }),
-                    latency: latency.get_or_create(&server).clone(),
-                    cache_hits: cache_hits.get_or_create(&server).clone(),
-                    egress_refused: egress_refused.get_or_create(&server).clone(),
-                }
-            })
-            .collect();
+        let families = Families {
+            calls,
+            latency,
+            cache_hits,
+            egress_refused,
+        };
+        let mut servers: Vec<PerServer> = servers.iter().map(|n| families.series(n)).collect();
+        let builtins = servers
+            .pop()
+            .unwrap_or_else(|| families.series(crate::hub::catalog::BUILTIN_SERVER));
         Metrics {
             registry,
-            servers,
+            families,
+            servers: std::sync::RwLock::new(servers),
+            builtins,
             states,
             scrape: Mutex::new(()),
+        }
+    }
+
+    /// Names server `i`'s series (a reload added or replaced it).
+    pub fn name_server(&self, i: usize, name: &str) {
+        let mut servers = self
+            .servers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let series = self.families.series(name);
+        if i < servers.len() {
+            servers[i] = series;
+        } else {
+            while servers.len() < i {
+                servers.push(series.clone());
+            }
+            servers.push(series);
         }
     }
 
@@ -165,10 +205,12 @@ impl Metrics {
     }
 
     /// Any index past the configured servers is the built-ins' series.
-    fn per_server(&self, server: usize) -> Option<&PerServer> {
-        self.servers
-            .get(server)
-            .or_else(|| self.servers.last().filter(|_| server >= self.servers.len()))
+    fn per_server(&self, server: usize) -> Option<PerServer> {
+        let servers = self
+            .servers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(servers.get(server).unwrap_or(&self.builtins).clone())
     }
 
     /// The text exposition, with `states` (each server's state label) as the servers gauge;

@@ -128,6 +128,9 @@ pub enum Command {
         #[arg(long)]
         start: bool,
     },
+    /// Make the running `openpact serve` processes of this config read it again now (they
+    /// also do when the file changes, unless `openpact.reload` is false); shows what each did.
+    Reload,
     /// Remembered permission decisions: list, allow, deny, forget.
     Permissions {
         #[command(subcommand)]
@@ -285,21 +288,23 @@ impl Cli {
 async fn settle(hub: &Hub) {
     let quiet = hub.settings.list_wait;
     hub.settled(quiet).await;
-    let pending = || -> Vec<&Arc<crate::upstream::Upstream>> {
+    let pending = || -> Vec<Arc<crate::upstream::Upstream>> {
         hub.upstreams()
             .iter()
             .filter(|u| u.snapshot().state.is_pending())
+            .cloned()
             .collect()
     };
     let waiting = pending();
-    let Some(longest) = waiting.iter().map(|u| u.config.timeout).max() else {
+    let Some(longest) = waiting.iter().map(|u| u.config().timeout).max() else {
         return;
     };
     let names: Vec<&str> = waiting.iter().map(|u| u.name()).collect();
     output::waiting_for(&names, quiet, longest);
     hub.settled(longest.saturating_sub(quiet) + Duration::from_secs(1))
         .await;
-    let left: Vec<&str> = pending().iter().map(|u| u.name()).collect();
+    let left = pending();
+    let left: Vec<&str> = left.iter().map(|u| u.name()).collect();
     output::still_starting(&left);
 }
 
@@ -412,6 +417,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Servers { json, start } => servers(&load(&cli.config)?, &state, json, start).await,
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
+        Command::Reload => reload(&load(&cli.config)?, &state).await,
         Command::Cache { command } => cache(&state, command),
         Command::Scripts { command } => scripts(&load(&cli.config)?, &state, command),
 
@@ -526,6 +532,46 @@ fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) ->
     Ok(ExitCode::SUCCESS)
 }
 
+/// Sends SIGHUP to the hubs serving this config and waits (a little) for their word.
+async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
+    let ours = |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
+    let before: Vec<_> = crate::face::status_file::live(state)
+        .into_iter()
+        .filter(ours)
+        .collect();
+    for h in &before {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(h.pid).unwrap_or(0));
+        if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP) {
+            tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
+        }
+    }
+    let reported = |h: &crate::hub::HubStatus| {
+        let old = before.iter().find(|b| b.pid == h.pid).and_then(|b| b.reload.as_ref());
+        h.reload.as_ref().filter(|r| Some(*r) != old).cloned()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut answers: Vec<(u32, Option<crate::hub::ReloadStatus>)>;
+    loop {
+        let now: Vec<_> = crate::face::status_file::live(state)
+            .into_iter()
+            .filter(|h| before.iter().any(|b| b.pid == h.pid))
+            .collect();
+        answers = before
+            .iter()
+            .map(|b| (b.pid, now.iter().find(|h| h.pid == b.pid).and_then(reported)))
+            .collect();
+        if answers.iter().all(|(_, r)| r.is_some()) || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    output::reloaded(&answers);
+    let failed = answers
+        .iter()
+        .any(|(_, r)| r.as_ref().is_some_and(|r| !r.applied));
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
 fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
     let live = crate::face::status_file::live(state);
     match command {
@@ -604,7 +650,7 @@ async fn search_tools(
     settle(&hub).await;
     let catalog = hub.catalog();
     let tools = &catalog.tools.items;
-    let servers = crate::hub::views::tool_servers(tools, hub.upstreams());
+    let servers = crate::hub::views::tool_servers(tools, &hub.upstreams());
     let found = {
         let (tools, query) = (tools.clone(), query.to_string());
         tokio::task::spawn_blocking(move || {
@@ -613,7 +659,7 @@ async fn search_tools(
         .await
         .context("the search stopped")?
     };
-    let results = crate::hub::views::results(tools, &found, hub.upstreams());
+    let results = crate::hub::views::results(tools, &found, &hub.upstreams());
     hub.shutdown().await;
     output::search_results(query, &results, tools.len(), json)?;
     Ok(ExitCode::SUCCESS)
@@ -744,6 +790,7 @@ async fn servers(
             updated_at: crate::time::now_rfc3339(),
             servers: status,
             cache: None,
+            reload: None,
         };
         output::hubs_json(&[fresh], false)?;
     } else {

@@ -132,7 +132,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
     };
     out!("{} {noun} from {} server(s)", rows.len(), servers.len());
     if what == Listing::Tools {
-        for up in hub.upstreams() {
+        for up in hub.upstreams().iter() {
             let hidden = up.snapshot().hidden_tools;
             if hidden > 0 {
                 out!(
@@ -142,7 +142,7 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
             }
         }
     }
-    for up in hub.upstreams() {
+    for up in hub.upstreams().iter() {
         if let State::Failed(reason) = &up.snapshot().state {
             eprintln!("server '{}' failed: {reason}", up.name());
         }
@@ -567,9 +567,44 @@ pub fn live_human(hubs: &[HubStatus]) {
             h.started_at,
             h.updated_at
         );
+        if let Some(r) = &h.reload {
+            reload_line(h.pid, r);
+        }
         servers_human(&h.servers);
     }
     out!("\n(`openpact servers --start` starts the configured servers afresh instead)");
+}
+
+/// How a hub's last reload went, one line (more when it failed: the config's errors).
+pub fn reload_line(pid: u32, r: &crate::hub::ReloadStatus) {
+    if r.applied {
+        out!("  last reload {}: applied ({})", r.at, r.message);
+        for setting in &r.needs_restart {
+            out!("    {setting} changed: applies when this hub restarts");
+        }
+    } else {
+        out!("  last reload {}: NOT applied, the config has errors; pid {pid} serves the last good config:", r.at);
+        for line in r.message.lines() {
+            out!("    {line}");
+        }
+    }
+}
+
+/// `openpact reload`: what each hub did.
+pub fn reloaded(asked: &[(u32, Option<crate::hub::ReloadStatus>)]) {
+    if asked.is_empty() {
+        out!("no openpact serve is running with this config; nothing to reload");
+        return;
+    }
+    for (pid, status) in asked {
+        match status {
+            Some(r) => {
+                out!("openpact serve (pid {pid}):");
+                reload_line(*pid, r);
+            }
+            None => out!("openpact serve (pid {pid}): asked to reload; it has not reported back yet"),
+        }
+    }
 }
 
 /// `servers --json`: always a list of hubs, each with its servers; `running` tells a

@@ -259,6 +259,25 @@ pub struct HubSettings {
     pub tool_search: ToolSearch,
     /// `openpact.profiles`: the catalogue as particular clients see it, in file order.
     pub profiles: Vec<Profile>,
+    /// `openpact.reload`: whether `serve` applies changes to the config file as it runs.
+    pub reload: bool,
+    /// `openpact.shared`: the hub `openpact connect` shares between windows.
+    pub shared: SharedSettings,
+}
+
+/// `openpact.shared`: how the hub that `openpact connect` starts behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedSettings {
+    /// It exits after its last client has been gone this long.
+    pub idle_exit: Duration,
+}
+
+impl Default for SharedSettings {
+    fn default() -> Self {
+        SharedSettings {
+            idle_exit: Duration::from_secs(600),
+        }
+    }
 }
 
 /// `openpact.http`: where and how `serve --http` listens.
@@ -374,6 +393,8 @@ impl Default for HubSettings {
             sandbox: sandbox::SandboxSettings::default(),
             tool_search: ToolSearch::default(),
             profiles: Vec::new(),
+            reload: true,
+            shared: SharedSettings::default(),
         }
     }
 }

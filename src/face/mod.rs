@@ -5,6 +5,7 @@
 //! prints.
 
 pub mod http;
+pub mod reload;
 pub mod status_file;
 pub mod stdio;
 
@@ -99,13 +100,14 @@ pub async fn serve(
             hub.check_rule_targets();
         });
     }
+    let _reloader = reload::start(&hub, config)?;
     let _status = status_file::publish(
         hub.clone(),
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),
     );
     tracing::info!(
-        servers = hub.upstreams().iter().filter(|u| !u.config.disabled).count(),
+        servers = hub.upstreams().iter().filter(|u| !u.config().disabled).count(),
         config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
         "serving MCP on {}",
         match (&stdio_face, &http_face) {
@@ -142,7 +144,7 @@ pub async fn serve(
             _ = sigterm.recv() => break "SIGTERM",
             _ = sigint.recv() => break "SIGINT",
             _ = sigusr1.recv() => {
-                hub.policy.cache.clear();
+                hub.policy().cache.clear();
                 tracing::info!("result cache cleared (SIGUSR1)");
             }
         }

@@ -25,7 +25,8 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
                 started_at: started_at.clone(),
                 updated_at: rfc3339(SystemTime::now()),
                 servers: hub.status(),
-                cache: Some(hub.policy.cache.stats().await),
+                cache: Some(hub.policy().cache.stats().await),
+                reload: hub.last_reload(),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {

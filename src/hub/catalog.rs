@@ -386,6 +386,8 @@ impl<T> Share<T> {
 /// A server's shares of the four lists.
 #[derive(Default)]
 struct ServerShares {
+    /// The prefix the names were made with: a reload may change it in place.
+    prefix: String,
     tools: Option<Share<Named>>,
     prompts: Option<Share<Named>>,
     resources: Option<Share<Listed>>,
@@ -413,21 +415,33 @@ impl Builder {
         }
     }
 
+    /// Serves `builtin_tools` from the next build on (a reload changed the built-ins).
+    pub fn set_builtins(&mut self, builtin_tools: &[Entry]) {
+        self.builtins = Self::new(self.mode, builtin_tools).builtins;
+    }
+
     /// The catalogue of the ready servers (plus the built-ins), in config order.
     pub fn build(&mut self, upstreams: &[Arc<Upstream>]) -> Catalog {
         let mode = self.mode;
-        let ready: Vec<(usize, &str, Arc<Snapshot>)> = upstreams
+        let ready: Vec<(usize, String, Arc<Snapshot>)> = upstreams
             .iter()
             .filter_map(|u| {
                 let snap = u.snapshot();
-                (snap.state == State::Ready).then(|| (u.index, u.config.prefix(), snap))
+                (snap.state == State::Ready).then(|| (u.index, u.config().prefix().to_string(), snap))
             })
             .collect();
         // A server that is not ready comes back with new lists; its old share is of no use.
-        self.servers
-            .retain(|i, _| ready.iter().any(|(r, _, _)| r == i));
+        self.servers.retain(|i, shares| {
+            ready
+                .iter()
+                .any(|(r, prefix, _)| r == i && *prefix == shares.prefix)
+        });
         for (index, prefix, snap) in &ready {
-            let shares = self.servers.entry(*index).or_default();
+            let prefix = prefix.as_str();
+            let shares = self.servers.entry(*index).or_insert_with(|| ServerShares {
+                prefix: prefix.to_string(),
+                ..ServerShares::default()
+            });
             Share::refresh(&mut shares.tools, &snap.tools, |e| {
                 Named::upstream(*index, prefix, mode, e, true)
             });

@@ -21,16 +21,12 @@ const STARTUP_REBUILD_EVERY: Duration = Duration::from_millis(25);
 /// What the event loop remembers between events.
 #[derive(Default)]
 struct Seen {
-    generations: HashMap<usize, u64>,
+    generations: HashMap<usize, (usize, u64)>,
     tool_lists: HashMap<usize, usize>,
     warned: std::collections::HashSet<catalog::Conflict>,
 }
 
-pub(super) async fn event_loop(
-    hub: Weak<Hub>,
-    mut rx: mpsc::UnboundedReceiver<Event>,
-    mut builder: catalog::Builder,
-) {
+pub(super) async fn event_loop(hub: Weak<Hub>, mut rx: mpsc::UnboundedReceiver<Event>) {
     let mut seen = Seen::default();
     // Highest event sequence number not yet in the catalogue (0: nothing pending).
     let mut dirty = 0;
@@ -56,14 +52,14 @@ pub(super) async fn event_loop(
             continue;
         }
         let starting = hub
-            .upstreams
+            .upstreams()
             .iter()
             .any(|u| u.snapshot().state.is_pending());
         let now = tokio::time::Instant::now();
         if starting && due.is_some_and(|due| now < due) {
             continue;
         }
-        rebuild(&hub, &mut builder, &mut seen, dirty, !starting);
+        rebuild(&hub, &mut seen, dirty, !starting);
         dirty = 0;
         last_build = Some(now);
     }
@@ -73,7 +69,10 @@ pub(super) async fn event_loop(
 /// later).
 fn on_event(hub: &Arc<Hub>, seen: &mut Seen, ev: Event) -> u64 {
     let Event::Changed(i, n) = ev;
-    let snap = hub.upstreams[i].snapshot();
+    let Some(up) = hub.upstreams().get(i).cloned() else {
+        return n;
+    };
+    let snap = up.snapshot();
     if snap.state != State::Ready {
         for s in hub.sessions() {
             s.server_gone(i);
@@ -88,11 +87,12 @@ fn on_event(hub: &Arc<Hub>, seen: &mut Seen, ev: Event) -> u64 {
         .is_some_and(|old| old != tools_id)
         || snap.state != State::Ready
     {
-        hub.policy.cache.invalidate_server(i);
+        hub.policy().cache.invalidate_server(i);
     }
 
-    if snap.state == State::Ready
-        && seen.generations.insert(i, snap.generation) != Some(snap.generation)
+    // Keyed by the upstream too: one a reload put in this slot starts counting again.
+    let generation = (Arc::as_ptr(&up) as usize, snap.generation);
+    if snap.state == State::Ready && seen.generations.insert(i, generation) != Some(generation)
     {
         let h = hub.clone();
         tokio::spawn(async move { h.replay(i).await });
@@ -104,7 +104,14 @@ fn on_event(hub: &Arc<Hub>, seen: &mut Seen, ev: Event) -> u64 {
 /// reported only once no server is on its first start (`warn`): while 50 servers come up in
 /// random order, which one wins a contested name keeps changing, and every interim winner
 /// would be reported.
-fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64, warn: bool) {
+/// Rebuilds at once, outside the event loop (a reload changed names, filters or views).
+pub(super) fn rebuild_now(hub: &Hub) {
+    let upto = hub.seq.load(Ordering::SeqCst);
+    let mut seen = Seen::default();
+    rebuild(hub, &mut seen, upto, false);
+}
+
+fn rebuild(hub: &Hub, seen: &mut Seen, upto: u64, warn: bool) {
     // Servers stopping at shutdown empty the catalogue one by one; nobody needs to see or
     // hear that, and 50 rebuilds would only slow the exit.
     if *hub.shutdown.borrow() {
@@ -112,7 +119,10 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
         hub.changed.send_modify(|g| *g += 1);
         return;
     }
-    let fresh = builder.build(&hub.upstreams);
+    let upstreams = hub.upstreams();
+    // Held to the end: two builds (the event loop's, a reload's) publish in order.
+    let mut builder = super::lock(&hub.builder);
+    let fresh = builder.build(&upstreams);
     let new_conflicts: Vec<catalog::Conflict> = if warn {
         fresh
             .conflicts
@@ -141,10 +151,9 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
             changes.push(HubEvent::ResourcesChanged);
         }
         let fresh = Arc::new(fresh);
-        let views: Arc<[Arc<catalog::Catalog>]> = hub
-            .view_specs
+        let views: Arc<[Arc<catalog::Catalog>]> = super::read(&hub.view_specs)
             .iter()
-            .map(|v| v.catalog(&fresh, &hub.upstreams))
+            .map(|v| v.catalog(&fresh, &upstreams))
             .collect();
         super::views::warm(&views);
         *hub.views
@@ -160,7 +169,8 @@ fn rebuild(hub: &Hub, builder: &mut catalog::Builder, seen: &mut Seen, upto: u64
     }
     // After publishing: a client waiting for the servers to settle need not wait for these.
     // A target of their own, so a command that calls one tool can leave them out.
-    for message in catalog::Conflict::messages(&new_conflicts, &hub.upstreams) {
+    drop(builder);
+    for message in catalog::Conflict::messages(&new_conflicts, &upstreams) {
         tracing::warn!(target: "openpact::conflicts", "{message}");
     }
 }

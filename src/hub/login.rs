@@ -24,6 +24,10 @@ pub(super) struct LoginSeat {
 }
 
 impl LoginSeat {
+    pub(super) fn auth(&self) -> &ServerAuth {
+        &self.auth
+    }
+
     pub(super) fn new(auth: ServerAuth) -> LoginSeat {
         LoginSeat {
             auth,
@@ -49,7 +53,7 @@ impl Session {
         };
         let up = match &e {
             RouteError::ServerDown { server, .. } if self.can_open_urls() => hub
-                .upstreams
+                .upstreams()
                 .iter()
                 .find(|u| u.name() == server.as_str())
                 .filter(|u| matches!(u.snapshot().state, State::NeedsLogin(_)))
@@ -80,8 +84,8 @@ impl Session {
 }
 
 impl Hub {
-    fn seat(&self, i: usize) -> Option<&LoginSeat> {
-        self.logins.get(i).and_then(Option::as_ref)
+    fn seat(&self, i: usize) -> Option<Arc<LoginSeat>> {
+        super::read(&self.logins).get(i).cloned().flatten()
     }
 
     /// Logs in to `up` with `session` asked to open the URL, then waits (a while) for the
@@ -124,7 +128,7 @@ impl Hub {
         auth: &ServerAuth,
     ) -> Result<(), String> {
         let name = up.name();
-        let Transport::Http { url, headers, .. } = &up.config.transport else {
+        let Transport::Http { url, headers, .. } = &up.config().transport else {
             return Err(format!("server '{name}' is not a remote server"));
         };
         let probe = auth::probe(url, headers)

@@ -18,6 +18,7 @@ mod login;
 pub mod modern;
 pub mod names;
 mod relay;
+mod reload;
 mod routing;
 pub mod session;
 pub mod status;
@@ -25,6 +26,7 @@ pub mod uri_template;
 pub mod views;
 
 pub use catalog::{Catalog, CatalogTool, Named};
+pub use reload::{ReloadReport, ReloadStatus};
 pub use local::LocalClient;
 pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError};
 pub use session::Session;
@@ -96,17 +98,21 @@ pub(crate) fn client_capability(method: &str) -> Option<&'static str> {
 
 pub struct Hub {
     pub settings: HubSettings,
-    upstreams: Vec<Arc<Upstream>>,
+    /// Every server by index. A reload appends the servers it adds, puts a server that must
+    /// restart in its old place, and leaves a removed one there stopped
+    /// ([`Upstream::is_removed`]): an index means one server for the hub's whole life.
+    upstreams: RwLock<Arc<[Arc<Upstream>]>>,
     catalog: RwLock<Arc<Catalog>>,
     /// The views clients are served ([`views`]): the default one first, then one per profile.
-    view_specs: Vec<views::ViewSpec>,
+    view_specs: RwLock<Arc<[views::ViewSpec]>>,
     /// Their catalogues, rebuilt with the whole one.
     views: RwLock<Arc<[Arc<Catalog>]>>,
     /// Bumps on every snapshot change of any server; waiters re-check their condition.
     changed: watch::Sender<u64>,
     events: broadcast::Sender<HubEvent>,
     shutdown: watch::Sender<bool>,
-    supervisors: Mutex<Vec<JoinHandle<()>>>,
+    /// Per index: what stops its supervisor, and the supervisor.
+    supervisors: Mutex<Vec<Option<(watch::Sender<bool>, JoinHandle<()>)>>>,
     started: Instant,
     /// What upstream `initialize` declares, taken from the first downstream client.
     client_caps: watch::Sender<Option<String>>,
@@ -118,22 +124,57 @@ pub struct Hub {
     log_level: Mutex<Option<String>>,
     /// (server, URI) → number of sessions subscribed; replayed to restarted servers.
     subscriptions: Mutex<HashMap<(usize, String), usize>>,
-    pub policy: Arc<Policy>,
+    /// Swapped by a reload; a call keeps the policy it started with.
+    policy: RwLock<Arc<Policy>>,
     /// Counted where the policy pipeline settles each call; served on `/metrics`.
     pub metrics: Metrics,
     /// Server changes announced so far, and how many of them the catalogue reflects.
     seq: Arc<AtomicU64>,
     rebuilt: AtomicU64,
     /// OpenPact's own tools, served in process.
-    pub builtins: Builtins,
+    builtins: RwLock<Arc<Builtins>>,
     /// Per server: its OAuth credentials, for logins through a client (remote servers only).
-    logins: Vec<Option<login::LoginSeat>>,
+    logins: RwLock<Vec<Option<Arc<login::LoginSeat>>>>,
     /// 2026-07-28 requests waiting for their clients' input.
     waiting: modern::Waiting,
     /// Sessions' requests in flight, by server: a server's request to "the client" goes to
     /// the session whose call it is working on.
     callers: Mutex<Vec<relay::Caller>>,
     next_caller: AtomicU64,
+    /// Builds the catalogue from the servers' lists (the event loop's, and a reload's).
+    builder: Mutex<catalog::Builder>,
+    /// What each new upstream is tied to the hub with.
+    links: crate::upstream::HubLinks,
+    /// The config the hub runs now, and how the last reload went.
+    reloads: reload::Reloads,
+}
+
+/// The built-in tools as catalogue entries.
+fn builtin_entries(builtins: &Builtins) -> Vec<Entry> {
+    builtins
+        .tools()
+        .iter()
+        .map(|t| Entry {
+            key: t.name.to_string(),
+            json: t.to_json().to_string().into(),
+        })
+        .collect()
+}
+
+/// The secret name an OAuth token is redacted as.
+fn token_name(auth: &ServerAuth) -> String {
+    format!("OAUTH_TOKEN_{}", auth.server().to_ascii_uppercase())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read<T: Clone>(l: &RwLock<T>) -> T {
+    match l.read() {
+        Ok(v) => v.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
 }
 
 impl Hub {
@@ -150,86 +191,33 @@ impl Hub {
         pick: impl Fn(&str) -> bool,
     ) -> Arc<Hub> {
         let auths = Self::auths_of(config, state_dir, &pick);
-        let mut secrets = Self::secrets_of(config);
-        let token_name =
-            |auth: &ServerAuth| format!("OAUTH_TOKEN_{}", auth.server().to_ascii_uppercase());
-        for auth in auths.iter().flatten() {
-            let name = token_name(auth);
-            secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
-        }
+        let secrets = Self::secrets_with_tokens(config, auths.iter().flatten());
         let servers = Self::server_names(config);
         let policy = Arc::new(Self::policy_for(config, state_dir, &servers, &secrets));
-        // Tokens from a login or a refresh while serving are redacted from then on too.
-        for auth in auths.iter().flatten() {
-            let (name, policy) = (token_name(auth), policy.clone());
-            auth.watch_tokens(Arc::new(move |values| policy.add_secrets(&name, values)));
-        }
-        let builtins = if config.hub.builtins.enabled {
-            crate::builtins::from_settings(&config.hub.builtins, &secrets, state_dir)
-        } else {
-            Builtins::default()
-        };
-        let builtin_tools: Vec<Entry> = builtins
-            .tools()
-            .iter()
-            .map(|t| Entry {
-                key: t.name.to_string(),
-                json: t.to_json().to_string().into(),
-            })
-            .collect();
+        let builtins = Arc::new(Self::builtins_for(config, &secrets, state_dir));
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let sink = Arc::new(HubSink(OnceLock::new()));
-        let seq = Arc::new(AtomicU64::new(0));
         let (client_caps, caps_rx) = watch::channel(None);
-        let plans = crate::sandbox::plans(config, state_dir);
-        crate::sandbox::sweep_stale_temp();
-        let upstreams: Vec<_> = config
-            .servers
-            .iter()
-            .zip(plans)
-            .enumerate()
-            .map(|(i, (sc, plan))| {
-                let mut sc = sc.clone();
-                if !pick(&sc.name) {
-                    sc.disabled = true;
-                }
-                Upstream::new(
-                    i,
-                    sc,
-                    plan,
-                    &config.hub,
-                    crate::upstream::HubLinks {
-                        events: ev_tx.clone(),
-                        sink: sink.clone(),
-                        seq: seq.clone(),
-                        client_caps: caps_rx.clone(),
-                    },
-                )
-            })
-            .collect();
-        drop(ev_tx);
-        let logins = upstreams
-            .iter()
-            .zip(auths)
-            .map(|(up, auth)| {
-                let auth = auth?;
-                up.set_credentials(Arc::new(auth.clone()));
-                Some(login::LoginSeat::new(auth))
-            })
-            .collect();
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_tools);
+        let links = crate::upstream::HubLinks {
+            events: ev_tx,
+            sink: sink.clone(),
+            seq: Arc::new(AtomicU64::new(0)),
+            client_caps: caps_rx,
+        };
+        let (shutdown, _) = watch::channel(false);
+        let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_entries(&builtins));
         let first = Arc::new(builder.build(&[]));
-        let view_specs = views::ViewSpec::all(config);
-        let first_views: Arc<[Arc<Catalog>]> = view_specs
-            .iter()
-            .map(|v| v.catalog(&first, &upstreams))
-            .collect();
+        let view_specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(config, &|name| {
+            config.servers.iter().position(|s| s.name == name)
+        })
+        .into();
+        let first_views: Arc<[Arc<Catalog>]> =
+            view_specs.iter().map(|v| v.catalog(&first, &[])).collect();
         let hub = Arc::new(Hub {
             settings: config.hub.clone(),
-            upstreams,
+            upstreams: RwLock::new(Arc::from(Vec::new())),
             catalog: RwLock::new(first),
-            view_specs,
+            view_specs: RwLock::new(view_specs),
             views: RwLock::new(first_views),
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
@@ -242,25 +230,104 @@ impl Hub {
             next_token: AtomicU64::new(1),
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashMap::new()),
-            policy,
+            policy: RwLock::new(policy),
             metrics: Metrics::new(&servers),
-            seq,
+            seq: links.seq.clone(),
             rebuilt: AtomicU64::new(0),
-            builtins,
-            logins,
+            builtins: RwLock::new(builtins),
+            logins: RwLock::new(Vec::new()),
             waiting: modern::Waiting::new(),
             callers: Mutex::new(Vec::new()),
             next_caller: AtomicU64::new(0),
+            builder: Mutex::new(builder),
+            links,
+            reloads: reload::Reloads::new(config, state_dir),
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
-        let handles: Vec<_> = hub
-            .upstreams
-            .iter()
-            .map(|up| tokio::spawn(up.clone().supervise(shutdown_rx.clone())))
-            .collect();
-        *lock(&hub.supervisors) = handles;
-        tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx, builder));
+        crate::sandbox::sweep_stale_temp();
+        let plans = crate::sandbox::plans(config, state_dir);
+        for ((sc, plan), auth) in config.servers.iter().zip(plans).zip(auths) {
+            let mut sc = sc.clone();
+            if !pick(&sc.name) {
+                sc.disabled = true;
+            }
+            hub.put_server(None, sc, plan, auth);
+        }
+        tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
         hub
+    }
+
+    /// Starts server `sc` in slot `slot` (a new one at the end for `None`), telling the one it
+    /// replaces there to stop; returns that one's supervisor, to wait for.
+    fn put_server(
+        self: &Arc<Self>,
+        slot: Option<usize>,
+        sc: crate::config::ServerConfig,
+        plan: crate::sandbox::Plan,
+        auth: Option<ServerAuth>,
+    ) -> Option<JoinHandle<()>> {
+        let mut table = self.upstreams().to_vec();
+        let index = slot.unwrap_or(table.len());
+        let up = Upstream::new(index, sc, plan, &self.settings, self.links.clone());
+        let seat = auth.map(|auth| {
+            up.set_credentials(Arc::new(auth.clone()));
+            // Tokens from a login or a refresh while serving are redacted from then on too,
+            // by whichever policy is current then.
+            let name = token_name(&auth);
+            let hub = Arc::downgrade(self);
+            auth.watch_tokens(Arc::new(move |values| {
+                if let Some(hub) = hub.upgrade() {
+                    hub.policy().add_secrets(&name, values);
+                }
+            }));
+            Arc::new(login::LoginSeat::new(auth))
+        });
+        {
+            let mut logins = write(&self.logins);
+            if logins.len() <= index {
+                logins.resize(index + 1, None);
+            }
+            logins[index] = seat;
+        }
+        // In the table before it runs: its first event looks it up there.
+        if index < table.len() {
+            table[index] = up.clone();
+        } else {
+            table.push(up.clone());
+        }
+        *write(&self.upstreams) = table.into();
+        self.metrics.name_server(index, up.name());
+        let (stop, stop_rx) = watch::channel(false);
+        let handle = tokio::spawn(up.supervise(stop_rx));
+        let mut supervisors = lock(&self.supervisors);
+        if supervisors.len() <= index {
+            supervisors.resize_with(index + 1, || None);
+        }
+        let (old_stop, old) = supervisors[index].replace((stop, handle))?;
+        let _ = old_stop.send(true);
+        Some(old)
+    }
+
+    /// What builtins `config` asks for (none when they are turned off).
+    fn builtins_for(config: &Config, secrets: &[(String, String)], state_dir: &Path) -> Builtins {
+        if config.hub.builtins.enabled {
+            crate::builtins::from_settings(&config.hub.builtins, secrets, state_dir)
+        } else {
+            Builtins::default()
+        }
+    }
+
+    /// The secrets of `config` plus the OAuth tokens `auths` hold now.
+    fn secrets_with_tokens<'a>(
+        config: &Config,
+        auths: impl Iterator<Item = &'a ServerAuth>,
+    ) -> Vec<(String, String)> {
+        let mut secrets = Self::secrets_of(config);
+        for auth in auths {
+            let name = token_name(auth);
+            secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
+        }
+        secrets
     }
 
     /// The OAuth credentials of each enabled remote server (`None` for the others), over one
@@ -355,28 +422,31 @@ impl Hub {
     }
 
     /// The name of server `i` (`openpact` for the built-ins).
-    pub fn server_name(&self, i: usize) -> &str {
-        catalog::server_name(&self.upstreams, i)
+    pub fn server_name(&self, i: usize) -> String {
+        catalog::server_name(&self.upstreams(), i).to_string()
     }
 
-    pub fn upstreams(&self) -> &[Arc<Upstream>] {
-        &self.upstreams
+    /// Every server by index, removed ones included (see [`Upstream::is_removed`]).
+    pub fn upstreams(&self) -> Arc<[Arc<Upstream>]> {
+        read(&self.upstreams)
+    }
+
+    /// The policy a call starting now goes through.
+    pub fn policy(&self) -> Arc<Policy> {
+        read(&self.policy)
+    }
+
+    pub fn builtins(&self) -> Arc<Builtins> {
+        read(&self.builtins)
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
-        match self.catalog.read() {
-            Ok(c) => c.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        read(&self.catalog)
     }
 
     /// View `view`'s catalogue (the whole one for an unknown view).
     pub fn view_catalog(&self, view: usize) -> Arc<Catalog> {
-        let views = match self.views.read() {
-            Ok(v) => v.clone(),
-            Err(p) => p.into_inner().clone(),
-        };
-        match views.get(view) {
+        match read(&self.views).get(view) {
             Some(c) => c.clone(),
             None => self.catalog(),
         }
@@ -384,21 +454,24 @@ impl Hub {
 
     /// The view of profile `name`.
     pub fn view_named(&self, name: &str) -> Option<usize> {
-        self.view_specs
+        read(&self.view_specs)
             .iter()
             .position(|v| v.name.as_deref() == Some(name))
     }
 
     /// The configured profiles' names, in order.
-    pub fn profile_names(&self) -> Vec<&str> {
-        self.view_specs
+    pub fn profile_names(&self) -> Vec<String> {
+        read(&self.view_specs)
             .iter()
-            .filter_map(|v| v.name.as_deref())
+            .filter_map(|v| v.name.clone())
             .collect()
     }
 
-    pub fn view_spec(&self, view: usize) -> Option<&views::ViewSpec> {
-        self.view_specs.get(view)
+    /// Whether server `i` (or the built-ins) is in view `view`.
+    pub fn in_view(&self, view: usize, i: usize) -> bool {
+        read(&self.view_specs)
+            .get(view)
+            .is_none_or(|v| v.shows_server(i))
     }
 
     /// Fires after every change of any server (state, lists).
@@ -455,7 +528,7 @@ impl Hub {
         // A server that just became ready counts as starting until the catalogue shows it.
         self.rebuilt.load(Ordering::SeqCst) < self.seq.load(Ordering::SeqCst)
             || self
-                .upstreams
+                .upstreams()
                 .iter()
                 .any(|u| u.snapshot().state.is_pending())
     }
@@ -499,7 +572,7 @@ impl Hub {
         let starting = self.starting();
         let offered = |cap: &str| {
             starting
-                || self.upstreams.iter().any(|u| {
+                || self.upstreams().iter().any(|u| {
                     u.snapshot().state == State::Ready
                         && u.snapshot()
                             .info
@@ -508,7 +581,7 @@ impl Hub {
                 })
         };
         let subscribe = starting
-            || self.upstreams.iter().any(|u| {
+            || self.upstreams().iter().any(|u| {
                 u.snapshot().info.as_ref().is_some_and(|i| {
                     RawObject::parse(&i.capabilities)
                         .ok()
@@ -543,7 +616,8 @@ impl Hub {
     /// checked once the servers have listed them.
     pub fn check_rule_targets(&self) {
         let catalog = self.catalog();
-        let p = &self.policy.settings;
+        let policy = self.policy();
+        let p = &policy.settings;
         let lists: [(&str, Vec<&String>); 5] = [
             ("permissions.allow", p.permissions.allow.iter().collect()),
             ("permissions.ask", p.permissions.ask.iter().collect()),
@@ -574,7 +648,7 @@ impl Hub {
                 {
                     continue;
                 }
-                let up = self.upstreams.iter().find(|u| u.config.prefix() == server);
+                let up = self.upstreams().iter().find(|u| !u.is_removed() && u.config().prefix() == server).cloned();
                 if up.is_some_and(|u| u.snapshot().state == State::Ready)
                     && catalog.tools.find(glob).is_none()
                     && catalog.prompts.find(glob).is_none()
@@ -589,8 +663,15 @@ impl Hub {
 
     /// Stops every server (in parallel) and waits for them, at most about two seconds.
     pub async fn shutdown(&self) {
-        let _ = self.shutdown.send(true);
-        let handles: Vec<_> = std::mem::take(&mut *lock(&self.supervisors));
+        self.shutdown.send_replace(true);
+        let handles: Vec<_> = std::mem::take(&mut *lock(&self.supervisors))
+            .into_iter()
+            .flatten()
+            .map(|(stop, handle)| {
+                let _ = stop.send(true);
+                handle
+            })
+            .collect();
         let all = async {
             for h in handles {
                 let _ = h.await;
@@ -602,7 +683,7 @@ impl Hub {
         {
             tracing::warn!("some servers did not stop in time");
         }
-        let policy = self.policy.clone();
+        let policy = self.policy();
         let _ = tokio::task::spawn_blocking(move || {
             policy.flush_audit();
             crate::sandbox::remove_temp_root();
@@ -617,7 +698,6 @@ impl Hub {
     /// wire form.
     /// Only the servers of view `view` are told of; a view whose tools are searched says so.
     pub fn instructions(&self, view: usize) -> String {
-        let spec = self.view_spec(view);
         let mut text = String::from(
             "openpact is an MCP hub: it serves the tools, prompts and resources of several MCP \
              servers as one. The name of each tool and prompt starts with the name of the \
@@ -632,9 +712,9 @@ impl Hub {
         }
         let mut first = true;
         for up in self
-            .upstreams
+            .upstreams()
             .iter()
-            .filter(|u| spec.is_none_or(|v| v.shows_server(u.index)))
+            .filter(|u| !u.is_removed() && self.in_view(view, u.index))
         {
             if let Some(own) = up
                 .snapshot()

@@ -108,7 +108,7 @@ impl Hub {
         if let Some(level) = wanted {
             let params = format!("{{\"level\":\"{level}\"}}");
             let targets: Vec<_> = self
-                .upstreams
+                .upstreams()
                 .iter()
                 .filter(|u| {
                     u.snapshot()
@@ -116,6 +116,7 @@ impl Hub {
                         .as_ref()
                         .is_some_and(|i| i.has_capability("logging"))
                 })
+                .cloned()
                 .collect();
             for up in targets {
                 if let Err(e) = up.request("logging/setLevel", Some(&params)).await {
@@ -206,7 +207,7 @@ impl Hub {
                 }
             }
             "notifications/message" => {
-                let server = self.upstreams[i].name();
+                let server = self.server_name(i);
                 let logger = match obj.get_str("logger") {
                     Some(l) if !l.is_empty() => format!("{server}/{l}"),
                     _ => server.to_string(),
@@ -248,13 +249,13 @@ impl Hub {
                 }
             }
             other => {
-                tracing::debug!(server = %self.upstreams[i].name(), method = other, "notification not forwarded")
+                tracing::debug!(server = %self.upstreams()[i].name(), method = other, "notification not forwarded")
             }
         }
     }
 
     fn on_request(&self, i: usize, m: Message, from: Weak<Connection>) {
-        let up = &self.upstreams[i];
+        let up = &self.upstreams()[i];
         let capability = super::client_capability(m.method());
         let session = capability.and_then(|cap| self.asked_session(i, cap));
         match (capability, session) {
@@ -291,7 +292,7 @@ impl Hub {
     /// After a server (re)starts, restore what sessions had set up: the log level and the
     /// resource subscriptions it serves.
     pub(super) async fn replay(&self, i: usize) {
-        let up = &self.upstreams[i];
+        let up = &self.upstreams()[i];
         let level = lock(&self.log_level).clone();
         if let Some(level) = level
             && up
@@ -346,7 +347,7 @@ impl Sink for HubSink {
 
     fn scrub(&self, text: &str) -> String {
         match self.0.get().and_then(Weak::upgrade) {
-            Some(hub) => hub.policy.redact(text).into_owned(),
+            Some(hub) => hub.policy().redact(text).into_owned(),
             None => text.to_string(),
         }
     }

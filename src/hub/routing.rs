@@ -119,16 +119,21 @@ impl Hub {
             // Fill the catalogue entry's lazy definition hash before cloning it, so the hash
             // is computed once per catalogue, not once per call.
             let _ = t.definition();
-            let route = match self.upstreams.get(t.upstream) {
+            let route = match self.upstreams().get(t.upstream) {
                 Some(up) => Route::Server(up.clone()),
                 None => Route::Builtin,
             };
             return Ok((route, t.clone()));
         }
         // Not served: if the name points at a known server in view, say what is wrong with it.
-        let in_view = |i: usize| self.view_spec(view).is_none_or(|v| v.shows_server(i));
-        for up in self.upstreams.iter().filter(|u| in_view(u.index)) {
-            let prefix = up.config.prefix();
+        let in_view = |i: usize| self.in_view(view, i);
+        for up in self
+            .upstreams()
+            .iter()
+            .filter(|u| !u.is_removed() && in_view(u.index))
+        {
+            let config = up.config();
+            let prefix = config.prefix();
             let matches = !prefix.is_empty()
                 && (name
                     .strip_prefix(prefix)
@@ -164,12 +169,12 @@ impl Hub {
             })
             .await;
         }
-        let in_view = |i: usize| self.view_spec(view).is_none_or(|v| v.shows_server(i));
+        let in_view = |i: usize| self.in_view(view, i);
         match self
             .view_catalog(view)
-            .route_uri(uri, &self.upstreams, in_view)
+            .route_uri(uri, &self.upstreams(), in_view)
         {
-            Some(i) => Ok(self.upstreams[i].clone()),
+            Some(i) => Ok(self.upstreams()[i].clone()),
             None => Err(RouteError::NoServerForUri(uri.into())),
         }
     }

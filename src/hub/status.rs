@@ -48,12 +48,16 @@ pub struct HubStatus {
     pub servers: Vec<ServerStatus>,
     #[serde(default)]
     pub cache: Option<crate::policy::cache::CacheStats>,
+    /// The last reload of the config (none yet: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<super::ReloadStatus>,
 }
 
 impl Hub {
     pub fn status(&self) -> Vec<ServerStatus> {
         self.upstreams()
             .iter()
+            .filter(|up| !up.is_removed())
             .map(|up| {
                 let s = up.snapshot();
                 let info = s.info.as_ref();

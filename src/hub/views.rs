@@ -30,9 +30,8 @@ pub struct ViewSpec {
 }
 
 impl ViewSpec {
-    /// The default view, then one per profile.
-    pub fn all(config: &Config) -> Vec<ViewSpec> {
-        let index_of = |name: &String| config.servers.iter().position(|s| &s.name == name);
+    /// The default view, then one per profile; `index_of` finds a server's index by name.
+    pub fn all(config: &Config, index_of: &dyn Fn(&str) -> Option<usize>) -> Vec<ViewSpec> {
         let mut views = vec![ViewSpec {
             name: None,
             servers: None,
@@ -46,7 +45,7 @@ impl ViewSpec {
                 servers: p
                     .servers
                     .as_ref()
-                    .map(|names| names.iter().filter_map(index_of).collect()),
+                    .map(|names| names.iter().filter_map(|n| index_of(n)).collect()),
                 tools: p.tools.clone(),
                 builtins: p.builtins,
                 search: p.tool_search.clone(),
@@ -103,7 +102,7 @@ impl Search {
     fn new(spec: &ViewSpec, view: &Catalog, upstreams: &[Arc<Upstream>]) -> Search {
         let names: Vec<&str> = upstreams
             .iter()
-            .filter(|u| spec.shows_server(u.index) && !u.config.disabled)
+            .filter(|u| spec.shows_server(u.index) && !u.config().disabled)
             .map(|u| u.name())
             .collect();
         let mut listed: Vec<Arc<Named>> = meta_tools(&names)
@@ -186,7 +185,7 @@ pub fn tool_servers(
                 .entry(t.upstream)
                 .or_insert_with(|| match upstreams.get(t.upstream) {
                     Some(up) => (
-                        Arc::from(up.config.prefix()),
+                        Arc::from(up.config().prefix()),
                         Arc::from(
                             up.snapshot()
                                 .info

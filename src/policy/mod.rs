@@ -70,18 +70,19 @@ pub struct Target<'a> {
 pub struct Policy {
     pub settings: PolicySettings,
     rules: rules::RuleSet,
-    decisions: DecisionStore,
+    decisions: Arc<DecisionStore>,
     /// One terminal prompt at a time (clients are asked one at a time each, see
     /// [`Asker::turn`]); calls that need none never wait for it.
-    prompt_lock: tokio::sync::Mutex<()>,
-    pub cache: cache::ResultCache,
+    prompt_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Shared with the policy a reload makes from this one: cached results outlive it.
+    pub cache: Arc<cache::ResultCache>,
     cache_rules: rules::FirstMatch<Option<Duration>>,
     limiter: ratelimit::Limiter,
     /// Rebuilt when secrets arrive at run time (tokens from a login or a refresh).
     redactor: std::sync::RwLock<Arc<redact::Redactor>>,
     /// Every (name, value) pair the redactor was built from.
     secrets: std::sync::Mutex<Vec<(String, String)>>,
-    audit: Option<audit::AuditLog>,
+    audit: Option<Arc<audit::AuditLog>>,
     state_dir: PathBuf,
     /// Shown in denial messages so users know which file to edit.
     config_label: String,
@@ -100,9 +101,9 @@ impl Policy {
     ) -> Policy {
         Policy {
             rules: rules::RuleSet::new(&settings.permissions),
-            decisions: DecisionStore::new(state_dir),
-            prompt_lock: tokio::sync::Mutex::new(()),
-            cache: cache::ResultCache::new(settings.cache.max_bytes),
+            decisions: Arc::new(DecisionStore::new(state_dir)),
+            prompt_lock: Arc::new(tokio::sync::Mutex::new(())),
+            cache: Arc::new(cache::ResultCache::new(settings.cache.max_bytes)),
             cache_rules: rules::FirstMatch::new(&settings.cache.rules),
             limiter: ratelimit::Limiter::new(&settings.rate_limits, servers),
             redactor: std::sync::RwLock::new(Arc::new(redact::Redactor::new(secrets))),
@@ -110,11 +111,49 @@ impl Policy {
             audit: settings
                 .audit
                 .enabled
-                .then(|| audit::AuditLog::start(state_dir, settings.audit.max_bytes)),
+                .then(|| Arc::new(audit::AuditLog::start(state_dir, settings.audit.max_bytes))),
             state_dir: state_dir.to_path_buf(),
             config_label,
             settings: settings.clone(),
         }
+    }
+
+    /// The policy of a reloaded config: new rules, limits, secrets and audit settings, the
+    /// same result cache, remembered decisions and (when its settings stay) audit writer.
+    /// The cache keeps its size bound: that one needs a restart.
+    pub fn reconfigured(
+        &self,
+        settings: &PolicySettings,
+        servers: &[String],
+        secrets: &[(String, String)],
+        config_label: String,
+    ) -> Policy {
+        let mut next = Policy {
+            rules: rules::RuleSet::new(&settings.permissions),
+            decisions: self.decisions.clone(),
+            prompt_lock: self.prompt_lock.clone(),
+            cache: self.cache.clone(),
+            cache_rules: rules::FirstMatch::new(&settings.cache.rules),
+            limiter: ratelimit::Limiter::new(&settings.rate_limits, servers),
+            redactor: std::sync::RwLock::new(Arc::new(redact::Redactor::new(secrets))),
+            secrets: std::sync::Mutex::new(secrets.to_vec()),
+            audit: None,
+            state_dir: self.state_dir.clone(),
+            config_label,
+            settings: settings.clone(),
+        };
+        next.settings.cache.max_bytes = self.settings.cache.max_bytes;
+        let same_log = settings.audit.enabled == self.settings.audit.enabled
+            && settings.audit.max_bytes == self.settings.audit.max_bytes;
+        next.audit = match (&self.audit, settings.audit.enabled) {
+            (Some(log), true) if same_log => Some(log.clone()),
+            (_, true) => Some(Arc::new(audit::AuditLog::start(
+                &self.state_dir,
+                settings.audit.max_bytes,
+            ))),
+            (_, false) => None,
+        };
+        next
     }
 
     pub fn state_dir(&self) -> &Path {

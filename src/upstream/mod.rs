@@ -127,6 +127,7 @@ const SHUTDOWN_EOF_GRACE: Duration = Duration::from_millis(50);
 const SHUTDOWN_TERM_GRACE: Duration = Duration::from_millis(250);
 
 /// What ties an upstream to its hub.
+#[derive(Clone)]
 pub struct HubLinks {
     pub events: mpsc::UnboundedSender<Event>,
     pub sink: Arc<dyn Sink>,
@@ -137,7 +138,14 @@ pub struct HubLinks {
 
 pub struct Upstream {
     pub index: usize,
-    pub config: ServerConfig,
+    /// Never changes for this upstream (a reload that renames makes another one).
+    name: Arc<str>,
+    /// Swapped by a reload that changes only what applies in place (namespace, timeout,
+    /// tool filters); anything else about how it starts makes a new upstream.
+    config: RwLock<Arc<ServerConfig>>,
+    /// Why it was stopped while the hub serves on (removed from the config, restarted for a
+    /// change): what its in-flight calls fail with.
+    retired: std::sync::Mutex<Option<String>>,
     max_message_size: usize,
     restart: RestartPolicy,
     conn: RwLock<Option<Arc<Connection>>>,
@@ -236,7 +244,9 @@ impl Upstream {
         let remote = remote::Remote::new();
         Arc::new(Upstream {
             index,
-            config,
+            name: Arc::from(config.name.as_str()),
+            config: RwLock::new(Arc::new(config)),
+            retired: std::sync::Mutex::new(None),
             max_message_size: settings.max_message_size,
             restart: settings.restart,
             conn: RwLock::new(None),
@@ -258,7 +268,53 @@ impl Upstream {
     }
 
     pub fn name(&self) -> &str {
-        &self.config.name
+        &self.name
+    }
+
+    /// Its current config entry.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Applies a config entry that differs from the current one only in what needs no
+    /// restart; the tool list is fetched again when its filter changed.
+    pub async fn retune(&self, config: ServerConfig) {
+        let refilter = self.config().tool_filter != config.tool_filter;
+        *self
+            .config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(config);
+        if refilter {
+            self.refresh(ListKind::Tools).await;
+        }
+    }
+
+    /// Marks it as stopped for `reason` before its supervisor is told to stop, so its
+    /// in-flight calls say why.
+    pub fn retire(&self, reason: &str) {
+        *self
+            .retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.to_string());
+    }
+
+    /// Whether a reload removed it from the config (it stays in the hub's table, stopped).
+    pub fn is_removed(&self) -> bool {
+        self.retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+
+    fn stop_reason(&self) -> String {
+        self.retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "was stopped".to_string())
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -308,11 +364,11 @@ impl Upstream {
         match self.connection() {
             Some(conn) if conn.is_modern() => match self.modern_locally(&conn, method, params) {
                 Some(reply) => reply,
-                None => conn.request(method, params, self.config.timeout).await,
+                None => conn.request(method, params, self.config().timeout).await,
             },
-            Some(conn) => conn.request(method, params, self.config.timeout).await,
+            Some(conn) => conn.request(method, params, self.config().timeout).await,
             None => Err(CallError::NotReady {
-                server: self.config.name.clone(),
+                server: self.name.to_string(),
                 state: self.describe_state(),
             }),
         }
@@ -320,7 +376,7 @@ impl Upstream {
 
     /// The era the server was found to speak (for a server that is, or was, connected).
     pub fn era(&self) -> Option<Era> {
-        match self.config.protocol {
+        match self.config().protocol {
             Protocol::Legacy => Some(Era::Legacy),
             Protocol::Modern => Some(Era::Modern),
             Protocol::Auto => *self
@@ -331,8 +387,8 @@ impl Upstream {
     }
 
     fn plan(&self) -> Plan {
-        let sse = matches!(&self.config.transport, Transport::Http { kind, .. } if kind == "sse");
-        match (self.config.protocol, self.era()) {
+        let sse = matches!(&self.config().transport, Transport::Http { kind, .. } if kind == "sse");
+        match (self.config().protocol, self.era()) {
             (Protocol::Legacy, _) => Plan::Initialize,
             (Protocol::Modern, _) => Plan::Discover,
             // 2026-07-28 has no HTTP+SSE transport: nothing to probe.
@@ -396,9 +452,9 @@ impl Upstream {
 
     /// Runs the server until `shutdown` turns true: start, supervise, restart, stop.
     pub async fn supervise(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        if !self.config.disabled && !self.config.unavailable.is_empty() {
-            let reason = self
-                .config
+        let config = self.config();
+        if !config.disabled && !config.unavailable.is_empty() {
+            let reason = config
                 .unavailable
                 .iter()
                 .map(ToString::to_string)
@@ -411,8 +467,8 @@ impl Upstream {
             });
             return;
         }
-        let (spec, _proxy) = match &self.config.transport {
-            _ if self.config.disabled => return,
+        let (spec, _proxy) = match &config.transport {
+            _ if config.disabled => return,
             Transport::Stdio {
                 program,
                 args,
@@ -422,7 +478,7 @@ impl Upstream {
             } => match self.launch(program, args).await {
                 Ok((launch, proxy)) => {
                     let spec = ChildSpec {
-                        label: self.config.name.clone(),
+                        label: self.name.to_string(),
                         inherit_env: launch.env.is_none(),
                         env: launch.env.unwrap_or_else(|| env.clone()),
                         program: launch.program,
@@ -551,7 +607,7 @@ impl Upstream {
                 let on_refusal: crate::sandbox::proxy::OnRefusal =
                     Arc::new(move |_| sink.egress_refused(index));
                 let proxy = crate::sandbox::proxy::EgressProxy::start(
-                    self.config.name.clone(),
+                    self.name.to_string(),
                     allow.to_vec(),
                     on_refusal,
                 )
@@ -589,7 +645,7 @@ impl Upstream {
             proc.terminate(SHUTDOWN_EOF_GRACE, SHUTDOWN_TERM_GRACE)
                 .await;
         }
-        running.conn.fail_all("was stopped");
+        running.conn.fail_all(&self.stop_reason());
         self.update(|s| {
             s.state = State::Stopped;
             s.pid = None;
@@ -633,8 +689,8 @@ impl Upstream {
             s.pid = pid;
             s.stderr = Some(stderr.clone());
         });
-        let (out, _) = spawn_writer(spawned.stdin, self.config.name.clone());
-        let conn = Connection::new(self.config.name.clone(), out, stderr.clone());
+        let (out, _) = spawn_writer(spawned.stdin, self.name.to_string());
+        let conn = Connection::new(self.name.to_string(), out, stderr.clone());
         let proc = Arc::new(AsyncMutex::new(Some(spawned.proc)));
         let (exit_tx, exited) = oneshot::channel();
         let me = Arc::downgrade(self);
@@ -689,13 +745,13 @@ impl Upstream {
             Some(info) => info,
             None => {
                 let caps = self.client_capabilities().await;
-                match handshake::initialize(conn, &caps, self.config.timeout).await {
+                match handshake::initialize(conn, &caps, self.config().timeout).await {
                     Ok(info) => info,
                     // A modern server still starting (a first `uvx` run, a loaded machine)
                     // can miss the probe's short wait, then refuse `initialize`: it is asked
                     // again, with its whole timeout, before the refusal counts.
                     Err(refused @ HandshakeError::Rejected { .. }) if probing => {
-                        match modern::discover(conn, self.config.timeout).await? {
+                        match modern::discover(conn, self.config().timeout).await? {
                             modern::Discovery::Modern(info) => {
                                 tracing::info!(server = %self.name(), "answered server/discover late and refused initialize: it speaks {}", modern::MODERN_VERSION);
                                 conn.set_modern();
@@ -742,11 +798,11 @@ impl Upstream {
         }
         // Over HTTP a legacy server refuses the probe at once; only a stdio server can stay
         // silent, so only there is the wait cut short.
-        let stdio = matches!(self.config.transport, Transport::Stdio { .. });
+        let stdio = matches!(self.config().transport, Transport::Stdio { .. });
         let wait = if plan == Plan::Probe && stdio {
-            modern::PROBE_TIMEOUT.min(self.config.timeout)
+            modern::PROBE_TIMEOUT.min(self.config().timeout)
         } else {
-            self.config.timeout
+            self.config().timeout
         };
         match modern::discover(conn, wait).await? {
             modern::Discovery::Modern(info) => {
@@ -852,7 +908,7 @@ impl Upstream {
                 return Ok(Vec::new());
             }
             let (method, field, key) = kind.wire();
-            handshake::list_all(conn, self.name(), method, field, key, self.config.timeout).await
+            handshake::list_all(conn, self.name(), method, field, key, self.config().timeout).await
         };
         let (tools, prompts, resources, templates) = tokio::join!(
             list(ListKind::Tools),
@@ -877,7 +933,7 @@ impl Upstream {
     /// The tools its filter lets the hub serve, and how many it hid: a hidden tool is never
     /// listed, named or routed, so a call to it is a call to an unknown tool.
     fn filter_tools(&self, tools: Vec<Entry>) -> (Vec<Entry>, usize) {
-        let filter = &self.config.tool_filter;
+        let filter = &self.config().tool_filter;
         if !filter.is_active() {
             return (tools, 0);
         }
@@ -896,7 +952,7 @@ impl Upstream {
             return;
         };
         let (method, field, key) = kind.wire();
-        match handshake::list_all(&conn, self.name(), method, field, key, self.config.timeout).await
+        match handshake::list_all(&conn, self.name(), method, field, key, self.config().timeout).await
         {
             Ok(items) => {
                 tracing::info!(server = %self.name(), count = items.len(), "{method}: list changed");

@@ -99,19 +99,19 @@ impl Upstream {
     fn remote_spec(&self) -> Result<RemoteSpec, String> {
         let Transport::Http {
             url, headers, kind, ..
-        } = &self.config.transport
+        } = &self.config().transport
         else {
             return Err("is not a remote server".into());
         };
         let url = url::Url::parse(url)
             .map_err(|e| format!("has an invalid url ({}): {e}", display_url(url)))?;
         Ok(RemoteSpec {
-            label: self.config.name.clone(),
+            label: self.name.to_string(),
             url,
             headers: headers.clone(),
             kind: RemoteKind::from_config(kind),
             max_message_size: self.max_message_size,
-            deadline: self.config.timeout + DEADLINE_MARGIN,
+            deadline: self.config().timeout + DEADLINE_MARGIN,
             credentials: self
                 .remote
                 .credentials
@@ -209,7 +209,7 @@ impl Upstream {
         self.update(|s| s.started_at = Some(SystemTime::now()));
         let (out, lines) = Outbox::channel();
         let conn = Connection::new(
-            self.config.name.clone(),
+            self.name.to_string(),
             out,
             Arc::new(StderrLog::default()),
         );
@@ -267,7 +267,7 @@ impl Upstream {
     async fn stop_remote(&self, linked: Linked) {
         self.set_conn(None);
         linked.link.close().await;
-        linked.conn.fail_all("was stopped");
+        linked.conn.fail_all(&self.stop_reason());
         self.update(|s| s.state = State::Stopped);
     }
 }

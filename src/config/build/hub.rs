@@ -105,6 +105,31 @@ impl Builder<'_> {
         policy
     }
 
+    fn shared(&mut self, value: &Value, path: &str) -> crate::config::SharedSettings {
+        let mut shared = crate::config::SharedSettings::default();
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"idleExit\": \"10m\"}}",
+                    kind_of(value)
+                ),
+            );
+            return shared;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            match key.as_str() {
+                "idleExit" => match units::duration(v) {
+                    Ok(d) => shared.idle_exit = d,
+                    Err(message) => self.error(&p, message),
+                },
+                _ => self.unknown(&p, closest_key(key, &["idleExit"])),
+            }
+        }
+        shared
+    }
+
     pub(super) fn hub(&mut self, value: &Value) -> HubSettings {
         let mut hub = HubSettings {
             builtins: crate::config::BuiltinsSettings::defaults(&self.base_dir),
@@ -158,6 +183,11 @@ impl Builder<'_> {
                     Err(message) => self.error(&path, message),
                 },
                 "restart" => hub.restart = self.restart(v, &path),
+                "reload" => match v.as_bool() {
+                    Some(on) => hub.reload = on,
+                    None => self.error(&path, format!("{v} is not true or false")),
+                },
+                "shared" => hub.shared = self.shared(v, &path),
                 "permissions" => hub.policy.permissions = self.permissions(v, &path),
                 "cache" => hub.policy.cache = self.cache(v, &path),
                 "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),

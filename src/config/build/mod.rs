@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 const TOP_KEYS: &[&str] = &["mcpServers", "servers", "inputs", "$schema", "openpact"];
 const HUB_KEYS: &[&str] = &[
     "toolNames",
+    "shared",
+    "reload",
     "maxMessageSize",
     "pageSize",
     "listWait",

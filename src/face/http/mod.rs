@@ -623,14 +623,17 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
             })
         })
         .collect();
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "status": "ok",
         "sessions": lock(&face.sessions).len(),
         "servers": servers,
-    })
-    .to_string();
+    });
+    if let Some(reload) = hub.and_then(|h| h.last_reload()) {
+        body["reload"] = serde_json::to_value(reload).unwrap_or_default();
+    }
+    let body = body.to_string();
     let body = match hub {
-        Some(hub) => hub.policy.redact(&body).into_owned(),
+        Some(hub) => hub.policy().redact(&body).into_owned(),
         None => body,
     };
     json(StatusCode::OK, body)
@@ -641,7 +644,11 @@ async fn metrics(State(face): State<Arc<Face>>) -> Response {
     let Some(hub) = face.backend.hub() else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    let states = hub.upstreams().iter().map(|up| up.snapshot().state.label());
+    let upstreams = hub.upstreams();
+    let states = upstreams
+        .iter()
+        .filter(|up| !up.is_removed())
+        .map(|up| up.snapshot().state.label());
     let body = hub.metrics.encode(states);
     (
         StatusCode::OK,

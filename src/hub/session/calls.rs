@@ -76,14 +76,14 @@ impl Session {
                 NameKind::Prompt => "prompt",
             },
             qualified: &named.qualified,
-            server: self.hub.server_name(named.upstream),
+            server: &self.hub.server_name(named.upstream),
             description: &named.description,
             definition: named.definition(),
             arguments,
             ask_every_time: matches!(route, Route::Builtin)
                 && crate::builtins::ASK_EVERY_TIME.contains(&named.original.as_str()),
         };
-        let policy = self.hub.policy.clone();
+        let policy = self.hub.policy();
         let ttl = match kind {
             NameKind::Tool => policy.cache_ttl(&named.qualified, named.read_only),
             NameKind::Prompt => None,
@@ -166,7 +166,7 @@ impl Session {
                     serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
                 let output = self
                     .hub
-                    .builtins
+                    .builtins()
                     .call(tool, &args)
                     .await
                     .unwrap_or_else(|| crate::builtins::ToolOutput::unknown_tool(tool));
@@ -186,7 +186,7 @@ impl Session {
         target: &Target<'_>,
         audit: &mut Record,
     ) -> Option<(Outcome, String)> {
-        let policy = &self.hub.policy;
+        let policy = self.hub.policy();
         let verdict = policy.permission(target, self.as_ref()).await;
         let (decision, source) = match &verdict {
             Verdict::Allow(s) => ("allow", *s),
@@ -235,7 +235,7 @@ impl Session {
     /// The audit record as far as it is known before the call; an empty one (nothing
     /// allocated) when auditing is off.
     fn audit_start(&self, method: &str, target: Arc<str>, canon: Option<Arc<str>>) -> Record {
-        let policy = &self.hub.policy;
+        let policy = self.hub.policy();
         let (true, Some(canon)) = (policy.audit_enabled(), canon) else {
             return Record::default();
         };
@@ -267,7 +267,7 @@ impl Session {
             Ok(msg) if msg.error().is_none() => Outcome::Ok,
             _ => Outcome::Error,
         };
-        let policy = &self.hub.policy;
+        let policy = self.hub.policy();
         if !policy.audit_enabled() {
             return counted;
         }
@@ -294,7 +294,7 @@ impl Session {
         line: String,
     ) -> Reply {
         self.hub.metrics.call(counted.0, counted.1, t0.elapsed());
-        let policy = &self.hub.policy;
+        let policy = self.hub.policy();
         if !policy.audit_enabled() {
             self.send(line);
             return Reply::Sent;
@@ -355,7 +355,7 @@ impl Session {
             Ok(up) => up,
             Err(line) => return line.into(),
         };
-        let qualified = format!("{}:{uri}", up.config.prefix());
+        let qualified = format!("{}:{uri}", up.config().prefix());
         let target = Target {
             kind: "resource",
             qualified: &qualified,

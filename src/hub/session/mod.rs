@@ -249,7 +249,7 @@ impl Session {
 
     /// Everything sent to the client passes here, so secrets are removed in one place.
     pub(crate) fn send(&self, line: String) {
-        let policy = &self.hub.policy;
+        let policy = self.hub.policy();
         let line = if policy.has_secrets() {
             policy.redact(&line).into_owned()
         } else {
@@ -534,7 +534,7 @@ impl Session {
                 }
             }
             "notifications/roots/list_changed" => {
-                for up in self.hub.upstreams() {
+                for up in self.hub.upstreams().iter() {
                     if let Some(conn) = up.connection() {
                         conn.notify("notifications/roots/list_changed", None);
                     }

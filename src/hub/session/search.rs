@@ -104,7 +104,7 @@ impl Session {
             .and_then(Value::as_u64)
             .map_or(settings.limit, |n| n as usize)
             .clamp(1, ToolSearch::MAX_LIMIT);
-        let upstreams = self.hub.upstreams();
+        let upstreams = &self.hub.upstreams();
         // The view's servers in order (its tools come grouped by server).
         let mut in_view: Vec<usize> = Vec::new();
         for t in view.tools.items.iter() {
@@ -121,7 +121,7 @@ impl Session {
             Some(name) => {
                 let named = |&i: &usize| {
                     catalog::server_name(upstreams, i) == name
-                        || upstreams.get(i).is_some_and(|u| u.config.prefix() == name)
+                        || upstreams.get(i).is_some_and(|u| u.config().prefix() == name)
                 };
                 match in_view.iter().find(|i| named(i)) {
                     Some(&i) => Some(i),
