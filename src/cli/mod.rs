@@ -66,6 +66,19 @@ pub enum Command {
         /// HTTP each profile has its own endpoint, /mcp/PROFILE.
         #[arg(long, value_name = "NAME")]
         profile: Option<String>,
+        /// Run as the shared hub of this config, the one `openpact connect` starts: no stdio;
+        /// windows connect on a private Unix socket (under $XDG_RUNTIME_DIR/openpact, else
+        /// the state dir); exits after openpact.shared.idleExit with no window connected.
+        #[arg(long, conflicts_with_all = ["no_stdio", "profile"])]
+        shared: bool,
+    },
+    /// Be an editor's MCP server on stdio by forwarding to the shared hub of this config,
+    /// starting it if none runs: every window shares one set of servers, cache and logins.
+    /// Name this in the editor's config: {"command": "openpact", "args": ["connect"]}.
+    Connect {
+        /// See the view of this profile (`openpact.profiles`).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// List the merged tool catalogue, or search it: `openpact tools --search "make a folder"`.
     Tools {
@@ -318,14 +331,17 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 http,
                 no_stdio,
                 profile,
+                shared,
             }),
         ) => {
+            let config = load(&cli.config)?;
             let faces = crate::face::Faces {
-                stdio: !no_stdio,
+                stdio: !no_stdio && !shared,
                 http,
                 profile,
+                socket: shared
+                    .then(|| crate::face::socket::path_for(config.source.as_deref(), &state)),
             };
-            let config = load(&cli.config)?;
             crate::face::serve(&config, &state, faces).await?;
             return Ok(ExitCode::SUCCESS);
         }
@@ -337,6 +353,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 stdio: !cli.no_stdio,
                 http: cli.http,
                 profile: None,
+                socket: None,
             };
             let config = load(&cli.config)?;
             crate::face::serve(&config, &state, faces).await?;
@@ -357,6 +374,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     };
     match command {
         Command::Serve { .. } => unreachable_serve(),
+        Command::Connect { profile } => {
+            let config = load(&cli.config)?;
+            if let Some(name) = &profile
+                && let Err(hint) = config.profile_view(name)
+            {
+                bail!("no profile \"{name}\" in the config: {hint}");
+            }
+            let target = crate::face::connect::target_for(
+                config.source.as_deref(),
+                &state,
+                cli.state_dir.clone(),
+                profile,
+                config.hub.max_message_size,
+            );
+            crate::face::connect::run(target).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tools {
             json,
             search: Some(query),

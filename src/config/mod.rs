@@ -103,6 +103,20 @@ impl ToolFilter {
 }
 
 impl Config {
+    /// The view of profile `name` (1 for the first profile; 0 is the whole catalogue), or a
+    /// sentence that lists the profiles there are.
+    pub fn profile_view(&self, name: &str) -> Result<usize, String> {
+        if let Some(i) = self.hub.profiles.iter().position(|p| p.name == name) {
+            return Ok(i + 1);
+        }
+        let known: Vec<&str> = self.hub.profiles.iter().map(|p| p.name.as_str()).collect();
+        Err(if known.is_empty() {
+            "it defines none (openpact.profiles)".to_string()
+        } else {
+            format!("the profiles are {}", known.join(", "))
+        })
+    }
+
     /// Fails with every server-level problem and every ignored key too (what `config check`
     /// reports); the other warnings come along with them.
     pub fn strict(self) -> Result<Config, ConfigError> {

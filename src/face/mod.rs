@@ -4,8 +4,10 @@
 //! Stdout belongs to the protocol when stdio is served: nothing in this module (or below it)
 //! prints.
 
+pub mod connect;
 pub mod http;
 pub mod reload;
+pub mod socket;
 pub mod status_file;
 pub mod stdio;
 
@@ -23,6 +25,10 @@ pub struct Faces {
     /// The profile the stdio session sees (`serve --profile`); HTTP serves every profile on
     /// an endpoint of its own whatever this says.
     pub profile: Option<String>,
+    /// `Some(path)` serves windows of `openpact connect` on this Unix socket; such a hub
+    /// (without stdio or HTTP) exits once no window has been connected for
+    /// `openpact.shared.idleExit`.
+    pub socket: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +39,24 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Http(#[from] http::HttpError),
+    #[error(transparent)]
+    Socket(#[from] socket::SocketError),
+}
+
+/// Returns once no client has been connected for `limit` in a row.
+async fn idle_for(mut clients: tokio::sync::watch::Receiver<usize>, limit: Duration) {
+    loop {
+        while *clients.borrow_and_update() > 0 {
+            if clients.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+        match tokio::time::timeout(limit, clients.changed()).await {
+            Err(_) if *clients.borrow() == 0 => return,
+            Ok(Err(_)) => return std::future::pending().await,
+            _ => {}
+        }
+    }
 }
 
 /// Runs the hub behind `faces`. Returns on SIGTERM/SIGINT, or when the stdio client is gone
@@ -47,23 +71,9 @@ pub async fn serve(
     // Checked before anything starts: a typo must not serve the whole catalogue instead.
     let view = match &faces.profile {
         None => 0,
-        Some(name) => match config.hub.profiles.iter().position(|p| &p.name == name) {
-            Some(i) => i + 1,
-            None => {
-                let known: Vec<&str> = config
-                    .hub
-                    .profiles
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect();
-                let hint = if known.is_empty() {
-                    "it defines none (openpact.profiles)".to_string()
-                } else {
-                    format!("the profiles are {}", known.join(", "))
-                };
-                return Err(ServeError::UnknownProfile(name.clone(), hint));
-            }
-        },
+        Some(name) => config
+            .profile_view(name)
+            .map_err(|hint| ServeError::UnknownProfile(name.clone(), hint))?,
     };
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -71,6 +81,18 @@ pub async fn serve(
     let mut sigusr1 = signal(SignalKind::user_defined1())?;
     let bound = match &faces.http {
         Some(address) => Some(http::bind(&config.hub.http, address.as_deref()).await?),
+        None => None,
+    };
+    let listener = match &faces.socket {
+        Some(path) => match socket::bind(path).await {
+            Ok(bound) => Some(bound),
+            // Two windows started a hub at once: the other one serves them both.
+            Err(socket::SocketError::InUse(at)) if !faces.stdio && faces.http.is_none() => {
+                tracing::info!("{at}: another openpact hub already serves this config; leaving it to that one");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        },
         None => None,
     };
     let stdout = if faces.stdio {
@@ -93,6 +115,13 @@ pub async fn serve(
         None => None,
     };
     let http_face = bound.map(|b| http::start(b, hub.clone(), &config.hub.http));
+    let socket_face = match (listener, &faces.socket) {
+        (Some(listener), Some(path)) => Some(socket::start(listener, path.clone(), hub.clone())),
+        _ => None,
+    };
+    // Only a hub that serves nothing but windows ends on its own.
+    let idle_exit = (socket_face.is_some() && stdio_face.is_none() && http_face.is_none())
+        .then_some(config.hub.shared.idle_exit);
     {
         let hub = hub.clone();
         tokio::spawn(async move {
@@ -110,11 +139,15 @@ pub async fn serve(
         servers = hub.upstreams().iter().filter(|u| !u.config().disabled).count(),
         config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
         "serving MCP on {}",
-        match (&stdio_face, &http_face) {
-            (Some(_), Some(_)) => "stdio and HTTP",
-            (None, Some(_)) => "HTTP",
-            _ => "stdio",
-        }
+        [
+            stdio_face.as_ref().map(|_| "stdio".to_string()),
+            http_face.as_ref().map(|_| "HTTP".to_string()),
+            faces.socket.as_ref().map(|p| format!("the socket {}", p.display())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" and ")
     );
     let why = loop {
         let stdin_closed = async {
@@ -125,7 +158,14 @@ pub async fn serve(
                 None => std::future::pending().await,
             }
         };
+        let idle = async {
+            match (&socket_face, idle_exit) {
+                (Some(face), Some(limit)) => idle_for(face.clients.clone(), limit).await,
+                _ => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = idle => break "no window connected for openpact.shared.idleExit",
             _ = stdin_closed => {
                 if http_face.is_none() {
                     break "stdin closed";
@@ -157,6 +197,9 @@ pub async fn serve(
     }
     if let Some(face) = http_face {
         face.stop().await;
+    }
+    if let Some(face) = &socket_face {
+        face.stop();
     }
     hub.shutdown().await;
     if let Some(face) = stdio_face {

@@ -161,6 +161,11 @@ impl Message {
         &self.text
     }
 
+    /// The whole message as received, given back.
+    pub fn into_text(self) -> String {
+        self.text.into_string()
+    }
+
     /// The id as JSON text (`null` when absent).
     pub fn id(&self) -> &str {
         self.id.as_ref().map_or("null", |r| &self.text[r.clone()])
