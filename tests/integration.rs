@@ -15,6 +15,7 @@
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
+//! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 #![allow(
     clippy::unwrap_used,
@@ -47,4 +48,5 @@ mod remote;
 mod remote_faults;
 mod sandbox;
 mod search_clients;
+mod shared;
 mod surface;

@@ -1,0 +1,259 @@
+//! `openpact connect`: editor windows sharing one hub per config over its private socket.
+//! Three windows start the servers once and each gets its own permission prompt and
+//! progress; closing one leaves the others; the hub leaves after its idle time. A hub killed
+//! mid-call fails only that call, is replaced, and both windows carry on after a
+//! `list_changed`.
+
+use crate::support::{
+    FIXTURE, Hub, Scratch, WAIT, fixture, names, openpact_for, text, wait_for_tool,
+};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// An editor window: `openpact connect` on pipes, its shared hub's socket under `runtime`.
+fn window(config: &Path, runtime: &Path) -> Hub {
+    let mut cmd = openpact_for(config, None);
+    cmd.arg("connect")
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env("OPENPACT_LOG", "info,openpact=debug")
+        .kill_on_drop(true);
+    Hub::spawn(cmd)
+}
+
+/// Pids of the processes whose command line holds every one of `needles`.
+pub(crate) fn pids_with(needles: &[&str]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if needles.iter().all(|n| cmdline.contains(n)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The shared hub serving `config` (exactly one).
+fn the_hub(config: &Path) -> i32 {
+    let config = config.to_string_lossy();
+    let hubs = pids_with(&["serve --shared", &config]);
+    assert_eq!(hubs.len(), 1, "one shared hub for {config}: {hubs:?}");
+    hubs[0]
+}
+
+/// Waits until `pid` is gone; false after `limit`.
+async fn gone(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        // A zombie has no command line left: it has exited.
+        if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty()) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+fn shared_config(sc: &Scratch, marker: &str) -> std::path::PathBuf {
+    sc.servers(
+        json!({"fx": fixture(&["--name", marker])}),
+        Some(json!({
+            "permissions": {"default": "allow", "ask": ["fx:echo"]},
+            "shared": {"idleExit": "2s"},
+        })),
+    )
+}
+
+/// Calls `fx:echo` and answers the permission prompt that reaches this window.
+async fn echo_with_prompt(w: &mut Hub, message: &str) -> Value {
+    let c = &mut w.client;
+    let id = c.next_id();
+    c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "fx:echo", "arguments": {"message": message}}}))
+        .await;
+    let Some(prompt) = c.wait_for("elicitation/create", WAIT).await else {
+        panic!("the window that called is not asked: {:?}", c.inbox);
+    };
+    let asked = prompt["params"]["message"].as_str().unwrap_or_default();
+    assert!(asked.contains("fx:echo"), "{prompt}");
+    c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"],
+                   "result": {"action": "accept", "content": {"decision": "once"}}}))
+        .await;
+    c.response(&json!(id)).await
+}
+
+/// Progress notifications the window got for `token`, after calling `fx:progress` with it.
+async fn progress_of(w: &mut Hub, token: &str) -> Vec<Value> {
+    let c = &mut w.client;
+    let id = c.next_id();
+    c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "fx:progress", "arguments": {"steps": 3},
+                              "_meta": {"progressToken": token}}}))
+        .await;
+    let r = c.response(&json!(id)).await;
+    assert!(r.get("result").is_some(), "{r}");
+    c.inbox
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_windows_share_one_hub_each_with_its_own_prompts_and_progress() {
+    let sc = Scratch::new();
+    let marker = format!("shared-{}", std::process::id());
+    let config = shared_config(&sc, &marker);
+    let runtime = sc.path().join("run");
+    let mut windows = Vec::new();
+    for n in 0..3 {
+        let mut w = window(&config, &runtime);
+        w.client
+            .initialize_as(json!({"elicitation": {}}), &format!("window-{n}"))
+            .await;
+        wait_for_tool(&mut w.client, "fx:progress", WAIT).await;
+        windows.push(w);
+    }
+    let hub = the_hub(&config);
+    assert_eq!(
+        pids_with(&[FIXTURE, &marker]).len(),
+        1,
+        "three windows, one fixture server"
+    );
+
+    for (n, w) in windows.iter_mut().enumerate() {
+        let r = echo_with_prompt(w, &format!("from window {n}")).await;
+        assert_eq!(text(&r), format!("from window {n}"));
+        let progress = progress_of(w, &format!("p{n}")).await;
+        assert_eq!(progress.len(), 3, "{progress:?}");
+        assert!(
+            progress.iter().all(|p| p["progressToken"] == format!("p{n}")),
+            "only this window's progress: {progress:?}"
+        );
+    }
+    for w in &windows {
+        let asked = w
+            .client
+            .inbox
+            .iter()
+            .filter(|m| m["method"] == "elicitation/create")
+            .count();
+        assert_eq!(asked, 0, "no window saw another's prompt");
+    }
+
+    // Closing one window leaves the others (and the hub) working.
+    let mut closed = windows.remove(1);
+    assert_eq!(closed.close().await.0, Some(0));
+    for w in &mut windows {
+        let r = w.client.call("fx:add", json!({"a": 2, "b": 3})).await;
+        assert_eq!(text(&r), "5", "{r}");
+    }
+    assert_eq!(the_hub(&config), hub);
+
+    // After the last window, the hub leaves once its idle time (2 s here) has passed.
+    for w in &mut windows {
+        w.close().await;
+    }
+    let t0 = Instant::now();
+    assert!(gone(hub, Duration::from_secs(10)).await, "the hub stayed");
+    assert!(t0.elapsed() >= Duration::from_millis(1500), "{:?}", t0.elapsed());
+    assert!(
+        pids_with(&[FIXTURE, &marker]).is_empty(),
+        "its servers went with it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() {
+    let sc = Scratch::new();
+    let marker = format!("killed-{}", std::process::id());
+    let config = shared_config(&sc, &marker);
+    let runtime = sc.path().join("run");
+    let mut a = window(&config, &runtime);
+    let mut b = window(&config, &runtime);
+    for w in [&mut a, &mut b] {
+        w.client.initialize_as(json!({"elicitation": {}}), "window").await;
+        wait_for_tool(&mut w.client, "fx:slow", WAIT).await;
+        // A log level the new hub must hear again.
+        let r = w
+            .client
+            .request("logging/setLevel", json!({"level": "debug"}))
+            .await;
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    let hub = the_hub(&config);
+    let id = a.client.next_id();
+    a.client
+        .send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                      "params": {"name": "fx:slow", "arguments": {"ms": 10000}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(hub),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+
+    let r = a.client.response(&json!(id)).await;
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("hub") && message.contains("restarted"),
+        "the call in flight fails saying why: {r}"
+    );
+    for w in [&mut a, &mut b] {
+        assert!(
+            w.client
+                .wait_for("notifications/tools/list_changed", WAIT)
+                .await
+                .is_some(),
+            "each window is told the lists may have changed"
+        );
+        let tools = names(&wait_for_tool(&mut w.client, "fx:add", WAIT).await);
+        assert!(tools.contains(&"fx:slow".to_string()), "{tools:?}");
+        let r = w.client.call("fx:add", json!({"a": 1, "b": 1})).await;
+        assert_eq!(text(&r), "2", "{r}");
+        assert!(w.child.try_wait().unwrap().is_none(), "connect kept running");
+    }
+    let new_hub = the_hub(&config);
+    assert_ne!(new_hub, hub);
+    assert!(
+        a.stderr().contains("went away"),
+        "connect says what happened on the editor's log:\n{}",
+        a.stderr()
+    );
+    for w in [&mut a, &mut b] {
+        w.close().await;
+    }
+    assert!(gone(new_hub, Duration::from_secs(10)).await);
+}
+
+#[tokio::test]
+async fn connect_refuses_an_unknown_profile_naming_the_profiles() {
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"fx": {"command": FIXTURE}}),
+        Some(json!({"profiles": {"coding": {"servers": ["fx"]}}})),
+    );
+    let out = openpact_for(&config, None)
+        .args(["connect", "--profile", "codin"])
+        .env("XDG_RUNTIME_DIR", sc.path().join("run"))
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no profile \"codin\"") && err.contains("coding"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing but protocol on stdout");
+}
