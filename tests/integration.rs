@@ -15,6 +15,7 @@
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
+//! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 #![allow(
@@ -44,6 +45,7 @@ mod interop;
 mod modern;
 mod modern_upstream;
 mod policy;
+mod reload;
 mod remote;
 mod remote_faults;
 mod sandbox;

@@ -136,7 +136,9 @@ async fn three_windows_share_one_hub_each_with_its_own_prompts_and_progress() {
         let progress = progress_of(w, &format!("p{n}")).await;
         assert_eq!(progress.len(), 3, "{progress:?}");
         assert!(
-            progress.iter().all(|p| p["progressToken"] == format!("p{n}")),
+            progress
+                .iter()
+                .all(|p| p["progressToken"] == format!("p{n}")),
             "only this window's progress: {progress:?}"
         );
     }
@@ -165,7 +167,11 @@ async fn three_windows_share_one_hub_each_with_its_own_prompts_and_progress() {
     }
     let t0 = Instant::now();
     assert!(gone(hub, Duration::from_secs(10)).await, "the hub stayed");
-    assert!(t0.elapsed() >= Duration::from_millis(1500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
     assert!(
         pids_with(&[FIXTURE, &marker]).is_empty(),
         "its servers went with it"
@@ -181,7 +187,9 @@ async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() 
     let mut a = window(&config, &runtime);
     let mut b = window(&config, &runtime);
     for w in [&mut a, &mut b] {
-        w.client.initialize_as(json!({"elicitation": {}}), "window").await;
+        w.client
+            .initialize_as(json!({"elicitation": {}}), "window")
+            .await;
         wait_for_tool(&mut w.client, "fx:slow", WAIT).await;
         // A log level the new hub must hear again.
         let r = w
@@ -221,7 +229,10 @@ async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() 
         assert!(tools.contains(&"fx:slow".to_string()), "{tools:?}");
         let r = w.client.call("fx:add", json!({"a": 1, "b": 1})).await;
         assert_eq!(text(&r), "2", "{r}");
-        assert!(w.child.try_wait().unwrap().is_none(), "connect kept running");
+        assert!(
+            w.child.try_wait().unwrap().is_none(),
+            "connect kept running"
+        );
     }
     let new_hub = the_hub(&config);
     assert_ne!(new_hub, hub);

@@ -449,7 +449,30 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             )
             .await
         }
-        Command::Servers { json, start } => servers(&load(&cli.config)?, &state, json, start).await,
+        Command::Servers { json, start } => match load(&cli.config) {
+            Ok(config) => servers(&config, &state, json, start).await,
+            // A running hub serves its last good config: show it, and what is wrong now.
+            Err(e) if !start => {
+                let path = located_config(&cli.config);
+                let live: Vec<_> = crate::face::status_file::live(&state)
+                    .into_iter()
+                    .filter(|h| same_config(h.config.as_deref(), path.as_deref()))
+                    .collect();
+                if live.is_empty() {
+                    return Err(e);
+                }
+                tracing::warn!(
+                    "the config has errors (the running hub serves its last good one):\n{e}"
+                );
+                if json {
+                    output::hubs_json(&live, true)?;
+                } else {
+                    output::live_human(&live);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Err(e),
+        },
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
         Command::Reload => reload(&load(&cli.config)?, &state).await,
         Command::Cache { command } => cache(&state, command),
@@ -568,7 +591,8 @@ fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) ->
 
 /// Sends SIGHUP to the hubs serving this config and waits (a little) for their word.
 async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
-    let ours = |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
+    let ours =
+        |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
     let before: Vec<_> = crate::face::status_file::live(state)
         .into_iter()
         .filter(ours)
@@ -580,7 +604,10 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
         }
     }
     let reported = |h: &crate::hub::HubStatus| {
-        let old = before.iter().find(|b| b.pid == h.pid).and_then(|b| b.reload.as_ref());
+        let old = before
+            .iter()
+            .find(|b| b.pid == h.pid)
+            .and_then(|b| b.reload.as_ref());
         h.reload.as_ref().filter(|r| Some(*r) != old).cloned()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -592,7 +619,12 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
             .collect();
         answers = before
             .iter()
-            .map(|b| (b.pid, now.iter().find(|h| h.pid == b.pid).and_then(reported)))
+            .map(|b| {
+                (
+                    b.pid,
+                    now.iter().find(|h| h.pid == b.pid).and_then(reported),
+                )
+            })
             .collect();
         if answers.iter().all(|(_, r)| r.is_some()) || std::time::Instant::now() > deadline {
             break;
@@ -603,7 +635,11 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
     let failed = answers
         .iter()
         .any(|(_, r)| r.as_ref().is_some_and(|r| !r.applied));
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
@@ -831,6 +867,15 @@ async fn servers(
         output::servers_human(&status);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The config file the command line names or the look-up finds, without reading it.
+fn located_config(explicit: &Option<PathBuf>) -> Option<PathBuf> {
+    let env = |k: &str| std::env::var(k).ok();
+    let cwd = std::env::current_dir().ok()?;
+    config::locate(explicit.as_deref(), &env, &cwd)
+        .ok()
+        .flatten()
 }
 
 /// Whether a running hub's config (as it published it) is the file `ours` names.

@@ -583,7 +583,10 @@ pub fn reload_line(pid: u32, r: &crate::hub::ReloadStatus) {
             out!("    {setting} changed: applies when this hub restarts");
         }
     } else {
-        out!("  last reload {}: NOT applied, the config has errors; pid {pid} serves the last good config:", r.at);
+        out!(
+            "  last reload {}: NOT applied, the config has errors; pid {pid} serves the last good config:",
+            r.at
+        );
         for line in r.message.lines() {
             out!("    {line}");
         }
@@ -602,7 +605,9 @@ pub fn reloaded(asked: &[(u32, Option<crate::hub::ReloadStatus>)]) {
                 out!("openpact serve (pid {pid}):");
                 reload_line(*pid, r);
             }
-            None => out!("openpact serve (pid {pid}): asked to reload; it has not reported back yet"),
+            None => {
+                out!("openpact serve (pid {pid}): asked to reload; it has not reported back yet")
+            }
         }
     }
 }

@@ -145,7 +145,8 @@ fn from_editor_frame(
     let line = match frame {
         Frame::Line(line) => line,
         Frame::Oversized { len, edges } => {
-            let id = jsonrpc::id_in_edges(&edges).map_or_else(|| "null".to_string(), |n| n.to_string());
+            let id =
+                jsonrpc::id_in_edges(&edges).map_or_else(|| "null".to_string(), |n| n.to_string());
             editor.send(jsonrpc::error(
                 &id,
                 jsonrpc::code::INVALID_REQUEST,
@@ -241,7 +242,8 @@ async fn open(target: &Target, max: usize) -> Result<Link, String> {
 /// and waits for its socket. Two windows starting at once both try; one binds, and the
 /// other's hub sees the socket taken and exits, while both windows connect to the winner.
 async fn start_hub(target: &Target) -> Result<UnixStream, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the openpact binary: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the openpact binary: {e}"))?;
     if let Some(dir) = target.log.parent() {
         crate::state::ensure_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
@@ -324,7 +326,9 @@ async fn reconnect(
         match open(target, max).await {
             Ok(mut link) => match replay_on(&mut link, replay).await {
                 Ok(()) => return link,
-                Err(why) => tracing::info!("{why} (the old hub may still have been exiting); trying again"),
+                Err(why) => {
+                    tracing::info!("{why} (the old hub may still have been exiting); trying again")
+                }
             },
             Err(why) => {
                 tracing::error!("{why}");
@@ -356,7 +360,8 @@ async fn replay_on(link: &mut Link, replay: &Replay) -> Result<(), String> {
         return Ok(());
     };
     let id = format!("{OWN_ID}initialize\"");
-    link.out.send(jsonrpc::request(&id, "initialize", Some(init)));
+    link.out
+        .send(jsonrpc::request(&id, "initialize", Some(init)));
     let answered = tokio::time::timeout(REPLAY_WAIT, async {
         while let Some(frame) = link.frames.recv().await {
             if let Frame::Line(line) = frame

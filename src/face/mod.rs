@@ -88,7 +88,9 @@ pub async fn serve(
             Ok(bound) => Some(bound),
             // Two windows started a hub at once: the other one serves them both.
             Err(socket::SocketError::InUse(at)) if !faces.stdio && faces.http.is_none() => {
-                tracing::info!("{at}: another openpact hub already serves this config; leaving it to that one");
+                tracing::info!(
+                    "{at}: another openpact hub already serves this config; leaving it to that one"
+                );
                 return Ok(());
             }
             Err(e) => return Err(e.into()),

@@ -75,11 +75,7 @@ fn watch(
         if event.kind.is_access() {
             return;
         }
-        if event
-            .paths
-            .iter()
-            .any(|p| p.file_name() == name.as_deref())
-        {
+        if event.paths.iter().any(|p| p.file_name() == name.as_deref()) {
             let _ = tx.send("the file changed");
         }
     })?;

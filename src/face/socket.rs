@@ -31,7 +31,9 @@ pub enum SocketError {
         "{0}: another openpact hub is already serving this config there (`openpact servers` shows it)"
     )]
     InUse(String),
-    #[error("{0}: the socket path is too long for a Unix socket; set XDG_RUNTIME_DIR to a short directory")]
+    #[error(
+        "{0}: the socket path is too long for a Unix socket; set XDG_RUNTIME_DIR to a short directory"
+    )]
     TooLong(String),
 }
 
@@ -40,7 +42,10 @@ pub enum SocketError {
 pub fn path_for(config: Option<&Path>, state_dir: &Path) -> PathBuf {
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|d| !d.is_empty())
-        .map_or_else(|| state_dir.join("run"), |d| PathBuf::from(d).join("openpact"));
+        .map_or_else(
+            || state_dir.join("run"),
+            |d| PathBuf::from(d).join("openpact"),
+        );
     let key = match config {
         Some(path) => {
             let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());

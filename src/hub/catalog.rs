@@ -427,7 +427,8 @@ impl Builder {
             .iter()
             .filter_map(|u| {
                 let snap = u.snapshot();
-                (snap.state == State::Ready).then(|| (u.index, u.config().prefix().to_string(), snap))
+                (snap.state == State::Ready)
+                    .then(|| (u.index, u.config().prefix().to_string(), snap))
             })
             .collect();
         // A server that is not ready comes back with new lists; its old share is of no use.

@@ -92,8 +92,7 @@ fn on_event(hub: &Arc<Hub>, seen: &mut Seen, ev: Event) -> u64 {
 
     // Keyed by the upstream too: one a reload put in this slot starts counting again.
     let generation = (Arc::as_ptr(&up) as usize, snap.generation);
-    if snap.state == State::Ready && seen.generations.insert(i, generation) != Some(generation)
-    {
+    if snap.state == State::Ready && seen.generations.insert(i, generation) != Some(generation) {
         let h = hub.clone();
         tokio::spawn(async move { h.replay(i).await });
     }

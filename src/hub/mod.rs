@@ -26,8 +26,8 @@ pub mod uri_template;
 pub mod views;
 
 pub use catalog::{Catalog, CatalogTool, Named};
-pub use reload::{ReloadReport, ReloadStatus};
 pub use local::LocalClient;
+pub use reload::{ReloadReport, ReloadStatus};
 pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError};
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
@@ -112,7 +112,7 @@ pub struct Hub {
     events: broadcast::Sender<HubEvent>,
     shutdown: watch::Sender<bool>,
     /// Per index: what stops its supervisor, and the supervisor.
-    supervisors: Mutex<Vec<Option<(watch::Sender<bool>, JoinHandle<()>)>>>,
+    supervisors: Mutex<Vec<Option<Supervisor>>>,
     started: Instant,
     /// What upstream `initialize` declares, taken from the first downstream client.
     client_caps: watch::Sender<Option<String>>,
@@ -148,6 +148,9 @@ pub struct Hub {
     /// The config the hub runs now, and how the last reload went.
     reloads: reload::Reloads,
 }
+
+/// What stops a server's supervisor, and the supervisor.
+type Supervisor = (watch::Sender<bool>, JoinHandle<()>);
 
 /// The built-in tools as catalogue entries.
 fn builtin_entries(builtins: &Builtins) -> Vec<Entry> {
@@ -648,7 +651,11 @@ impl Hub {
                 {
                     continue;
                 }
-                let up = self.upstreams().iter().find(|u| !u.is_removed() && u.config().prefix() == server).cloned();
+                let up = self
+                    .upstreams()
+                    .iter()
+                    .find(|u| !u.is_removed() && u.config().prefix() == server)
+                    .cloned();
                 if up.is_some_and(|u| u.snapshot().state == State::Ready)
                     && catalog.tools.find(glob).is_none()
                     && catalog.prompts.find(glob).is_none()

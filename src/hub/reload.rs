@@ -134,7 +134,8 @@ fn restart_only(old: &Config, new: &Config) -> Vec<String> {
         "openpact.cache.maxBytes",
     );
     check(o.shared != n.shared, "openpact.shared");
-    let names = |c: &Config| -> Vec<String> { c.hub.profiles.iter().map(|p| p.name.clone()).collect() };
+    let names =
+        |c: &Config| -> Vec<String> { c.hub.profiles.iter().map(|p| p.name.clone()).collect() };
     if !names(new).starts_with(&names(old)) {
         out.push("openpact.profiles (removing, renaming or reordering profiles)".into());
     }
@@ -273,7 +274,10 @@ impl Hub {
                 .map(|u| u.index)
         };
         let mut shape = new.clone();
-        if needs_restart.iter().any(|n| n.starts_with("openpact.profiles")) {
+        if needs_restart
+            .iter()
+            .any(|n| n.starts_with("openpact.profiles"))
+        {
             shape.hub.profiles.clone_from(&old.hub.profiles);
         }
         let specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(&shape, &index_of).into();

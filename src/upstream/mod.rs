@@ -952,7 +952,15 @@ impl Upstream {
             return;
         };
         let (method, field, key) = kind.wire();
-        match handshake::list_all(&conn, self.name(), method, field, key, self.config().timeout).await
+        match handshake::list_all(
+            &conn,
+            self.name(),
+            method,
+            field,
+            key,
+            self.config().timeout,
+        )
+        .await
         {
             Ok(items) => {
                 tracing::info!(server = %self.name(), count = items.len(), "{method}: list changed");

@@ -208,11 +208,7 @@ impl Upstream {
         let t0 = Instant::now();
         self.update(|s| s.started_at = Some(SystemTime::now()));
         let (out, lines) = Outbox::channel();
-        let conn = Connection::new(
-            self.name.to_string(),
-            out,
-            Arc::new(StderrLog::default()),
-        );
+        let conn = Connection::new(self.name.to_string(), out, Arc::new(StderrLog::default()));
         let deliver = {
             let me = Arc::downgrade(self);
             let weak = Arc::downgrade(&conn);

@@ -85,8 +85,18 @@ fn hub_settings() {
             sandbox: Default::default(),
             tool_search: Default::default(),
             profiles: Vec::new(),
+            reload: true,
+            shared: Default::default(),
         }
     );
+    let c = f.ok(
+        r#"{"openpact": {"reload": false, "shared": {"idleExit": "30s"}}}"#,
+        &[],
+    );
+    assert!(!c.hub.reload);
+    assert_eq!(c.hub.shared.idle_exit, Duration::from_secs(30));
+    let e = f.err(r#"{"openpact": {"shared": {"idleExit": "soon"}}}"#, &[]);
+    assert!(e.iter().any(|e| e.contains("openpact.shared.idleExit")), "{e:?}");
     let c = f.ok(
         r#"{"openpact": {"maxMessageSize": 1024, "listWait": 0}}"#,
         &[],

@@ -121,7 +121,9 @@ impl Session {
             Some(name) => {
                 let named = |&i: &usize| {
                     catalog::server_name(upstreams, i) == name
-                        || upstreams.get(i).is_some_and(|u| u.config().prefix() == name)
+                        || upstreams
+                            .get(i)
+                            .is_some_and(|u| u.config().prefix() == name)
                 };
                 match in_view.iter().find(|i| named(i)) {
                     Some(&i) => Some(i),
