@@ -11,6 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use std::io::{BufWriter, Read, Write};
 use std::ops::Range;
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -221,7 +222,7 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn spawn(label: &str, mut cmd: Command) -> Result<Peer> {
+    pub fn spawn(label: &str, mut cmd: Command) -> Result<Peer> {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let spawned_at = Instant::now();
         let mut child = cmd
@@ -496,9 +497,37 @@ pub fn hub_command(
     settings: &Value,
     serve_args: &[&str],
 ) -> Result<Command> {
+    let config = write_config(ctx, label, map, settings)?;
+    // A fresh state dir each time: no decisions or audit log left from an earlier run.
+    let state = ctx.work.join(format!("state-{label}"));
+    let _ = std::fs::remove_dir_all(&state);
+    let mut words = vec!["serve"];
+    words.extend_from_slice(serve_args);
+    openpact_command(ctx, label, &config, &state, &words)
+}
+
+/// `bench-work/LABEL.json` with these `mcpServers` entries and `openpact` settings.
+pub fn write_config(
+    ctx: &Ctx,
+    label: &str,
+    map: serde_json::Map<String, Value>,
+    settings: &Value,
+) -> Result<std::path::PathBuf> {
     let config = ctx.work.join(format!("{label}.json"));
     let text = serde_json::to_vec_pretty(&json!({"mcpServers": map, "openpact": settings}))?;
     std::fs::write(&config, text).with_context(|| format!("cannot write {}", config.display()))?;
+    Ok(config)
+}
+
+/// `openpact --config CONFIG --state-dir STATE WORDS` (under the profiling wrapper when one
+/// is set), its stderr going to `bench-work/LABEL.stderr.log`.
+pub fn openpact_command(
+    ctx: &Ctx,
+    label: &str,
+    config: &Path,
+    state: &Path,
+    words: &[&str],
+) -> Result<Command> {
     let log = stderr_log(ctx, label)?;
     let mut cmd = match ctx.hub_wrapper.split_first() {
         Some((program, args)) => {
@@ -508,15 +537,11 @@ pub fn hub_command(
         }
         None => Command::new(&ctx.openpact),
     };
-    // A fresh state dir each time: no decisions or audit log left from an earlier run.
-    let state = ctx.work.join(format!("state-{label}"));
-    let _ = std::fs::remove_dir_all(&state);
     cmd.arg("--config")
-        .arg(&config)
+        .arg(config)
         .arg("--state-dir")
-        .arg(&state)
-        .arg("serve")
-        .args(serve_args)
+        .arg(state)
+        .args(words)
         // The default log level, whatever the caller's environment says.
         .env_remove("OPENPACT_LOG")
         .env_remove("RUST_LOG")
@@ -610,7 +635,7 @@ impl Shared {
 }
 
 /// Checks that `peer` lists `echo` and that it echoes.
-fn check_echo(peer: &mut Peer, tools: &[String], echo: &str) -> Result<()> {
+pub fn check_echo(peer: &mut Peer, tools: &[String], echo: &str) -> Result<()> {
     if !tools.iter().any(|t| t == echo) {
         bail!(
             "{} does not list {echo} (it lists {} tools)",

@@ -99,6 +99,7 @@ mod remote;
 mod report;
 mod retrieval;
 mod sandbox;
+mod shared;
 mod startup;
 mod throughput;
 
@@ -146,6 +147,8 @@ pub struct Params {
     pub sandbox: bool,
     /// Run part 10 (tool search).
     pub retrieval: bool,
+    /// Run part 11 (`openpact connect` and the shared hub).
+    pub shared: bool,
     /// Part 10's measured passes over the tasks' queries at 10,000 tools.
     pub retrieval_rounds: usize,
 }
@@ -177,6 +180,7 @@ impl Params {
             http: true,
             sandbox: true,
             retrieval: true,
+            shared: true,
             retrieval_rounds: pick(3, 10),
         }
     }
@@ -193,6 +197,8 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only sandbox          the default sandbox against sandbox off: 50-server startup, a call's p50
   --only retrieval        tool search: recall over user-phrased tasks, tools/list bytes off and on,
                           a search's cost at 10,000 tools (needs the peers of .ci/peers.sh)
+  --only shared           a call through `openpact connect` against `serve`, and five windows'
+                          memory shared against separate (that half needs the peers)
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -209,6 +215,7 @@ pub enum Only {
     Http,
     Sandbox,
     Retrieval,
+    Shared,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -227,9 +234,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("http") => Only::Http,
                     Some("sandbox") => Only::Sandbox,
                     Some("retrieval") => Only::Retrieval,
+                    Some("shared") => Only::Shared,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote, http, sandbox or retrieval, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval or shared, not {other:?}"
                         ));
                     }
                 });
@@ -258,6 +266,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.http = only.is_none() || only == Some(Only::Http);
     p.sandbox = only.is_none() || only == Some(Only::Sandbox);
     p.retrieval = only.is_none() || only == Some(Only::Retrieval);
+    p.shared = only.is_none() || only == Some(Only::Shared);
     Ok(Some((p, only)))
 }
 
@@ -524,6 +533,14 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let shared = if p.shared {
+        ctx.watchdog.arm("the shared hub", Duration::from_secs(600));
+        let part = shared::run(&ctx, p)?;
+        ctx.watchdog.disarm();
+        Some(part)
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
@@ -531,6 +548,7 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
         http: http.as_ref(),
         sandbox: sandbox.as_ref(),
         retrieval: retrieval.as_ref(),
+        shared: shared.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

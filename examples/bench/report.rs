@@ -13,6 +13,7 @@ use crate::pipeline::{self, PolicyPart, Role, Surface};
 use crate::remote;
 use crate::retrieval::{self, Quality, RetrievalPart};
 use crate::sandbox::{self, SandboxPart};
+use crate::shared::{self, SharedPart};
 use crate::startup::{self, HubStartup, StartupPart};
 use crate::throughput::{self, IN_FLIGHT, Throughput, ThroughputPart};
 use crate::{Calls, Ctx, Params, ratio};
@@ -435,6 +436,7 @@ pub struct Parts<'a> {
     pub http: Option<&'a HttpPart>,
     pub sandbox: Option<&'a SandboxPart>,
     pub retrieval: Option<&'a RetrievalPart>,
+    pub shared: Option<&'a SharedPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -568,6 +570,74 @@ fn print_http(p: &Params, h: &HttpPart) {
     );
 }
 
+/// Part 11: `connect` against `serve` (the "direct" column is `serve`), and five windows'
+/// memory separate against shared.
+fn print_shared(s: &SharedPart) {
+    let Some(m) = s.median() else { return };
+    println!(
+        "11. one hub for every window: a call through `openpact connect` against `serve` on stdio,"
+    );
+    println!(
+        "   interleaved, {} runs on fresh processes (the \"direct\" column is serve); direct to the fixture {:.1} µs, serve {:.1} µs",
+        s.runs.len(),
+        s.direct.a_p50_us,
+        s.direct.b_p50_us
+    );
+    let r = ratio(m.b_p50_us, m.a_p50_us);
+    row(
+        "call p50 through connect (median run)",
+        m.a_p50_us,
+        m.b_p50_us,
+        "µs",
+        &format!(
+            "goal ≤ {}×: {}",
+            shared::GOAL_RATIO,
+            goal(r <= shared::GOAL_RATIO)
+        ),
+    );
+    println!(
+        "   {:<42} {}",
+        "connect/serve of every run",
+        figures(s.runs.iter().map(|r| ratio(r.b_p50_us, r.a_p50_us)), 2)
+    );
+    if let Some(mem) = &s.memory {
+        let mib = |k: u64| k as f64 / 1024.0;
+        row(
+            &format!(
+                "{} windows × {} real servers, VmRSS",
+                shared::WINDOWS,
+                mem.servers
+            ),
+            mib(mem.separate_kib),
+            mib(mem.shared_kib),
+            "MiB",
+            &format!(
+                "separate: {} processes; shared: {}",
+                mem.separate_processes, mem.shared_processes
+            ),
+        );
+    }
+}
+
+fn shared_json(s: &SharedPart) -> Value {
+    let pair = |p: &crate::latency::Paired| json!({"serve_p50_us": round(p.a_p50_us, 1), "connect_p50_us": round(p.b_p50_us, 1)});
+    json!({
+        "goal_ratio": shared::GOAL_RATIO,
+        "runs": s.runs.iter().map(pair).collect::<Vec<_>>(),
+        "median_ratio": s.median().map(|m| round(ratio(m.b_p50_us, m.a_p50_us), 3)),
+        "direct_p50_us": round(s.direct.a_p50_us, 1),
+        "serve_p50_us_beside_direct": round(s.direct.b_p50_us, 1),
+        "memory": s.memory.as_ref().map(|m| json!({
+            "windows": shared::WINDOWS,
+            "servers": m.servers,
+            "separate_kib": m.separate_kib,
+            "separate_processes": m.separate_processes,
+            "shared_kib": m.shared_kib,
+            "shared_processes": m.shared_processes,
+        })),
+    })
+}
+
 /// Part 9: the same hub with the sandbox off (the "direct" column) and on (the default).
 fn print_sandbox(s: &SandboxPart) {
     let (Some(off), Some(on)) = (SandboxPart::median(&s.off), SandboxPart::median(&s.on)) else {
@@ -664,6 +734,7 @@ pub fn finish(
         http,
         sandbox,
         retrieval,
+        shared,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -707,6 +778,9 @@ pub fn finish(
     }
     if let Some(r) = retrieval {
         print_retrieval(r);
+    }
+    if let Some(s) = shared {
+        print_shared(s);
     }
 
     let latency_ok = latency.map(|l| !l.regressed());
@@ -784,6 +858,7 @@ pub fn finish(
         "http_face": http.map(http_json),
         "sandbox": sandbox.map(sandbox_json),
         "retrieval": retrieval.map(retrieval_json),
+        "shared": shared.map(shared_json),
         "gates": {
             "latency": latency.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),

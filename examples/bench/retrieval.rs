@@ -275,6 +275,16 @@ fn fixture_entry(ctx: &Ctx, set: &str) -> Value {
 
 /// The ten servers: the real ones as the peers file starts them, then the fixture sets.
 fn servers(ctx: &Ctx, peers: &Path) -> Result<Map<String, Value>> {
+    let mut map = real_servers(ctx, peers)?;
+    for set in SETS {
+        map.insert(set.to_string(), fixture_entry(ctx, set));
+    }
+    Ok(map)
+}
+
+/// The pinned real servers (filesystem, memory, time, everything) as the peers file starts
+/// them, over the bench's own files.
+pub fn real_servers(ctx: &Ctx, peers: &Path) -> Result<Map<String, Value>> {
     let vars: Value = serde_json::from_slice(
         &std::fs::read(peers).with_context(|| format!("reading {}", peers.display()))?,
     )
@@ -307,9 +317,6 @@ fn servers(ctx: &Ctx, peers: &Path) -> Result<Map<String, Value>> {
             _ => {}
         }
         map.insert(name.to_string(), entry);
-    }
-    for set in SETS {
-        map.insert(set.to_string(), fixture_entry(ctx, set));
     }
     Ok(map)
 }

@@ -591,6 +591,10 @@ fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) ->
 
 /// Sends SIGHUP to the hubs serving this config and waits (a little) for their word.
 async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
+    if config.source.is_none() {
+        output::nothing_to_reload();
+        return Ok(ExitCode::SUCCESS);
+    }
     let ours =
         |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
     let before: Vec<_> = crate::face::status_file::live(state)

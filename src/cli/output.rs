@@ -593,6 +593,10 @@ pub fn reload_line(pid: u32, r: &crate::hub::ReloadStatus) {
     }
 }
 
+pub fn nothing_to_reload() {
+    out!("no config file here (openpact runs on its built-in tools alone); nothing to reload");
+}
+
 /// `openpact reload`: what each hub did.
 pub fn reloaded(asked: &[(u32, Option<crate::hub::ReloadStatus>)]) {
     if asked.is_empty() {

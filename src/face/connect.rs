@@ -94,9 +94,15 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
     let _closed = stdio::read_stdin(max, move |f| {
         let _ = tx.send(f);
     })?;
-    let mut link = open(&target, max).await.map_err(ConnectError::Start)?;
     let mut replay = Replay::default();
     let mut in_flight: HashSet<String> = HashSet::new();
+    // The hub is started when the editor first speaks: `connect </dev/null` starts nothing.
+    let Some(first) = from_editor.recv().await else {
+        editor_out.close();
+        return Ok(());
+    };
+    let mut link = open(&target, max).await.map_err(ConnectError::Start)?;
+    from_editor_frame(first, &mut replay, &mut in_flight, &link.out, &editor_out);
     loop {
         tokio::select! {
             frame = from_editor.recv() => match frame {

@@ -461,6 +461,20 @@ const CASES: &[Case] = &[
         ok(&[]),
         fails(&["no profile \"files\""]),
     ),
+    // Its stdin ends before the editor says anything: it starts no hub and leaves.
+    case("connect", &["connect"], ok(&[]), ok(&[])),
+    case(
+        "connect-profile",
+        &["connect", "--profile", "files"],
+        ok(&[]),
+        fails(&["no profile \"files\""]),
+    ),
+    case(
+        "reload",
+        &["reload"],
+        ok(&["nothing to reload"]),
+        ok(&["nothing to reload"]),
+    ),
     // The quick start's command where there is no mcp.example.json.
     case(
         "missing-config",
@@ -526,6 +540,7 @@ const LIVE_CASES: &[(&str, &[&str])] = &[
     ("cache-stats-live", &["cache", "stats"]),
     ("cache-stats-live-json", &["cache", "stats", "--json"]),
     ("cache-clear-live", &["cache", "clear"]),
+    ("reload-live", &["reload"]),
 ];
 
 /// Which cases exercise each form README.md shows. Keys are the forms as [`readme_forms`]
@@ -541,6 +556,15 @@ const COVERAGE: &[(&str, &[&str])] = &[
     ),
     ("openpact tools [--json]", &["tools", "tools-json"]),
     ("openpact serve --profile NAME", &["serve-profile"]),
+    (
+        "openpact connect [--profile NAME]",
+        &["connect", "connect-profile"],
+    ),
+    ("openpact reload", &["reload", "reload-live"]),
+    ("openpact connect", &["connect"]),
+    ("openpact connect --profile NAME", &["connect-profile"]),
+    ("openpact auth login", &["auth-login-linear"]),
+    ("openpact permissions", &["permissions-list"]),
     (
         "openpact tools --search QUERY [--limit N] [--json]",
         &["tools-search", "tools-search-json"],
@@ -1317,6 +1341,8 @@ async fn live_cases(setup: &Setup, hub: &Hub) -> Vec<String> {
     for (name, args) in LIVE_CASES {
         let has: &[&str] = match *name {
             "servers-live" if setup.example => &["everything", "fs", "ready"],
+            "reload-live" if setup.example => &["applied", "no server changed"],
+            "reload-live" => &["nothing to reload"],
             "cache-stats-live" | "cache-stats-live-json" => &[pid.as_str()],
             _ => &[],
         };

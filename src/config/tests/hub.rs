@@ -96,7 +96,10 @@ fn hub_settings() {
     assert!(!c.hub.reload);
     assert_eq!(c.hub.shared.idle_exit, Duration::from_secs(30));
     let e = f.err(r#"{"openpact": {"shared": {"idleExit": "soon"}}}"#, &[]);
-    assert!(e.iter().any(|e| e.contains("openpact.shared.idleExit")), "{e:?}");
+    assert!(
+        e.iter().any(|e| e.contains("openpact.shared.idleExit")),
+        "{e:?}"
+    );
     let c = f.ok(
         r#"{"openpact": {"maxMessageSize": 1024, "listWait": 0}}"#,
         &[],
