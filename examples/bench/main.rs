@@ -259,7 +259,14 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.throughput_calls = scaled(p.throughput_calls);
     p.calls = !matches!(
         only,
-        Some(Only::Startup | Only::Remote | Only::Http | Only::Sandbox | Only::Retrieval)
+        Some(
+            Only::Startup
+                | Only::Remote
+                | Only::Http
+                | Only::Sandbox
+                | Only::Retrieval
+                | Only::Shared
+        )
     );
     p.startup = only.is_none() || only == Some(Only::Startup);
     p.remote = only.is_none() || only == Some(Only::Remote);
