@@ -865,6 +865,7 @@ async fn servers(
             servers: status,
             cache: None,
             reload: None,
+            socket: None,
         };
         output::hubs_json(&[fresh], false)?;
     } else {

@@ -561,7 +561,12 @@ pub fn live_human(hubs: &[HubStatus]) {
             out!();
         }
         out!(
-            "openpact serve (pid {}, config {}, since {}, updated {}):",
+            "openpact {} (pid {}, config {}, since {}, updated {}):",
+            if h.socket.is_some() {
+                "shared hub"
+            } else {
+                "serve"
+            },
             h.pid,
             h.config.as_deref().unwrap_or("none"),
             h.started_at,

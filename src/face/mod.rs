@@ -136,6 +136,7 @@ pub async fn serve(
         hub.clone(),
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),
+        faces.socket.as_ref().map(|p| p.display().to_string()),
     );
     tracing::info!(
         servers = hub.upstreams().iter().filter(|u| !u.config().disabled).count(),

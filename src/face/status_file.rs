@@ -12,7 +12,13 @@ pub fn path_for(state_dir: &Path, pid: u32) -> PathBuf {
 }
 
 /// Keeps the status file current until the returned guard is dropped.
-pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> StatusFile {
+/// `socket`: where a shared hub (`serve --shared`) takes its windows.
+pub fn publish(
+    hub: Arc<Hub>,
+    state_dir: &Path,
+    config: Option<String>,
+    socket: Option<String>,
+) -> StatusFile {
     let path = path_for(state_dir, std::process::id());
     let started_at = rfc3339(SystemTime::now());
     let task_path = path.clone();
@@ -27,6 +33,7 @@ pub fn publish(hub: Arc<Hub>, state_dir: &Path, config: Option<String>) -> Statu
                 servers: hub.status(),
                 cache: Some(hub.policy().cache.stats().await),
                 reload: hub.last_reload(),
+                socket: socket.clone(),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {

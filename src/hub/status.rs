@@ -51,6 +51,9 @@ pub struct HubStatus {
     /// The last reload of the config (none yet: absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reload: Option<super::ReloadStatus>,
+    /// Where a shared hub (`serve --shared`, what `openpact connect` starts) takes windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
 }
 
 impl Hub {
