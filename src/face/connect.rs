@@ -7,7 +7,7 @@
 
 use super::socket::{self, HELLO};
 use crate::jsonrpc::{self, Frame, Kind, Message};
-use crate::transport::lines::{Outbox, read_frames, spawn_writer};
+use crate::transport::lines::{Outbox, halves, read_frames, spawn_writer};
 use crate::transport::stdio;
 use std::collections::{BTreeSet, HashSet};
 use std::os::unix::fs::OpenOptionsExt;
@@ -70,9 +70,7 @@ struct Link {
 
 impl Link {
     fn over(stream: UnixStream, max: usize) -> std::io::Result<Link> {
-        let std = stream.into_std()?;
-        let writer = UnixStream::from_std(std.try_clone()?)?;
-        let reader = UnixStream::from_std(std)?;
+        let (reader, writer) = halves(stream)?;
         let (out, _) = spawn_writer(writer, "shared hub".into());
         let (tx, frames) = mpsc::unbounded_channel();
         tokio::spawn(async move {

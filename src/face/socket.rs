@@ -5,7 +5,7 @@
 
 use crate::hub::{Hub, Session};
 use crate::jsonrpc::{Frame, Message};
-use crate::transport::lines::{read_frames, spawn_writer};
+use crate::transport::lines::{halves, read_frames, spawn_writer};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -179,9 +179,7 @@ pub fn start(bound: Bound, path: PathBuf, hub: Arc<Hub>) -> SocketFace {
 
 /// One window: its session, from the first line to the end of its connection.
 async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
-    let std = stream.into_std()?;
-    let writer = UnixStream::from_std(std.try_clone()?)?;
-    let reader = UnixStream::from_std(std)?;
+    let (reader, writer) = halves(stream)?;
     let (out, written) = spawn_writer(writer, "window".into());
     let mut session: Option<Arc<Session>> = None;
     let mut refused = false;

@@ -46,6 +46,16 @@ where
     }
 }
 
+/// A Unix stream as two: one to read (with [`read_frames`]) and one to write (with
+/// [`spawn_writer`]), each registered with the runtime on its own.
+pub fn halves(
+    stream: tokio::net::UnixStream,
+) -> std::io::Result<(tokio::net::UnixStream, tokio::net::UnixStream)> {
+    let std = stream.into_std()?;
+    let writer = tokio::net::UnixStream::from_std(std.try_clone()?)?;
+    Ok((tokio::net::UnixStream::from_std(std)?, writer))
+}
+
 /// A pipe or socket both the writer task and [`Outbox::send`] write to: `&self` methods
 /// only, so the two can share it.
 pub trait SharedWrite: Send + Sync + 'static {
