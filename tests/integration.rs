@@ -1,6 +1,7 @@
 //! The one integration-test binary: real processes over real pipes.
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
+//! - `abuse`: clients that do not read their answers: bounded memory, nothing lost.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
@@ -27,6 +28,7 @@
 
 mod support;
 
+mod abuse;
 mod auth;
 mod builtins_calendar;
 mod builtins_files;

@@ -7,12 +7,13 @@
 
 use super::socket::{self, HELLO};
 use crate::jsonrpc::{self, Frame, Kind, Message};
-use crate::transport::lines::{Outbox, halves, read_frames, spawn_writer};
+use crate::transport::lines::{Outbox, halves, read_frames_paced, spawn_writer};
 use crate::transport::stdio;
 use std::collections::{BTreeSet, HashSet};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -69,17 +70,40 @@ struct Link {
 }
 
 impl Link {
-    fn over(stream: UnixStream, max: usize) -> std::io::Result<Link> {
+    /// Reads the hub only while `editor` takes what it sends (a window that does not read
+    /// makes the hub stop reading it, rather than this process hold its answers).
+    fn over(stream: UnixStream, max: usize, editor: &Outbox) -> std::io::Result<Link> {
         let (reader, writer) = halves(stream)?;
         let (out, _) = spawn_writer(writer, "shared hub".into());
         let (tx, frames) = mpsc::unbounded_channel();
+        let editor = editor.clone();
         tokio::spawn(async move {
-            let _ = read_frames(reader, max, |f| {
-                let _ = tx.send(f);
-            })
+            let room = || paced(Some(editor.clone()), max);
+            let _ = read_frames_paced(
+                reader,
+                max,
+                |f| {
+                    let _ = tx.send(f);
+                },
+                room,
+            )
             .await;
         });
         Ok(Link { out, frames })
+    }
+}
+
+/// Waits while more than `limit` bytes wait to be written to `out`.
+async fn paced(out: Option<Outbox>, limit: usize) {
+    let Some(out) = out else { return };
+    loop {
+        let Some(wrote) = out.wrote() else { return };
+        tokio::pin!(wrote);
+        wrote.as_mut().enable();
+        if out.backlog() < limit {
+            return;
+        }
+        wrote.await;
     }
 }
 
@@ -89,9 +113,25 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
     let stdout = stdio::stdout()?;
     let editor_out = stdout.outgoing.clone();
     let (tx, mut from_editor) = mpsc::unbounded_channel::<Frame>();
-    let _closed = stdio::read_stdin(max, move |f| {
-        let _ = tx.send(f);
-    })?;
+    // The editor is read only while the hub takes what it sends.
+    let to_hub: Arc<Mutex<Option<Outbox>>> = Arc::default();
+    let _closed = {
+        let to_hub = to_hub.clone();
+        let limit = target.max_message_size;
+        stdio::read_stdin(
+            max,
+            move |f| {
+                let _ = tx.send(f);
+            },
+            move || {
+                let out = to_hub
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                paced(out, limit)
+            },
+        )?
+    };
     let mut replay = Replay::default();
     let mut in_flight: HashSet<String> = HashSet::new();
     // The hub is started when the editor first speaks: `connect </dev/null` starts nothing.
@@ -99,7 +139,10 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
         editor_out.close();
         return Ok(());
     };
-    let mut link = open(&target, max).await.map_err(ConnectError::Start)?;
+    let mut link = open(&target, max, &editor_out)
+        .await
+        .map_err(ConnectError::Start)?;
+    *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
     from_editor_frame(first, &mut replay, &mut in_flight, &link.out, &editor_out);
     loop {
         tokio::select! {
@@ -115,6 +158,7 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
                         editor_out.send(jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, RESTARTED, None));
                     }
                     link = reconnect(&target, max, &replay, &mut from_editor, &editor_out).await;
+                    *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
                     if replay.initialized {
                         for list in ["tools", "prompts", "resources"] {
                             editor_out.send(jsonrpc::notification(&format!("notifications/{list}/list_changed"), None));
@@ -225,7 +269,7 @@ fn from_hub_frame(frame: Frame, in_flight: &mut HashSet<String>, editor: &Outbox
 }
 
 /// Connects to the hub, starting it when nobody answers.
-async fn open(target: &Target, max: usize) -> Result<Link, String> {
+async fn open(target: &Target, max: usize, editor: &Outbox) -> Result<Link, String> {
     let hello = jsonrpc::notification(
         HELLO,
         Some(
@@ -237,7 +281,7 @@ async fn open(target: &Target, max: usize) -> Result<Link, String> {
         Ok(stream) => stream,
         Err(_) => start_hub(target).await?,
     };
-    let link = Link::over(stream, max).map_err(|e| e.to_string())?;
+    let link = Link::over(stream, max, editor).map_err(|e| e.to_string())?;
     link.out.send(hello);
     Ok(link)
 }
@@ -327,7 +371,7 @@ async fn reconnect(
 ) -> Link {
     let mut delay = Duration::from_millis(100);
     loop {
-        match open(target, max).await {
+        match open(target, max, editor).await {
             Ok(mut link) => match replay_on(&mut link, replay).await {
                 Ok(()) => return link,
                 Err(why) => {

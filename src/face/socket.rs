@@ -5,7 +5,7 @@
 
 use crate::hub::{Hub, Session};
 use crate::jsonrpc::{Frame, Message};
-use crate::transport::lines::{halves, read_frames, spawn_writer};
+use crate::transport::lines::{halves, read_frames_paced, spawn_writer};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -181,15 +181,32 @@ pub fn start(bound: Bound, path: PathBuf, hub: Arc<Hub>) -> SocketFace {
 async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
     let (reader, writer) = halves(stream)?;
     let (out, written) = spawn_writer(writer, "window".into());
-    let mut session: Option<Arc<Session>> = None;
+    let session: std::sync::Mutex<Option<Arc<Session>>> = std::sync::Mutex::new(None);
     let mut refused = false;
-    let result = read_frames(reader, hub.settings.max_message_size, |frame| {
+    let current = || {
+        session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    };
+    let room = || {
+        let s = current();
+        async move {
+            if let Some(s) = s {
+                s.room().await;
+            }
+        }
+    };
+    let result = read_frames_paced(reader, hub.settings.max_message_size, |frame| {
         if refused {
             return;
         }
-        if session.is_none() {
+        if current().is_none() {
             match view_of(&hub, &frame) {
-                Ok(view) => session = Some(Session::new(hub.clone(), out.clone(), view)),
+                Ok(view) => {
+                    *session.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(Session::new(hub.clone(), out.clone(), view));
+                }
                 Err(unknown) => {
                     // Never a wider view than asked for: the window gets none.
                     tracing::warn!("a window asked for profile \"{unknown}\", which this hub's config does not define; its connection is closed");
@@ -199,14 +216,14 @@ async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> 
                 }
             }
         }
-        if let Some(s) = &session
+        if let Some(s) = current()
             && hello_of(&frame).is_none()
         {
             s.handle_frame(frame);
         }
-    })
+    }, room)
     .await;
-    if let Some(s) = session {
+    if let Some(s) = current() {
         let deadline = tokio::time::Instant::now() + FINISH_GRACE;
         while s.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;

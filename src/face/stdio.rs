@@ -28,10 +28,15 @@ pub fn open_stdout() -> std::io::Result<stdio::Stdout> {
 pub fn start(hub: &Arc<Hub>, stdout: stdio::Stdout, view: usize) -> std::io::Result<StdioFace> {
     let session = Session::new(hub.clone(), stdout.outgoing.clone(), view);
     let stdin_closed = {
-        let session = session.clone();
-        stdio::read_stdin(hub.settings.max_message_size, move |frame| {
-            session.handle_frame(frame)
-        })?
+        let (session, paced) = (session.clone(), session.clone());
+        stdio::read_stdin(
+            hub.settings.max_message_size,
+            move |frame| session.handle_frame(frame),
+            move || {
+                let s = paced.clone();
+                async move { s.room().await }
+            },
+        )?
     };
     Ok(StdioFace {
         session,

@@ -200,7 +200,7 @@ impl Hub {
                     && let Some(session) = session.upgrade()
                 {
                     let params = obj.with("progressToken", &original);
-                    session.send(jsonrpc::notification(
+                    session.send_droppable(jsonrpc::notification(
                         "notifications/progress",
                         Some(&params),
                     ));

@@ -21,16 +21,35 @@ pub enum Outgoing {
 
 /// Reads `r` to the end, handing each frame to `on_frame`. Returns at EOF or on a read error
 /// (which is returned so the caller can say why the stream ended).
-pub async fn read_frames<R, F>(r: R, max: usize, mut on_frame: F) -> std::io::Result<()>
+pub async fn read_frames<R, F>(r: R, max: usize, on_frame: F) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     F: FnMut(Frame),
+{
+    read_frames_paced(r, max, on_frame, || std::future::ready(())).await
+}
+
+/// [`read_frames`], awaiting `room()` before each frame: a reader whose answers cannot be
+/// delivered stops reading (the peer's writes then block), which is what bounds the memory a
+/// client that does not read its answers can make us hold.
+pub async fn read_frames_paced<R, F, Room, Wait>(
+    r: R,
+    max: usize,
+    mut on_frame: F,
+    mut room: Room,
+) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    F: FnMut(Frame),
+    Room: FnMut() -> Wait,
+    Wait: std::future::Future<Output = ()>,
 {
     // 8 KiB holds dozens of ordinary messages; larger ones still pass, in several reads.
     // (Every server has one of these, so the size counts fifty times over in a big hub.)
     let mut reader = BufReader::with_capacity(1 << 13, r);
     let mut framer = Framer::new(max);
     loop {
+        room().await;
         let buf = reader.fill_buf().await?;
         if buf.is_empty() {
             if let Some(frame) = framer.eof() {
@@ -98,6 +117,8 @@ pub struct Outbox {
 
 struct Direct {
     state: Mutex<DirectState>,
+    /// Woken whenever the writer task has written a batch (the backlog shrank).
+    wrote: tokio::sync::Notify,
 }
 
 struct DirectState {
@@ -106,6 +127,8 @@ struct DirectState {
     pipe: Option<Arc<dyn SharedWrite>>,
     /// Lines handed to the writer task and not yet written: while any are, `send` queues too.
     owed: usize,
+    /// Their bytes: what a peer that does not read makes us hold ([`Outbox::backlog`]).
+    owed_bytes: usize,
     /// [`Outbox::close`] was called: later lines are refused.
     closed: bool,
     /// The runtime turn of the last line written at once (see [`new_turn`]).
@@ -173,18 +196,33 @@ impl Outbox {
             }
         }
         // Cut at a byte count, not a char boundary: the rest goes out as raw bytes.
-        let rest = if done == 0 {
-            Outgoing::Line(line)
+        let (rest, bytes) = if done == 0 {
+            let bytes = line.len() + 1;
+            (Outgoing::Line(line), bytes)
         } else {
             let mut rest = line.into_bytes().split_off(done);
             rest.push(b'\n');
-            Outgoing::Rest(rest)
+            let bytes = rest.len();
+            (Outgoing::Rest(rest), bytes)
         };
         if self.tx.send(rest).is_err() {
             return false;
         }
         st.owed += 1;
+        st.owed_bytes += bytes;
         true
+    }
+
+    /// Bytes queued for the peer and not yet written: they grow while the peer does not
+    /// read. Readers of the other side pause while it is high (see [`read_frames_paced`]).
+    pub fn backlog(&self) -> usize {
+        self.direct.as_ref().map_or(0, |d| d.lock().owed_bytes)
+    }
+
+    /// Fires once the writer has written something (the backlog may have shrunk); `None` for
+    /// an outbox with no writer of its own. Enable it before checking the backlog.
+    pub fn wrote(&self) -> Option<tokio::sync::futures::Notified<'_>> {
+        self.direct.as_ref().map(|d| d.wrote.notified())
     }
 
     /// Closes the peer's input once everything queued is written (the peer sees EOF).
@@ -212,9 +250,11 @@ pub fn spawn_writer<W: SharedWrite>(w: W, label: String) -> (Outbox, JoinHandle<
         state: Mutex::new(DirectState {
             pipe: Some(pipe.clone()),
             owed: 0,
+            owed_bytes: 0,
             closed: false,
             turn: 0,
         }),
+        wrote: tokio::sync::Notify::new(),
     });
     let theirs = direct.clone();
     let done = tokio::spawn(async move {
@@ -243,8 +283,12 @@ pub fn spawn_writer<W: SharedWrite>(w: W, label: String) -> (Outbox, JoinHandle<
                 tracing::debug!(peer = %label, error = %e, "write failed; closing");
                 break 'outer;
             }
-            let mut st = theirs.lock();
-            st.owed -= lines.min(st.owed);
+            {
+                let mut st = theirs.lock();
+                st.owed -= lines.min(st.owed);
+                st.owed_bytes -= batch.len().min(st.owed_bytes);
+            }
+            theirs.wrote.notify_waiters();
             if close {
                 break;
             }

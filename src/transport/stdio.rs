@@ -9,7 +9,7 @@
 //! read it cannot cancel.
 
 use super::Outgoing;
-use super::lines::{Outbox, SharedWrite, read_frames, spawn_writer};
+use super::lines::{Outbox, SharedWrite, read_frames_paced, spawn_writer};
 use crate::jsonrpc::{Frame, Framer};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
@@ -53,12 +53,18 @@ pub fn stdout() -> std::io::Result<Stdout> {
 }
 
 /// Starts reading stdin, handing each frame to `on_frame` in the reading task itself: no hop
-/// through a queue to another task. The returned receiver fires when stdin reaches its end
-/// (or cannot be read any more). Must be called on the runtime.
-pub fn read_stdin(
+/// through a queue to another task, and awaiting `room()` before each frame (see
+/// [`read_frames_paced`]). The returned receiver fires when stdin reaches its end (or cannot
+/// be read any more). Must be called on the runtime.
+pub fn read_stdin<Room, Wait>(
     max_message_size: usize,
     on_frame: impl FnMut(Frame) + Send + 'static,
-) -> std::io::Result<oneshot::Receiver<()>> {
+    room: Room,
+) -> std::io::Result<oneshot::Receiver<()>>
+where
+    Room: FnMut() -> Wait + Send + 'static,
+    Wait: std::future::Future<Output = ()> + Send,
+{
     let (eof_tx, closed) = oneshot::channel();
     match Pollable::open(
         std::io::stdin().as_fd().try_clone_to_owned()?,
@@ -66,13 +72,13 @@ pub fn read_stdin(
     )? {
         Some(stdin) => {
             tokio::spawn(async move {
-                if let Err(e) = read_frames(stdin, max_message_size, on_frame).await {
+                if let Err(e) = read_frames_paced(stdin, max_message_size, on_frame, room).await {
                     tracing::warn!(error = %e, "reading stdin failed; treating as end of input");
                 }
                 let _ = eof_tx.send(());
             });
         }
-        None => read_on_thread(on_frame, eof_tx, max_message_size)?,
+        None => read_on_thread(on_frame, room, eof_tx, max_message_size)?,
     }
     Ok(closed)
 }
@@ -185,11 +191,16 @@ impl SharedWrite for Pollable {
     }
 }
 
-fn read_on_thread(
+fn read_on_thread<Room, Wait>(
     mut on_frame: impl FnMut(Frame) + Send + 'static,
+    mut room: Room,
     eof_tx: oneshot::Sender<()>,
     max_message_size: usize,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    Room: FnMut() -> Wait + Send + 'static,
+    Wait: std::future::Future<Output = ()> + Send,
+{
     // The handler spawns tasks and sets timers, which needs the runtime's context.
     let runtime = tokio::runtime::Handle::current();
     std::thread::Builder::new().name("stdin".into()).spawn(move || {
@@ -205,6 +216,7 @@ fn read_on_thread(
         let mut reader = std::io::BufReader::with_capacity(1 << 16, stdin.lock());
         let mut framer = Framer::new(max_message_size);
         loop {
+            runtime.block_on(room());
             let buf = match reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -60,6 +60,11 @@ pub struct Session {
     /// finishing after its answer went out never removes a newer request's entry that
     /// reuses the id.
     in_flight: Mutex<FastMap<Arc<str>, (u64, AbortHandle)>>,
+    /// Woken when a request of `in_flight` ends: the reader may take more ([`Session::room`]).
+    settled: tokio::sync::Notify,
+    /// Progress and log notifications dropped since the client last kept up (it was not
+    /// reading its answers); 0 while it reads.
+    dropped: AtomicU64,
     next_task: AtomicU64,
     /// What the hub sends on its own, held until the client has sent
     /// `notifications/initialized` (`None` from then on).
@@ -93,6 +98,11 @@ pub struct Session {
     /// [`crate::hub::views`]).
     view: usize,
 }
+
+/// One client's requests in flight at once before the hub stops reading more from it (its
+/// writes then wait in the pipe): with the answers it has not read, what bounds the memory a
+/// client that sends without reading can make the hub hold.
+pub const MAX_IN_FLIGHT: usize = 64;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -213,6 +223,8 @@ impl Session {
             hub,
             out,
             in_flight: Mutex::new(FastMap::default()),
+            settled: tokio::sync::Notify::new(),
+            dropped: AtomicU64::new(0),
             next_task: AtomicU64::new(0),
             // A 2026-07-28 request has no handshake to wait for.
             held: Mutex::new((!modern).then(Vec::new)),
@@ -427,7 +439,65 @@ impl Session {
             None => !self.modern,
         };
         if wanted {
-            self.send(line.to_string());
+            self.send_droppable(line.to_string());
+        }
+    }
+
+    /// Sends a notification the client can do without (progress, a log message), unless
+    /// answers are piling up for a client that does not read them: then it is dropped, and
+    /// counted, and the log says so when the client catches up again.
+    pub(crate) fn send_droppable(&self, line: String) {
+        if self.out.backlog() >= self.backlog_limit() {
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    client = %lock(&self.client_name),
+                    "the client is not reading its messages: dropping progress and log notifications for it until it catches up"
+                );
+            }
+            return;
+        }
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(client = %lock(&self.client_name), dropped, "the client caught up; progress and log notifications flow again");
+        }
+        self.send(line);
+    }
+
+    /// Bytes of answers waiting for this client above which the hub stops reading from it
+    /// and drops what may be dropped: one largest message.
+    fn backlog_limit(&self) -> usize {
+        self.hub.settings.max_message_size
+    }
+
+    /// Waits until the hub may read more from this client: fewer bytes waiting for it than
+    /// [`Session::backlog_limit`], and fewer than [`MAX_IN_FLIGHT`] of its requests in flight —
+    /// unless it owes the hub answers (a permission prompt, a server's question), which must
+    /// be read for those requests to end.
+    pub async fn room(&self) {
+        loop {
+            let settled = self.settled.notified();
+            let wrote = self.out.wrote();
+            tokio::pin!(settled, wrote);
+            settled.as_mut().enable();
+            if let Some(w) = wrote.as_mut().as_pin_mut() {
+                w.enable();
+            }
+            let owes = !lock(&self.own).is_empty() || !lock(&self.forwarded).is_empty();
+            if self.out.backlog() < self.backlog_limit()
+                && (owes || lock(&self.in_flight).len() < MAX_IN_FLIGHT)
+            {
+                return;
+            }
+            let written = async {
+                match wrote.as_mut().as_pin_mut() {
+                    Some(w) => w.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = &mut settled => {}
+                () = written => {}
+            }
         }
     }
 
@@ -527,6 +597,7 @@ impl Session {
                 {
                     // Dropping the request future sends the upstream its own cancel.
                     task.abort();
+                    self.settled.notify_waiters();
                     tracing::debug!(id, "request cancelled by the client");
                     if self.open_batches.load(Ordering::Acquire) > 0 {
                         self.settle_batched(id, None);
@@ -572,15 +643,17 @@ impl Session {
         let key = id.clone();
         let task = tokio::spawn(async move {
             let reply = fut.await.into();
+            if let Reply::Line(line) = reply {
+                me.send(line);
+            }
+            // After the answer is queued: a reader waiting for room sees both at once.
             {
                 let mut in_flight = lock(&me.in_flight);
                 if in_flight.get(&key).is_some_and(|(n, _)| *n == number) {
                     in_flight.remove(&key);
                 }
             }
-            if let Reply::Line(line) = reply {
-                me.send(line);
-            }
+            me.settled.notify_waiters();
         });
         in_flight.insert(id, (number, task.abort_handle()));
     }
