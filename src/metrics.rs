@@ -60,6 +60,13 @@ struct StateLabel {
     state: &'static str,
 }
 
+/// What the process holds at the moment of a scrape.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Live {
+    pub sessions: usize,
+    pub tasks: usize,
+}
+
 /// The metric families, where each server's series come from.
 struct Families {
     calls: Family<CallLabels, Counter>,
@@ -105,6 +112,9 @@ pub struct Metrics {
     servers: std::sync::RwLock<Vec<PerServer>>,
     builtins: PerServer,
     states: Family<StateLabel, Gauge>,
+    /// What the process holds now, read at scrape time ([`Live`]).
+    sessions: Gauge,
+    tasks: Gauge,
     /// Serialises scrapes: each resets the state gauges before setting them.
     scrape: Mutex<()>,
 }
@@ -141,6 +151,18 @@ impl Metrics {
             egress_refused.clone(),
         );
         registry.register("servers", "Configured servers by state", states.clone());
+        let sessions = Gauge::default();
+        registry.register(
+            "sessions",
+            "Client sessions alive in the hub (stdio, HTTP, shared-hub windows)",
+            sessions.clone(),
+        );
+        let tasks = Gauge::default();
+        registry.register(
+            "runtime_tasks",
+            "Tasks alive on the hub's runtime: flat while clients come and go, or something outlives them",
+            tasks.clone(),
+        );
         let families = Families {
             calls,
             latency,
@@ -157,6 +179,8 @@ impl Metrics {
             servers: std::sync::RwLock::new(servers),
             builtins,
             states,
+            sessions,
+            tasks,
             scrape: Mutex::new(()),
         }
     }
@@ -215,11 +239,15 @@ impl Metrics {
 
     /// The text exposition, with `states` (each server's state label) as the servers gauge;
     /// `ready` always appears, so "servers up" reads 0 rather than nothing.
-    pub fn encode(&self, states: impl IntoIterator<Item = &'static str>) -> String {
+    pub fn encode(&self, states: impl IntoIterator<Item = &'static str>, live: Live) -> String {
         let _one_at_a_time = self
             .scrape
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.sessions
+            .set(i64::try_from(live.sessions).unwrap_or(i64::MAX));
+        self.tasks
+            .set(i64::try_from(live.tasks).unwrap_or(i64::MAX));
         self.states.clear();
         self.states
             .get_or_create(&StateLabel { state: "ready" })

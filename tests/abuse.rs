@@ -1,7 +1,8 @@
 //! Clients that do not read: the hub stops reading from them instead of holding their
 //! answers, drops only progress and log notifications for them, and loses no answer once
-//! they read again.
+//! they read again. Clients that come and go: nothing of a session outlives it.
 
+use crate::http_face::{Http, http_hub};
 use crate::support::{FIXTURE, Scratch, WAIT, openpact_for, text};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -120,4 +121,73 @@ async fn a_client_that_does_not_read_its_answers_cannot_grow_the_hub() {
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}\n{}", stderr.lock().unwrap());
+}
+
+/// A gauge's value in the hub's `/metrics`.
+async fn gauge(base: &str, name: &str) -> i64 {
+    let text = crate::http_face::client()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
+/// One HTTP client session: initialize, two calls, then DELETE or (`abandon`) nothing.
+async fn session(base: &str, abandon: bool) {
+    let mut h = Http::at(format!("{base}/mcp"));
+    h.initialize(json!({})).await;
+    for id in 1..=2 {
+        let r = h.call(id, "fx:echo", json!({"message": "m"})).await;
+        assert_eq!(text(&r), "m");
+    }
+    if !abandon {
+        let r = h.req(reqwest::Method::DELETE).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_an_http_session_outlives_it_deleted_or_abandoned() {
+    let h = http_hub(
+        json!({"fx": {"command": FIXTURE}}),
+        Some(json!({"http": {"sessionIdleTimeout": "1s"}})),
+        &[],
+    )
+    .await;
+    for _ in 0..10 {
+        session(&h.base, false).await;
+    }
+    let (tasks, sessions) = (
+        gauge(&h.base, "openpact_runtime_tasks").await,
+        gauge(&h.base, "openpact_sessions").await,
+    );
+    for _ in 0..150 {
+        session(&h.base, false).await;
+    }
+    for _ in 0..150 {
+        session(&h.base, true).await;
+    }
+    // Abandoned ones end when idle for a second; give their ends a moment.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (t, s) = (
+            gauge(&h.base, "openpact_runtime_tasks").await,
+            gauge(&h.base, "openpact_sessions").await,
+        );
+        if s <= sessions && t <= tasks + 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "300 sessions later: {t} tasks (was {tasks}), {s} sessions (was {sessions})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -492,6 +492,14 @@ impl Hub {
         sessions.push(Arc::downgrade(session));
     }
 
+    /// Client sessions alive now.
+    pub fn session_count(&self) -> usize {
+        lock(&self.sessions)
+            .iter()
+            .filter(|s| s.strong_count() > 0)
+            .count()
+    }
+
     fn sessions(&self) -> Vec<Arc<Session>> {
         lock(&self.sessions)
             .iter()

@@ -649,7 +649,13 @@ async fn metrics(State(face): State<Arc<Face>>) -> Response {
         .iter()
         .filter(|up| !up.is_removed())
         .map(|up| up.snapshot().state.label());
-    let body = hub.metrics.encode(states);
+    let live = crate::metrics::Live {
+        sessions: hub.session_count(),
+        tasks: tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks(),
+    };
+    let body = hub.metrics.encode(states, live);
     (
         StatusCode::OK,
         [(

@@ -97,6 +97,9 @@ pub struct Session {
     /// Which of the hub's views this client sees (0: the default one; see
     /// [`crate::hub::views`]).
     view: usize,
+    /// Dropped with the session: what ends its task passing on the hub's events (which
+    /// would otherwise wait for the next event, however long, holding the session's memory).
+    alive: Mutex<Option<oneshot::Sender<()>>>,
 }
 
 /// One client's requests in flight at once before the hub stops reading more from it (its
@@ -182,9 +185,12 @@ impl Session {
     /// A session of view `view` (0: the default one; see [`Hub::view_named`]).
     pub fn new(hub: Arc<Hub>, out: Outbox, view: usize) -> Arc<Session> {
         let session = Self::build(hub, out, None, "unknown", None, false, view);
+        let (alive, gone) = oneshot::channel();
+        *lock(&session.alive) = Some(alive);
         tokio::spawn(forward_hub_events(
             Arc::downgrade(&session),
             session.hub.subscribe(),
+            gone,
         ));
         session
     }
@@ -241,6 +247,7 @@ impl Session {
             modern,
             prompt_turn: tokio::sync::Mutex::new(()),
             view,
+            alive: Mutex::new(None),
         });
         session.hub.register(&session);
         session
@@ -702,9 +709,14 @@ impl Session {
 async fn forward_hub_events(
     session: std::sync::Weak<Session>,
     mut rx: tokio::sync::broadcast::Receiver<HubEvent>,
+    mut gone: oneshot::Receiver<()>,
 ) {
     loop {
-        let events: &[HubEvent] = match rx.recv().await {
+        let next = tokio::select! {
+            next = rx.recv() => next,
+            _ = &mut gone => return,
+        };
+        let events: &[HubEvent] = match next {
             Ok(HubEvent::ToolsChanged) => &[HubEvent::ToolsChanged],
             Ok(HubEvent::PromptsChanged) => &[HubEvent::PromptsChanged],
             Ok(HubEvent::ResourcesChanged) => &[HubEvent::ResourcesChanged],
