@@ -312,7 +312,7 @@ mod tests {
         m.cache_hit(0);
         m.egress_refused(0);
         m.egress_refused(0);
-        let text = m.encode(["ready", "failed", "ready"]);
+        let text = m.encode(["ready", "failed", "ready"], Live::default());
         assert!(text.contains(r#"openpact_calls_total{server="a",outcome="ok"} 1"#));
         assert!(text.contains(r#"openpact_calls_total{server="a",outcome="denied"} 1"#));
         assert!(text.contains(r#"openpact_calls_total{server="openpact",outcome="error"} 1"#));
@@ -330,7 +330,7 @@ mod tests {
         let mut sorted = calls.clone();
         sorted.sort();
         assert_eq!(calls, sorted);
-        assert_eq!(text, m.encode(["ready", "failed", "ready"]));
+        assert_eq!(text, m.encode(["ready", "failed", "ready"], Live::default()));
         // A later scrape reflects only the states then.
         let text = m.encode(["starting"]);
         assert!(text.contains(r#"openpact_servers{state="ready"} 0"#));
