@@ -332,7 +332,7 @@ mod tests {
         assert_eq!(calls, sorted);
         assert_eq!(text, m.encode(["ready", "failed", "ready"], Live::default()));
         // A later scrape reflects only the states then.
-        let text = m.encode(["starting"]);
+        let text = m.encode(["starting"], Live::default());
         assert!(text.contains(r#"openpact_servers{state="ready"} 0"#));
         assert!(!text.contains(r#"state="failed""#));
     }
