@@ -330,7 +330,10 @@ mod tests {
         let mut sorted = calls.clone();
         sorted.sort();
         assert_eq!(calls, sorted);
-        assert_eq!(text, m.encode(["ready", "failed", "ready"], Live::default()));
+        assert_eq!(
+            text,
+            m.encode(["ready", "failed", "ready"], Live::default())
+        );
         // A later scrape reflects only the states then.
         let text = m.encode(["starting"], Live::default());
         assert!(text.contains(r#"openpact_servers{state="ready"} 0"#));
