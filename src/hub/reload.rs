@@ -111,35 +111,37 @@ fn change(old: &ServerConfig, old_plan: &Plan, new: &ServerConfig, new_plan: &Pl
     }
 }
 
-/// Hub settings that changed between `old` and `new` but are read only at start.
-fn restart_only(old: &Config, new: &Config) -> Vec<String> {
-    let (o, n) = (&old.hub, &new.hub);
-    let mut out = Vec::new();
-    let mut check = |changed: bool, what: &str| {
-        if changed {
-            out.push(what.to_string());
-        }
-    };
-    check(o.tool_names != n.tool_names, "openpact.toolNames");
-    check(
-        o.max_message_size != n.max_message_size,
-        "openpact.maxMessageSize",
-    );
-    check(o.page_size != n.page_size, "openpact.pageSize");
-    check(o.list_wait != n.list_wait, "openpact.listWait");
-    check(o.restart != n.restart, "openpact.restart");
-    check(o.http != n.http, "openpact.http");
-    check(
-        o.policy.cache.max_bytes != n.policy.cache.max_bytes,
-        "openpact.cache.maxBytes",
-    );
-    check(o.shared != n.shared, "openpact.shared");
-    let names =
-        |c: &Config| -> Vec<String> { c.hub.profiles.iter().map(|p| p.name.clone()).collect() };
-    if !names(new).starts_with(&names(old)) {
-        out.push("openpact.profiles (removing, renaming or reordering profiles)".into());
+/// What the hub runs of `new`: `new` with the settings read only at start kept as in `old`,
+/// and the names of those that differ (they wait for a restart). Kept as they run, a later
+/// reload reports them again.
+fn as_running(old: &Config, mut new: Config) -> (Config, Vec<String>) {
+    let mut waiting = Vec::new();
+    let (o, n) = (&old.hub, &mut new.hub);
+    macro_rules! keep {
+        ($($field:ident).+, $name:expr) => {
+            if o.$($field).+ != n.$($field).+ {
+                waiting.push($name.to_string());
+                n.$($field).+ = o.$($field).+.clone();
+            }
+        };
     }
-    out
+    keep!(tool_names, "openpact.toolNames");
+    keep!(max_message_size, "openpact.maxMessageSize");
+    keep!(page_size, "openpact.pageSize");
+    keep!(list_wait, "openpact.listWait");
+    keep!(restart, "openpact.restart");
+    keep!(http, "openpact.http");
+    keep!(policy.cache.max_bytes, "openpact.cache.maxBytes");
+    keep!(shared, "openpact.shared");
+    // Sessions hold a view by its index: profiles may be added, not removed or moved.
+    let names = |c: &crate::config::HubSettings| -> Vec<String> {
+        c.profiles.iter().map(|p| p.name.clone()).collect()
+    };
+    if !names(n).starts_with(&names(o)) {
+        waiting.push("openpact.profiles (removing, renaming or reordering profiles)".into());
+        n.profiles.clone_from(&o.profiles);
+    }
+    (new, waiting)
 }
 
 impl Hub {
@@ -147,8 +149,9 @@ impl Hub {
     pub async fn reload(self: &Arc<Self>, new: Config) -> ReloadReport {
         let mut current = self.reloads.current.lock().await;
         let state_dir = self.reloads.state_dir.clone();
+        let (new, needs_restart) = as_running(&current, new);
         let mut report = ReloadReport {
-            needs_restart: restart_only(&current, &new),
+            needs_restart,
             ..ReloadReport::default()
         };
         let plans = crate::sandbox::plans(&new, &state_dir);
@@ -197,7 +200,7 @@ impl Hub {
         if tokio::time::timeout(STOP_WAIT, stopped).await.is_err() {
             tracing::warn!("some servers the reload stops have not stopped yet");
         }
-        self.apply_hub_settings(&current, &new, &report.needs_restart);
+        self.apply_hub_settings(&current, &new);
         // The servers' own events rebuild the catalogue as they start and stop; names,
         // filters, built-ins and views changed here need a rebuild now.
         super::events::rebuild_now(self);
@@ -209,12 +212,7 @@ impl Hub {
             // Each session compares its own lists and tells its client only of a real change.
             let _ = self.events.send(event);
         }
-        let mut kept = new;
-        if !report.needs_restart.is_empty() {
-            // What waits for a restart stays as it runs, so the next reload reports it again.
-            kept.hub.profiles.clone_from(&current.hub.profiles);
-        }
-        *current = kept;
+        *current = new;
         self.record_reload(ReloadStatus {
             at: crate::time::rfc3339(std::time::SystemTime::now()),
             applied: true,
@@ -253,7 +251,7 @@ impl Hub {
     }
 
     /// The policy, built-ins and views of `new`, for the next call and listing.
-    fn apply_hub_settings(&self, old: &Config, new: &Config, needs_restart: &[String]) {
+    fn apply_hub_settings(&self, old: &Config, new: &Config) {
         let seats: Vec<_> = read(&self.logins).into_iter().flatten().collect();
         let secrets = Self::secrets_with_tokens(new, seats.iter().map(|s| s.auth()));
         let servers = Self::server_names(new);
@@ -273,14 +271,41 @@ impl Hub {
                 .find(|u| !u.is_removed() && u.name() == name)
                 .map(|u| u.index)
         };
-        let mut shape = new.clone();
-        if needs_restart
-            .iter()
-            .any(|n| n.starts_with("openpact.profiles"))
-        {
-            shape.hub.profiles.clone_from(&old.hub.profiles);
-        }
-        let specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(&shape, &index_of).into();
+        let specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(new, &index_of).into();
         *write(&self.view_specs) = specs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        crate::config::parse(text, std::path::Path::new(""), &|_| None).unwrap()
+    }
+
+    /// What waits for a restart runs as before and is reported on every reload until then;
+    /// what applies live comes through.
+    #[test]
+    fn settings_read_at_start_keep_running_and_are_reported_again() {
+        let old = config(r#"{"openpact": {"listWait": "5s", "profiles": {"a": {}, "b": {}}}}"#);
+        let new = config(
+            r#"{"openpact": {"listWait": "1s", "profiles": {"b": {}}, "toolSearch": {"mode": "on"}}}"#,
+        );
+        let (running, waiting) = as_running(&old, new.clone());
+        assert_eq!(
+            waiting,
+            [
+                "openpact.listWait",
+                "openpact.profiles (removing, renaming or reordering profiles)"
+            ]
+        );
+        assert_eq!(running.hub.list_wait, old.hub.list_wait);
+        assert_eq!(running.hub.profiles, old.hub.profiles);
+        assert_eq!(running.hub.tool_search, new.hub.tool_search, "applies live");
+        let (_, again) = as_running(&running, new);
+        assert_eq!(again, waiting, "reported again by the next reload");
+        let (_, none) = as_running(&old, old.clone());
+        assert!(none.is_empty());
     }
 }
