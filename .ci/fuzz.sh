@@ -30,7 +30,7 @@ for t in $("${FUZZ[@]}" list "${DIR[@]}"); do
   rc=0
   "${FUZZ[@]}" run "${DIR[@]}" --target-dir target/fuzz -O "$t" \
     "target/fuzz-corpus/$t" "tests/fuzz/corpus/$t" -- \
-    -max_total_time="$SECS" -rss_limit_mb=2048 -artifact_prefix="target/fuzz-artifacts/$t/" \
+    -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="target/fuzz-artifacts/$t/" \
     -print_final_stats=1 >"$log" 2>&1 || rc=$?
   grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" >&2 || true
   if [ "$rc" -ne 0 ]; then

@@ -44,21 +44,26 @@ impl UriTemplate {
 
     /// Whether some expansion of the template could produce `uri`.
     pub fn matches(&self, uri: &str) -> bool {
-        match_from(&self.parts, uri)
+        // Each (part, position) is tried at most once: without this, a template of many
+        // expressions (a server's, so untrusted) makes the backtracking exponential.
+        let mut failed = vec![false; (self.parts.len() + 1) * (uri.len() + 1)];
+        match_from(&self.parts, 0, uri, 0, &mut failed)
     }
 }
 
-fn match_from(parts: &[Part], s: &str) -> bool {
-    let Some((first, rest)) = parts.split_first() else {
-        return s.is_empty();
-    };
-    match first {
-        Part::Lit(lit) => s
-            .strip_prefix(lit.as_str())
-            .is_some_and(|tail| match_from(rest, tail)),
-        Part::Expr(op) => {
-            // The value may take any prefix of `s` that its operator allows; try them all
-            // (templates are short, so backtracking is cheap).
+/// Whether `parts[i..]` can produce `s[at..]`; `failed` remembers the pairs that cannot.
+fn match_from(parts: &[Part], i: usize, s: &str, at: usize, failed: &mut [bool]) -> bool {
+    let key = i * (s.len() + 1) + at;
+    if failed[key] {
+        return false;
+    }
+    let found = match parts.get(i) {
+        None => at == s.len(),
+        Some(Part::Lit(lit)) => {
+            s[at..].starts_with(lit.as_str()) && match_from(parts, i + 1, s, at + lit.len(), failed)
+        }
+        Some(Part::Expr(op)) => {
+            // The value may take any prefix of what is left that its operator allows.
             let allowed = |c: char| match op {
                 '+' | '#' => true,
                 '?' | '&' | ';' => c != '#',
@@ -70,22 +75,22 @@ fn match_from(parts: &[Part], s: &str) -> bool {
                 '#' => taken.is_empty() || taken.starts_with('#'),
                 _ => taken.is_empty() || taken.starts_with(*op),
             };
-            let mut end = 0;
+            let mut end = at;
             loop {
-                let taken = &s[..end];
-                if starts_ok(taken) && match_from(rest, &s[end..]) {
-                    return true;
+                if starts_ok(&s[at..end]) && match_from(parts, i + 1, s, end, failed) {
+                    break true;
                 }
-                let Some(c) = s[end..].chars().next() else {
-                    return false;
-                };
-                if !allowed(c) {
-                    return false;
+                match s[end..].chars().next() {
+                    Some(c) if allowed(c) => end += c.len_utf8(),
+                    _ => break false,
                 }
-                end += c.len_utf8();
             }
         }
+    };
+    if !found {
+        failed[key] = true;
     }
+    found
 }
 
 #[cfg(test)]
@@ -107,5 +112,21 @@ mod tests {
         );
         assert!(UriTemplate::parse("http://x/search{?q,lang}").matches("http://x/search"));
         assert!(UriTemplate::parse("x://{a}-{b}").matches("x://1-2"));
+    }
+
+    /// Found by the fuzzer: many expressions in a row made matching exponential (a slow
+    /// unit of 125 s). Each (part, position) is now tried once.
+    #[test]
+    fn many_expressions_match_in_polynomial_time() {
+        let template = "{a}".repeat(60) + "x";
+        let uri = "y".repeat(200);
+        let t0 = std::time::Instant::now();
+        assert!(!UriTemplate::parse(&template).matches(&uri));
+        assert!(UriTemplate::parse(&template).matches(&(uri.clone() + "x")));
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 }
