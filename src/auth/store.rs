@@ -291,11 +291,7 @@ fn file_name(key: &str, ext: &str) -> String {
         .take(48)
         .collect();
     let digest = Sha256::digest(key.as_bytes());
-    format!("{slug}.{}.{ext}", hex(&digest[..8]))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{slug}.{}.{ext}", hex::encode(&digest[..8]))
 }
 
 fn entry(key: &str) -> Result<keyring::Entry, String> {
@@ -344,7 +340,7 @@ fn keyring_answers() -> bool {
 
 fn probe() -> Result<(), String> {
     let key = format!("probe {} {}", std::process::id(), now_secs());
-    let value = hex(&Sha256::digest(key.as_bytes()));
+    let value = hex::encode(Sha256::digest(key.as_bytes()));
     let e = entry(&key)?;
     e.set_password(&value).map_err(|e| keyring_error(&e))?;
     let back = e.get_password().map_err(|e| keyring_error(&e));

@@ -115,9 +115,18 @@ pub trait Group: Send + Sync {
 #[derive(Default, Clone)]
 pub struct Builtins {
     groups: Vec<Arc<dyn Group>>,
-    /// Every tool with the index of its group, built once: definitions are fixed at
-    /// construction, and a call should not rebuild every schema to find its tool.
-    tools: Vec<(ToolDef, usize)>,
+    /// Every tool with the index of its group and its compiled argument check, built once:
+    /// definitions are fixed at construction, and a call should not rebuild every schema to
+    /// find its tool.
+    tools: Vec<Entry>,
+}
+
+/// One built-in tool as [`Builtins`] holds it.
+#[derive(Clone)]
+struct Entry {
+    def: ToolDef,
+    group: usize,
+    check: Arc<Result<ArgsCheck, String>>,
 }
 
 impl Builtins {
@@ -126,6 +135,17 @@ impl Builtins {
             .iter()
             .enumerate()
             .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)))
+            .map(|(t, i)| {
+                let check = ArgsCheck::new(&t.input_schema);
+                if let Err(e) = &check {
+                    tracing::error!("built-in tool {}: {e}", t.name);
+                }
+                Entry {
+                    def: t,
+                    group: i,
+                    check: Arc::new(check),
+                }
+            })
             .collect();
         Builtins { groups, tools }
     }
@@ -136,74 +156,121 @@ impl Builtins {
 
     /// Every tool, in group order.
     pub fn tools(&self) -> Vec<ToolDef> {
-        self.tools.iter().map(|(t, _)| t.clone()).collect()
+        self.tools.iter().map(|e| e.def.clone()).collect()
     }
 
     /// Validates the arguments against the tool's schema, then runs it.
     pub async fn call(&self, tool: &str, args: &Value) -> Option<ToolOutput> {
-        let (def, group) = self.tools.iter().find(|(t, _)| t.name == tool)?;
-        if let Err(message) = validate(&def.input_schema, args) {
+        let entry = self.tools.iter().find(|e| e.def.name == tool)?;
+        let verdict = match entry.check.as_ref() {
+            Ok(check) => check.check(args),
+            Err(e) => Err(e.clone()),
+        };
+        if let Err(message) = verdict {
             return Some(ToolOutput::error(message));
         }
-        Some(self.groups[*group].call(tool, args).await)
+        Some(self.groups[entry.group].call(tool, args).await)
     }
 }
 
-/// Checks the arguments against the parts of a JSON Schema the built-ins use: an object with
-/// `required` properties and per-property `type` (string, integer, number, boolean, array,
-/// object) and `enum`. Errors name the argument.
-pub fn validate(schema: &Value, args: &Value) -> Result<(), String> {
-    let Some(obj) = args.as_object() else {
-        return Err("the arguments must be a JSON object".into());
-    };
-    for req in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        if obj.get(req).is_none_or(Value::is_null) {
-            return Err(format!("{req} is required"));
+/// A tool's argument schema, compiled once (JSON Schema 2020-12, by the `jsonschema` crate).
+pub struct ArgsCheck {
+    validator: jsonschema::Validator,
+    /// Kept for the wording of range errors, which names both bounds.
+    schema: Value,
+}
+
+impl ArgsCheck {
+    /// Fails when `schema` is not a schema the validator accepts.
+    pub fn new(schema: &Value) -> Result<ArgsCheck, String> {
+        jsonschema::validator_for(schema)
+            .map(|validator| ArgsCheck {
+                validator,
+                schema: schema.clone(),
+            })
+            .map_err(|e| format!("the tool's input schema is invalid: {e}"))
+    }
+
+    /// Checks `args`; the error names the argument. A top-level argument given as `null`
+    /// counts as absent, as models send `null` for optional arguments they leave out.
+    pub fn check(&self, args: &Value) -> Result<(), String> {
+        let Some(obj) = args.as_object() else {
+            return Err("the arguments must be a JSON object".into());
+        };
+        let given: serde_json::Map<String, Value> = obj
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let given = Value::Object(given);
+        match self.validator.iter_errors(&given).next() {
+            None => Ok(()),
+            Some(e) => Err(describe(&e, &self.schema)),
         }
     }
-    let props = schema.get("properties").and_then(Value::as_object);
-    for (name, value) in obj {
-        let Some(prop) = props.and_then(|p| p.get(name)) else {
-            continue;
-        };
-        if value.is_null() {
-            continue;
-        }
-        if let Some(ty) = prop.get("type").and_then(Value::as_str) {
-            let ok = match ty {
-                "string" => value.is_string(),
-                "integer" => value.is_i64() || value.is_u64(),
-                "number" => value.is_number(),
-                "boolean" => value.is_boolean(),
-                "array" => value.is_array(),
-                "object" => value.is_object(),
-                _ => true,
-            };
-            if !ok {
-                return Err(format!(
-                    "{name} must be {} {ty}",
-                    if ty.starts_with(['a', 'i', 'o']) {
-                        "an"
-                    } else {
-                        "a"
-                    }
-                ));
+}
+
+/// A validation error in words that name the argument (`path is required`, `n must be an
+/// integer`, `limit must be between 1 and 100`); other keywords keep the validator's own
+/// wording after the argument's name.
+fn describe(e: &jsonschema::ValidationError, schema: &Value) -> String {
+    use jsonschema::error::{TypeKind, ValidationErrorKind};
+    let arg = e
+        .instance_path()
+        .segments()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(".");
+    match e.kind() {
+        ValidationErrorKind::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_string);
+            if arg.is_empty() {
+                format!("{name} is required")
+            } else {
+                format!("{arg}.{name} is required")
             }
         }
-        if let Some(choices) = prop.get("enum").and_then(Value::as_array)
-            && !choices.contains(value)
-        {
-            let list: Vec<String> = choices.iter().map(Value::to_string).collect();
-            return Err(format!("{name} must be one of {}", list.join(", ")));
+        ValidationErrorKind::Type {
+            kind: TypeKind::Single(ty),
+        } if !arg.is_empty() => {
+            let ty = ty.to_string();
+            let article = if ty.starts_with(['a', 'i', 'o']) {
+                "an"
+            } else {
+                "a"
+            };
+            format!("{arg} must be {article} {ty}")
         }
+        ValidationErrorKind::Enum { options } if !arg.is_empty() => {
+            let list: Vec<String> = options
+                .as_array()
+                .map(|a| a.iter().map(Value::to_string).collect())
+                .unwrap_or_default();
+            format!("{arg} must be one of {}", list.join(", "))
+        }
+        ValidationErrorKind::Minimum { .. } | ValidationErrorKind::Maximum { .. }
+            if !arg.is_empty() =>
+        {
+            let prop = schema.pointer(&format!("/properties/{arg}"));
+            let bound = |key| prop.and_then(|p| p.get(key)).filter(|v| v.is_number());
+            match (bound("minimum"), bound("maximum")) {
+                (Some(min), Some(max)) => format!("{arg} must be between {min} and {max}"),
+                (Some(min), None) => format!("{arg} must be at least {min}"),
+                (None, Some(max)) => format!("{arg} must be at most {max}"),
+                (None, None) => format!("{arg}: {e}"),
+            }
+        }
+        _ if arg.is_empty() => format!("the arguments: {e}"),
+        _ => format!("{arg}: {e}"),
     }
-    Ok(())
+}
+
+/// Checks `args` against `schema` once (compiling it); a tool call uses its compiled
+/// [`ArgsCheck`].
+pub fn validate(schema: &Value, args: &Value) -> Result<(), String> {
+    ArgsCheck::new(schema)?.check(args)
 }
 
 /// Cuts `text` to at most `max` characters on a character boundary, with a visible marker.
@@ -286,6 +353,58 @@ mod tests {
             .is_ok()
         );
         assert!(validate(&schema, &json!([1])).is_err());
+        // null is an argument left out: fine when optional, missing when required.
+        assert!(validate(&schema, &json!({"path": "a", "n": null})).is_ok());
+        assert_eq!(
+            validate(&schema, &json!({"path": null})),
+            Err("path is required".into())
+        );
+    }
+
+    #[test]
+    fn validation_checks_what_the_schemas_say_beyond_types() {
+        let schema = json!({"type":"object","properties":{
+            "limit":{"type":"integer","minimum":1,"maximum":100},
+            "labels":{"type":"array","items":{"type":"string"}}}});
+        assert!(validate(&schema, &json!({"limit": 100, "labels": ["a"]})).is_ok());
+        assert_eq!(
+            validate(&schema, &json!({"limit": 101})),
+            Err("limit must be between 1 and 100".into())
+        );
+        assert_eq!(
+            validate(&schema, &json!({"labels": ["a", 2]})),
+            Err("labels.1 must be a string".into())
+        );
+    }
+
+    #[test]
+    fn every_built_in_schema_compiles() {
+        use crate::config::{CalendarFeed, CalendarSource, GithubSettings, VaultSettings};
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = crate::config::BuiltinsSettings::defaults(dir.path());
+        settings.vault = Some(VaultSettings {
+            path: dir.path().to_path_buf(),
+            git_sync: false,
+            max_bytes: 1000,
+            git_timeout: std::time::Duration::from_secs(1),
+        });
+        settings.github = Some(GithubSettings {
+            // Any variable that is set: the group is enabled only with a token.
+            token_env: "PATH".into(),
+            base_url: "http://127.0.0.1:9".into(),
+        });
+        settings.chat.webhook = Some("http://127.0.0.1:9/hook".into());
+        settings.calendars = vec![CalendarSource {
+            name: "home".into(),
+            feed: CalendarFeed::File(dir.path().join("home.ics")),
+        }];
+        settings.scripts.exec = true;
+        let builtins = from_settings(&settings, &[], dir.path());
+        assert!(builtins.tools.len() >= 18, "{}", builtins.tools.len());
+        for e in &builtins.tools {
+            let error = e.check.as_ref().as_ref().err();
+            assert!(error.is_none(), "{}: {error:?}", e.def.name);
+        }
     }
 
     #[test]

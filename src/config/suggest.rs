@@ -2,31 +2,10 @@
 
 use serde_json::Value;
 
-/// Optimal-string-alignment distance, so a swapped pair of letters counts as one edit.
+/// Optimal-string-alignment distance, case-insensitive, so a swapped pair of letters counts
+/// as one edit.
 fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    let width = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * width];
-    for i in 0..=a.len() {
-        d[i * width] = i;
-    }
-    for (j, cell) in d.iter_mut().enumerate().take(width) {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * width + j] + 1)
-                .min(d[i * width + j - 1] + 1)
-                .min(d[(i - 1) * width + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[(i - 2) * width + j - 2] + 1);
-            }
-            d[i * width + j] = best;
-        }
-    }
-    d[a.len() * width + b.len()]
+    strsim::osa_distance(&a.to_lowercase(), &b.to_lowercase())
 }
 
 /// The candidate closest to `word` (case-insensitively) within two edits; ties go to

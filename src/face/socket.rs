@@ -49,7 +49,7 @@ pub fn path_for(config: Option<&Path>, state_dir: &Path) -> PathBuf {
     let key = match config {
         Some(path) => {
             let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            let hash = crate::policy::canonical::sha256(&path.to_string_lossy());
+            let hash = crate::policy::canonical::sha256(path.to_string_lossy().as_bytes());
             let hex = hash.strip_prefix("sha256:").unwrap_or(&hash);
             format!("hub-{}", &hex[..16.min(hex.len())])
         }

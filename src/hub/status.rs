@@ -88,22 +88,3 @@ impl Hub {
             .collect()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::time::rfc3339;
-    use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn formats_known_instants() {
-        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_328_461)),
-            "2026-11-22T06:21:01Z"
-        );
-        assert_eq!(
-            rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29T00:00:00Z"
-        );
-    }
-}

@@ -212,7 +212,7 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
             let mut buf = Vec::with_capacity(batch.len() * 256);
             for r in &mut batch {
                 if let Some(canonical) = r.hash_later.take() {
-                    r.arguments_hash = super::canonical::sha256(&canonical);
+                    r.arguments_hash = super::canonical::sha256(canonical.as_bytes());
                 }
                 if let Some(at) = r.at.take() {
                     r.time = crate::time::rfc3339(at);

@@ -194,17 +194,9 @@ fn write_value(v: &Value, out: &mut String) {
     }
 }
 
-/// `sha256:<hex>` of some text.
-pub fn sha256(text: &str) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(text.as_bytes());
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in digest {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    s
+/// `sha256:<hex>` of some text or bytes: the form recorded and shown.
+pub fn sha256(data: impl AsRef<[u8]>) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(data.as_ref())))
 }
 
 /// The hash a remembered decision is bound to: description, input schema and annotations.
@@ -215,7 +207,7 @@ pub fn definition_hash(tool_json: &str) -> String {
         "inputSchema": v.get("inputSchema"),
         "annotations": v.get("annotations"),
     });
-    sha256(&canonical_value(&pick))
+    sha256(canonical_value(&pick))
 }
 
 #[cfg(test)]

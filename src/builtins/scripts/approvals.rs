@@ -10,9 +10,7 @@
 
 use crate::state;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,12 +90,7 @@ impl Status {
 
 /// `sha256:<hex>` of a script's bytes, the form recorded and shown.
 pub fn hash(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in Sha256::digest(bytes) {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    crate::policy::canonical::sha256(bytes)
 }
 
 /// The status of `file` (a `x.star` name) with content hash `hash`.

@@ -499,7 +499,7 @@ struct Failed;
 fn new_session_id() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Some(hex::encode(bytes))
 }
 
 /// Hands request `m` to the session and answers with JSON when the response comes first,

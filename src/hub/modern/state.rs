@@ -61,7 +61,7 @@ impl Signer {
 
     pub fn sign(&self, handle: &str, expires: u64, digest: &str) -> String {
         let body = format!("{PREFIX}.{handle}.{expires}.{digest}");
-        let tag = hex(&self.mac(&body).finalize().into_bytes());
+        let tag = hex::encode(self.mac(&body).finalize().into_bytes());
         format!("{body}.{tag}")
     }
 
@@ -78,7 +78,7 @@ impl Signer {
         ) else {
             return Err(StateError::Malformed);
         };
-        let tag = unhex(tag).ok_or(StateError::Malformed)?;
+        let tag = hex::decode(tag).map_err(|_| StateError::Malformed)?;
         self.mac(body)
             .verify_slice(&tag)
             .map_err(|_| StateError::Forged)?;
@@ -108,28 +108,14 @@ pub fn digest(parts: &[&str]) -> String {
         h.update(p.as_bytes());
         h.update([0]);
     }
-    hex(&h.finalize()[..16])
+    hex::encode(&h.finalize()[..16])
 }
 
 /// 128 random bits as hex: the handle of a waiting request.
 pub fn random_handle() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
-    Some(hex(&bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    Some(hex::encode(bytes))
 }
 
 #[cfg(test)]
