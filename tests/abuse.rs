@@ -1,6 +1,8 @@
 //! Clients that do not read: the hub stops reading from them instead of holding their
 //! answers, drops only progress and log notifications for them, and loses no answer once
-//! they read again. Clients that come and go: nothing of a session outlives it.
+//! they read again (stdio); over HTTP, unread POST answers, an unread GET stream under a log
+//! flood and an unread progress flood stay bounded while another client is served. Clients
+//! that come and go: nothing of a session outlives it.
 
 use crate::http_face::{Http, http_hub};
 use crate::support::{FIXTURE, Scratch, WAIT, openpact_for, text};
@@ -190,4 +192,123 @@ async fn nothing_of_an_http_session_outlives_it_deleted_or_abandoned() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// One echo call's round trip, in milliseconds.
+async fn echo_ms(client: &mut Http) -> f64 {
+    let t = Instant::now();
+    let r = client.call(1, "fx:echo", json!({"message": "m"})).await;
+    assert_eq!(text(&r), "m");
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Writes one raw HTTP/1.1 POST to the hub's `/mcp` and returns the connection, unread.
+async fn raw_post(base: &str, session: &str, body: &Value) -> tokio::net::TcpStream {
+    let addr = base.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = body.to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-session-id: {session}\r\n\
+         mcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp
+}
+
+/// The same over HTTP: POSTs whose answers nobody reads, a GET stream nobody reads while a
+/// server floods it with log messages, and a progress flood on a POST nobody reads. The
+/// hub stays within a bound and keeps answering another client meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_clients_that_do_not_read_cannot_grow_the_hub_or_slow_the_others() {
+    let h = http_hub(
+        json!({"fx": {"command": FIXTURE}}),
+        Some(json!({"http": {"maxInFlight": 256}})),
+        &[],
+    )
+    .await;
+    let pid = h.hub.child.id().unwrap();
+    let mut good = Http::at(format!("{}/mcp", h.base));
+    good.initialize(json!({})).await;
+    let mut before = Vec::new();
+    for _ in 0..20 {
+        before.push(echo_ms(&mut good).await);
+    }
+    let rss_before = rss_mib(pid);
+
+    let mut bad = Http::at(format!("{}/mcp", h.base));
+    bad.initialize(json!({})).await;
+    let sid = bad.session.clone().unwrap();
+    bad.rpc(1, "logging/setLevel", json!({"level": "debug"}))
+        .await;
+    let mut held = Vec::new();
+    // A progress flood of 400 MB on a POST nobody reads.
+    let flood = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "fx:progress", "arguments": {"steps": 100_000, "ms": 0, "pad": 4000},
+        "_meta": {"progressToken": "p"}}});
+    held.push(raw_post(&h.base, &sid, &flood).await);
+    // 100 answers of 1 MiB nobody reads.
+    for id in 0..100 {
+        let call = json!({"jsonrpc": "2.0", "id": 100 + id, "method": "tools/call",
+            "params": {"name": "fx:huge", "arguments": {"bytes": 1 << 20}}});
+        held.push(raw_post(&h.base, &sid, &call).await);
+    }
+    // A GET stream nobody reads, and 64 KiB log messages for it.
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let mut get = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    get.write_all(
+        format!(
+            "GET /mcp HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\n\
+             mcp-session-id: {sid}\r\nmcp-protocol-version: 2025-06-18\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    held.push(get);
+    let logger = {
+        let mut logger = Http::at(format!("{}/mcp", h.base));
+        logger.session = Some(sid.clone());
+        tokio::spawn(async move {
+            let big = "l".repeat(64 << 10);
+            for id in 0..300 {
+                logger
+                    .call(
+                        1000 + id,
+                        "fx:log",
+                        json!({"level": "info", "message": big}),
+                    )
+                    .await;
+            }
+        })
+    };
+
+    let mut during = Vec::new();
+    let mut peak = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(15) {
+        during.push(echo_ms(&mut good).await);
+        peak = peak.max(rss_mib(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    logger.await.unwrap();
+    peak = peak.max(rss_mib(pid));
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (b, d) = (median(&mut before), median(&mut during));
+    eprintln!(
+        "hub RSS {rss_before} MiB before, peak {peak} MiB; echo p50 {b:.1} ms before, {d:.1} ms during"
+    );
+    assert!(
+        peak < rss_before + 128,
+        "the hub grew from {rss_before} to {peak} MiB for clients that do not read"
+    );
+    assert!(
+        d < b * 10.0 + 50.0,
+        "another client's calls slowed from {b:.1} ms to {d:.1} ms"
+    );
+    drop(held);
 }

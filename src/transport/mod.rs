@@ -7,6 +7,7 @@
 pub mod child;
 pub mod http;
 pub mod lines;
+pub mod queue;
 pub mod stdio;
 
 pub use child::{ChildProc, ChildSpec, Scrub, SpawnError, Spawned, StderrLog};

@@ -10,22 +10,33 @@
 //! requests to the client) goes to the GET stream when one is open, else to the newest POST
 //! still waiting (turning its reply into an SSE stream), else into the GET stream's replay
 //! buffer, delivered when the client opens it (or resumes it with `Last-Event-ID`).
+//!
+//! Nothing here grows without bound when a client does not read (every queue counts its
+//! events and bytes, see `queue`): progress and log messages for a POST with more than
+//! [`DROPPABLE_BACKLOG`] unread are dropped (logged once per request); a GET stream with
+//! more than [`GET_QUEUE`] events or [`GET_BYTES`] unread is closed, and the client resumes
+//! from the replay buffer, which keeps at most [`REPLAY`] events and [`REPLAY_BYTES`].
+//! Responses are never dropped: there is one per request, and requests in flight are capped.
 
 use crate::FastMap;
 use crate::hub::{Hub, Session};
 use crate::jsonrpc::{self, Frame, Kind, Message, RawObject};
+use crate::transport::queue::{DROPPABLE_BACKLOG, QueueRx, QueueTx, queue};
 use crate::transport::{
     ChildProc, ChildSpec, Outbox, Outgoing, SpawnError, read_frames, spawn_writer,
 };
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
-/// Events the GET stream keeps for resumption.
-const REPLAY: usize = 256;
-/// Events a GET stream may have unread before it is closed (the client resumes it).
-const GET_QUEUE: usize = 1024;
+/// Events the GET stream keeps for resumption…
+pub const REPLAY: usize = 256;
+/// …and at most this many bytes of them (the newest event is always kept).
+pub const REPLAY_BYTES: usize = 8 << 20;
+/// Events a GET stream may have unread before it is closed (the client resumes it)…
+pub const GET_QUEUE: usize = 1024;
+/// …or bytes.
+pub const GET_BYTES: usize = 8 << 20;
 
 /// A line for a waiting POST; `last` is its response.
 pub struct ToPost {
@@ -34,11 +45,40 @@ pub struct ToPost {
 }
 
 struct Waiter {
-    tx: mpsc::UnboundedSender<ToPost>,
+    tx: QueueTx<ToPost>,
     /// The client's progress token for this request, as JSON text.
     token: Option<String>,
     /// When it started, so unrelated messages go to the newest.
     order: u64,
+    /// Messages dropped because the client did not read this POST's stream.
+    dropped: u64,
+}
+
+impl Waiter {
+    /// Whether the client reads this POST's stream well enough to take another message
+    /// that may be dropped.
+    fn has_room(&self) -> bool {
+        self.tx.held().1 < DROPPABLE_BACKLOG
+    }
+
+    fn send(&self, line: String, last: bool) {
+        let bytes = line.len();
+        let _ = self.tx.send(ToPost { line, last }, bytes);
+    }
+
+    /// Drops `line` for a client that does not read; says so the first time.
+    fn drop_line(&mut self, session: &str, id: &str) {
+        self.dropped += 1;
+        if self.dropped == 1 {
+            tracing::warn!(
+                session,
+                id,
+                "the client is not reading the stream of this request ({} bytes unread); \
+                 its progress and log messages are dropped until it does",
+                self.tx.held().1
+            );
+        }
+    }
 }
 
 #[derive(Default)]
@@ -47,10 +87,11 @@ struct Routes {
     waiters: FastMap<String, Waiter>,
     next_order: u64,
     /// The open GET stream, and which opening of it this is.
-    get: Option<(u64, mpsc::Sender<(u64, String)>)>,
+    get: Option<(u64, QueueTx<(u64, String)>)>,
     get_openings: u64,
-    /// GET events by sequence number, newest last.
+    /// GET events by sequence number, newest last, and their bytes.
     ring: VecDeque<(u64, String)>,
+    ring_bytes: usize,
     next_seq: u64,
     /// The newest event handed to a live GET stream.
     delivered: u64,
@@ -126,7 +167,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A GET stream just opened: what to replay first, then what follows.
 pub struct GetOpen {
     pub replay: Vec<(u64, String)>,
-    pub rx: mpsc::Receiver<(u64, String)>,
+    pub rx: QueueRx<(u64, String)>,
     pub guard: GetGuard,
 }
 
@@ -208,7 +249,7 @@ impl HttpSession {
         m: &Message,
         body: Vec<u8>,
         max_in_flight: usize,
-    ) -> Result<(mpsc::UnboundedReceiver<ToPost>, WaiterGuard), Refused> {
+    ) -> Result<(QueueRx<ToPost>, WaiterGuard), Refused> {
         self.touch();
         let token = m
             .params()
@@ -217,7 +258,7 @@ impl HttpSession {
             .and_then(|meta| RawObject::parse(meta).ok())
             .and_then(|meta| meta.get("progressToken"))
             .map(str::to_string);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = queue();
         let order = {
             let mut r = lock(&self.routes);
             if r.ended {
@@ -231,8 +272,15 @@ impl HttpSession {
             }
             r.next_order += 1;
             let order = r.next_order;
-            r.waiters
-                .insert(m.id().to_string(), Waiter { tx, token, order });
+            r.waiters.insert(
+                m.id().to_string(),
+                Waiter {
+                    tx,
+                    token,
+                    order,
+                    dropped: 0,
+                },
+            );
             order
         };
         let guard = WaiterGuard {
@@ -248,7 +296,7 @@ impl HttpSession {
     /// receiver for what follows. `after`: the sequence number in `Last-Event-ID`.
     pub fn open_get(self: &Arc<Self>, after: Option<u64>) -> Option<GetOpen> {
         self.touch();
-        let (tx, rx) = mpsc::channel(GET_QUEUE);
+        let (tx, rx) = queue();
         let mut r = lock(&self.routes);
         if r.ended {
             return None;
@@ -303,7 +351,7 @@ impl HttpSession {
                 for (id, w) in waiters {
                     let line =
                         jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, reason, None);
-                    let _ = w.tx.send(ToPost { line, last: true });
+                    w.send(line, true);
                 }
                 // Closing stdin is the first step of the shutdown the spec asks for.
                 child.stdin.close();
@@ -321,9 +369,7 @@ impl HttpSession {
         let mut r = lock(&self.routes);
         match m.kind() {
             Kind::Response => match r.waiters.remove(m.id()) {
-                Some(w) => {
-                    let _ = w.tx.send(ToPost { line, last: true });
-                }
+                Some(w) => w.send(line, true),
                 None => tracing::debug!(
                     session = %self.id,
                     id = m.id(),
@@ -335,49 +381,66 @@ impl HttpSession {
                     .params()
                     .and_then(|p| RawObject::parse(p).ok())
                     .and_then(|p| p.get("progressToken"));
-                let waiter =
-                    token.and_then(|t| r.waiters.values().find(|w| w.token.as_deref() == Some(t)));
+                let waiter = token.and_then(|t| {
+                    r.waiters
+                        .iter_mut()
+                        .find(|(_, w)| w.token.as_deref() == Some(t))
+                });
                 match waiter {
-                    Some(w) => {
-                        let _ = w.tx.send(ToPost { line, last: false });
-                    }
-                    None => unrelated(&mut r, line),
+                    Some((_, w)) if w.has_room() => w.send(line, false),
+                    Some((id, w)) => w.drop_line(&self.id, id),
+                    None => unrelated(&mut r, line, &self.id),
                 }
             }
-            _ => unrelated(&mut r, line),
+            _ => unrelated(&mut r, line, &self.id),
         }
     }
 }
 
-/// A message tied to no waiting POST: the GET stream, else the newest POST, else the
-/// replay buffer.
-fn unrelated(r: &mut Routes, line: String) {
+/// A message tied to no waiting POST: the GET stream, else the newest POST (while its
+/// client reads it), else the replay buffer.
+fn unrelated(r: &mut Routes, line: String, session: &str) {
     if r.get.as_ref().is_some_and(|(_, tx)| tx.is_closed()) {
         r.get = None;
     }
     if r.get.is_none()
         && let Some(w) = r.waiters.values().max_by_key(|w| w.order)
+        && w.has_room()
     {
-        let _ = w.tx.send(ToPost { line, last: false });
+        w.send(line, false);
         return;
     }
     let seq = r.next_seq;
     r.next_seq += 1;
-    if r.ring.len() == REPLAY {
-        r.ring.pop_front();
-    }
+    r.ring_bytes += line.len();
     r.ring.push_back((seq, line.clone()));
+    while r.ring.len() > REPLAY || (r.ring_bytes > REPLAY_BYTES && r.ring.len() > 1) {
+        if let Some((_, old)) = r.ring.pop_front() {
+            r.ring_bytes -= old.len();
+        }
+    }
     if let Some((_, tx)) = &r.get {
-        match tx.try_send((seq, line)) {
-            Ok(()) => r.delivered = seq,
+        let (events, bytes) = tx.held();
+        if events < GET_QUEUE && bytes < GET_BYTES {
+            let bytes = line.len();
+            tx.send((seq, line), bytes);
+            r.delivered = seq;
+        } else {
             // A client that does not read its stream: close it; it can resume from the buffer.
-            Err(_) => r.get = None,
+            tracing::warn!(
+                session,
+                events,
+                bytes,
+                "the client is not reading its GET stream; closed (it may resume from the \
+                 replay buffer)"
+            );
+            r.get = None;
         }
     }
 }
 
 /// Carries the session's outgoing lines to their routes until the session is gone.
-async fn pump(session: Weak<HttpSession>, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+async fn pump(session: Weak<HttpSession>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Outgoing>) {
     while let Some(out) = rx.recv().await {
         let Outgoing::Line(line) = out else { continue };
         let Some(s) = session.upgrade() else { return };

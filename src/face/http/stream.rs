@@ -2,13 +2,13 @@
 //! and the session's GET stream (replay first, then live events), each event with an id.
 
 use super::session::{GetGuard, ToPost, WaiterGuard};
+use crate::transport::queue::QueueRx;
 use axum::response::sse::Event;
 use futures_core::Stream;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::sync::mpsc;
 
 /// The GET stream's event ids are `g<sequence>`, which `Last-Event-ID` names to resume.
 pub fn get_event_id(seq: u64) -> String {
@@ -21,7 +21,7 @@ pub fn parse_get_event_id(id: &str) -> Option<u64> {
 
 pub struct PostStream {
     pub first: Option<ToPost>,
-    pub rx: mpsc::UnboundedReceiver<ToPost>,
+    pub rx: QueueRx<ToPost>,
     /// Distinguishes this stream's event ids (`p<stream>-<n>`) from every other's.
     pub stream: u64,
     pub sent: u64,
@@ -53,7 +53,7 @@ impl Stream for PostStream {
 
 pub struct GetStream {
     pub replay: VecDeque<(u64, String)>,
-    pub rx: mpsc::Receiver<(u64, String)>,
+    pub rx: QueueRx<(u64, String)>,
     pub _guard: GetGuard,
 }
 

@@ -10,7 +10,7 @@ use crate::transport::{Outbox, Outgoing};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use crate::revision::meta::SUBSCRIPTION_ID as KEY_SUBSCRIPTION;
 
@@ -95,7 +95,7 @@ pub(super) async fn run(
     params: &Value,
     envelope: &Envelope,
     view: usize,
-    tx: &mpsc::UnboundedSender<Out>,
+    tx: &super::Answers,
 ) {
     let Some(filter) = Filter::read(params) else {
         let _ = tx.send(Out::error(

@@ -14,10 +14,12 @@ mod state;
 
 use super::{Hub, LOG_LEVELS, Session, lock, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
+use crate::transport::queue::{DROPPABLE_BACKLOG, QueueRx, QueueTx, queue};
 use crate::transport::{Outbox, Outgoing};
 use serde_json::{Map, Value, json};
 use state::{Opened, Signer};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -60,6 +62,55 @@ const RESUMABLE: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 pub enum Out {
     Notify(String),
     Done { line: String, status: Status },
+}
+
+impl Out {
+    fn bytes(&self) -> usize {
+        match self {
+            Out::Notify(line) | Out::Done { line, .. } => line.len(),
+        }
+    }
+}
+
+/// The reader is gone.
+#[derive(Debug)]
+pub struct Gone;
+
+/// Where a call's notifications and answer go. Its answer always does; progress and log
+/// messages are dropped while the client leaves more than [`DROPPABLE_BACKLOG`] unread
+/// (logged once per call).
+pub struct Answers {
+    queue: QueueTx<Out>,
+    dropped: AtomicU64,
+}
+
+impl Answers {
+    pub fn send(&self, out: Out) -> Result<(), Gone> {
+        let bytes = out.bytes();
+        if self.queue.send(out, bytes) {
+            Ok(())
+        } else {
+            Err(Gone)
+        }
+    }
+
+    /// Sends a notification that may be dropped for a client that does not read.
+    fn droppable(&self, line: String) {
+        let unread = self.queue.held().1;
+        if unread < DROPPABLE_BACKLOG {
+            let _ = self.send(Out::Notify(line));
+        } else if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                unread,
+                "a {VERSION} client is not reading the stream of its request; its progress \
+                 and log messages are dropped until it does"
+            );
+        }
+    }
+
+    pub async fn closed(&self) {
+        self.queue.closed().await;
+    }
 }
 
 /// The HTTP status the revision ties to an answer.
@@ -125,7 +176,7 @@ impl Waiting {
 
 /// One 2026-07-28 request being served; dropping it before its answer cancels the request.
 pub struct Call {
-    rx: mpsc::UnboundedReceiver<Out>,
+    rx: QueueRx<Out>,
     task: AbortHandle,
 }
 
@@ -148,7 +199,11 @@ impl Drop for Call {
 /// Starts serving `m` for a client of view `view` reached through `origin` (a state issued
 /// to one origin is refused from another).
 pub fn start(hub: Arc<Hub>, m: Message, origin: String, view: usize) -> Call {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = queue();
+    let tx = Answers {
+        queue: tx,
+        dropped: AtomicU64::new(0),
+    };
     // A view is part of the origin: a state issued on one profile's endpoint is no use on
     // another's.
     let origin = format!("{origin}#{view}");
@@ -239,13 +294,7 @@ impl Envelope {
     }
 }
 
-async fn serve(
-    hub: Arc<Hub>,
-    m: Message,
-    origin: String,
-    view: usize,
-    tx: mpsc::UnboundedSender<Out>,
-) {
+async fn serve(hub: Arc<Hub>, m: Message, origin: String, view: usize, tx: Answers) {
     let id = m.id().to_string();
     let params: Value = match m.params().map(serde_json::from_str::<Value>) {
         None => Value::Object(Map::new()),
@@ -387,7 +436,7 @@ async fn call(
     envelope: Envelope,
     origin: &str,
     view: usize,
-    tx: &mpsc::UnboundedSender<Out>,
+    tx: &Answers,
 ) {
     let id = m.id();
     let method = m.method();
@@ -607,12 +656,7 @@ impl Drop for Running {
 
 impl Running {
     /// Runs until the answer, or until the client must be asked something.
-    async fn until_next(
-        &mut self,
-        tx: &mpsc::UnboundedSender<Out>,
-        token: Option<&Value>,
-        resumable: bool,
-    ) -> Next {
+    async fn until_next(&mut self, tx: &Answers, token: Option<&Value>, resumable: bool) -> Next {
         loop {
             let Some(out) = self.rx.recv().await else {
                 return Next::Done(jsonrpc::error(
@@ -647,7 +691,7 @@ impl Running {
     fn take(
         &mut self,
         line: String,
-        tx: &mpsc::UnboundedSender<Out>,
+        tx: &Answers,
         token: Option<&Value>,
         resumable: bool,
     ) -> Option<Next> {
@@ -696,8 +740,9 @@ impl Running {
                         }
                     }
                     "notifications/progress" => {
-                        let _ = tx.send(Out::Notify(self.retoken(line, token)));
+                        tx.droppable(self.retoken(line, token));
                     }
+                    "notifications/message" => tx.droppable(line),
                     _ => {
                         let _ = tx.send(Out::Notify(line));
                     }
