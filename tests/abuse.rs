@@ -312,3 +312,86 @@ async fn http_clients_that_do_not_read_cannot_grow_the_hub_or_slow_the_others() 
     );
     drop(held);
 }
+
+/// A server that stops reading its input: requests to it wait in the hub only up to a bound
+/// (32 MiB unread); beyond it they are refused with a clear error instead of held, so the
+/// hub stops growing, every request gets an answer, and the other servers are served
+/// meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_read_cannot_grow_the_hub() {
+    let h = http_hub(
+        json!({"fx": {"command": FIXTURE}, "fy": {"command": FIXTURE}}),
+        Some(json!({"http": {"maxInFlight": 256}})),
+        &[],
+    )
+    .await;
+    let pid = h.hub.child.id().unwrap();
+    let mut client = Http::at(format!("{}/mcp", h.base));
+    client.initialize(json!({})).await;
+    let sid = client.session.clone().unwrap();
+    let session = |n: u64| {
+        let mut c = Http::at(format!("{}/mcp", h.base));
+        c.session = Some(sid.clone());
+        (c, n)
+    };
+    let rss_before = rss_mib(pid);
+    let (mut staller, _) = session(0);
+    let stall =
+        tokio::spawn(async move { staller.call(1, "fx:stall", json!({"ms": 8_000})).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // 160 requests of 1 MiB for a server that reads nothing, one every 20 ms. Each call
+    // waiting costs the hub a few copies of its request; past the bound no more wait, so
+    // the hub stops growing however many more come.
+    let big = "b".repeat(1 << 20);
+    let mut calls = Vec::new();
+    let mut peak = 0;
+    let mut at_60 = 0;
+    for i in 0..160 {
+        if i == 60 {
+            at_60 = rss_mib(pid);
+        }
+        let (mut c, n) = session(100 + i);
+        let big = big.clone();
+        calls.push(tokio::spawn(async move {
+            c.call(n, "fx:echo", json!({"message": big})).await
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        peak = peak.max(rss_mib(pid));
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let r = client
+            .call(2, "fy:echo", json!({"message": "still here"}))
+            .await;
+        assert_eq!(text(&r), "still here");
+        peak = peak.max(rss_mib(pid));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (mut echoed, mut refused) = (0, 0);
+    for call in calls {
+        let r = call.await.unwrap();
+        if r.get("error").is_some() {
+            let message = r["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("is not reading its input"), "{r}");
+            refused += 1;
+        } else {
+            assert_eq!(text(&r).len(), 1 << 20, "a whole echo");
+            echoed += 1;
+        }
+    }
+    let r = stall.await.unwrap();
+    assert_eq!(text(&r), "stalled 8000 ms");
+    eprintln!(
+        "hub RSS {rss_before} MiB before, {at_60} MiB after 60 requests, peak {peak} MiB; \
+         {echoed} echoed, {refused} refused"
+    );
+    assert!(
+        refused > 0 && echoed > 0,
+        "{echoed} echoed, {refused} refused"
+    );
+    assert!(
+        peak < at_60 + 64,
+        "the hub kept growing for a server that does not read: {at_60} MiB after 60 \
+         requests, {peak} MiB after 160"
+    );
+}

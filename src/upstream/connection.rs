@@ -28,7 +28,17 @@ pub enum CallError {
         "server '{server}' answered with a message of {len} bytes, over the limit (openpact.maxMessageSize); the answer was dropped"
     )]
     TooLarge { server: String, len: usize },
+    #[error(
+        "server '{server}' is not reading its input ({} MiB sent to it wait unread); the request was refused",
+        bytes >> 20
+    )]
+    NotReading { server: String, bytes: usize },
 }
+
+/// Bytes of requests a server may leave unread on its stdin before further requests to it
+/// are refused: a server that stopped reading must not make the hub hold everything its
+/// clients send it.
+pub const INPUT_BACKLOG: usize = 32 << 20;
 
 /// JSON-RPC error codes the hub uses for failures of its own.
 pub mod code {
@@ -42,7 +52,9 @@ impl CallError {
     pub fn code(&self) -> i64 {
         match self {
             CallError::Timeout { .. } => code::TIMEOUT,
-            CallError::Closed { .. } | CallError::NotReady { .. } => code::UNAVAILABLE,
+            CallError::Closed { .. }
+            | CallError::NotReady { .. }
+            | CallError::NotReading { .. } => code::UNAVAILABLE,
             CallError::TooLarge { .. } => jsonrpc::code::INTERNAL_ERROR,
         }
     }
@@ -133,6 +145,14 @@ impl Connection {
             return Err(CallError::Closed {
                 server: self.label.clone(),
                 reason,
+            });
+        }
+        let unread = self.out.backlog();
+        if unread >= INPUT_BACKLOG {
+            tracing::warn!(server = %self.label, unread, "the server is not reading its input; a request to it was refused");
+            return Err(CallError::NotReading {
+                server: self.label.clone(),
+                bytes: unread,
             });
         }
         self.lock_pending().insert(id, tx);
