@@ -823,3 +823,43 @@ impl Running {
         self.preset = responses;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn notifications_for_a_client_that_does_not_read_are_dropped_but_never_the_answer() {
+        let (queue, mut rx) = queue();
+        let tx = Answers {
+            queue,
+            dropped: AtomicU64::new(0),
+        };
+        let note = "n".repeat(600 << 10);
+        for _ in 0..5 {
+            tx.droppable(note.clone());
+        }
+        tx.send(Out::Done {
+            line: "answer".into(),
+            status: Status::Ok,
+        })
+        .unwrap();
+        // Two fit under the bound (the second starts below it); the rest were dropped.
+        let mut notes = 0;
+        loop {
+            match rx.recv().await {
+                Some(Out::Notify(_)) => notes += 1,
+                Some(Out::Done { line, .. }) => {
+                    assert_eq!(line, "answer");
+                    break;
+                }
+                None => panic!("the answer was lost"),
+            }
+        }
+        assert_eq!(notes, 2);
+        assert_eq!(tx.dropped.load(Ordering::Relaxed), 3);
+        // Read again, it gets notifications again.
+        tx.droppable(note);
+        assert!(matches!(rx.recv().await, Some(Out::Notify(_))));
+    }
+}
