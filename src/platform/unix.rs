@@ -62,7 +62,7 @@ pub fn uid() -> u32 {
 
 /// A pid as the kernel takes it. 0 and negative numbers name process groups to `kill`, never
 /// the one process meant, so they are refused.
-fn pid(pid: u32) -> io::Result<Pid> {
+fn to_pid(pid: u32) -> io::Result<Pid> {
     match i32::try_from(pid) {
         Ok(raw) if raw > 0 => Ok(Pid::from_raw(raw)),
         _ => Err(io::Error::new(
@@ -89,13 +89,13 @@ impl HubSignal {
 }
 
 /// Sends `signal` to the process `pid`.
-pub fn send(pid_: u32, signal: HubSignal) -> io::Result<()> {
-    nix::sys::signal::kill(pid(pid_)?, signal_of(signal)).map_err(io::Error::from)
+pub fn send(pid: u32, signal: HubSignal) -> io::Result<()> {
+    nix::sys::signal::kill(to_pid(pid)?, signal_of(signal)).map_err(io::Error::from)
 }
 
 /// Whether `pid` names a running process, asked with the null signal.
-pub fn liveness(pid_: u32) -> Liveness {
-    let Ok(pid) = pid(pid_) else {
+pub fn liveness(pid: u32) -> Liveness {
+    let Ok(pid) = to_pid(pid) else {
         return Liveness::Gone;
     };
     match nix::sys::signal::kill(pid, None) {
@@ -142,7 +142,7 @@ pub fn signal_group(leader: u32, signal: GroupSignal) -> io::Result<()> {
         GroupSignal::Terminate => Signal::SIGTERM,
         GroupSignal::Kill => Signal::SIGKILL,
     };
-    nix::sys::signal::killpg(pid(leader)?, signal).map_err(io::Error::from)
+    nix::sys::signal::killpg(to_pid(leader)?, signal).map_err(io::Error::from)
 }
 
 /// Makes the calling thread's reads of a terminal this process is in the background of fail
