@@ -1,6 +1,9 @@
 //! openpact: an MCP client host and multi-server aggregator.
 //!
 //! Layers, each importing only the ones above it in this list:
+//! - [`platform`]: the operating system's side — file modes, signals, process groups, the
+//!   terminal, change watches — one owner per piece, and the table of what a port needs
+//!   (a leaf).
 //! - [`jsonrpc`]: envelope, framing, builders (no MCP knowledge).
 //! - [`config`]: raw JSON config → validated, resolved servers (a leaf: imports no layer).
 //! - [`state`]: private files in the state dir, written atomically (a leaf).
@@ -30,6 +33,7 @@ pub mod face;
 pub mod hub;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod platform;
 pub mod policy;
 pub mod revision;
 pub mod sandbox;

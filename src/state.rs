@@ -1,18 +1,16 @@
 //! Files in the state dir: created private (0700 dirs, 0600 files) and written atomically
 //! (temp file + rename), so a reader or a second openpact process never sees half a file;
-//! and the exclusive lock writers hold around a read-change-replace of one.
+//! and the exclusive locks writers hold around a read-change-replace of one, or a process
+//! holds for its life.
 
-use nix::fcntl::{Flock, FlockArg};
+use crate::platform;
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Creates `dir` (and parents) readable only by the user, if missing.
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    platform::create_dir_all(dir, 0o700)
 }
 
 /// Replaces `path` with `bytes` in one step: readers see the old or the new file, never a mix.
@@ -43,7 +41,6 @@ fn write_then_rename(
     keep_mode: bool,
     durable: bool,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let existing = match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => {
@@ -52,7 +49,7 @@ fn write_then_rename(
                 "is a directory",
             ));
         }
-        Ok(m) if keep_mode => Some(m.permissions().mode() & 0o7777),
+        Ok(m) if keep_mode => Some(platform::mode(&m)),
         _ => None,
     };
     let name = path
@@ -62,14 +59,14 @@ fn write_then_rename(
     // Unique per process and call, so two writers never share a temp file.
     let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(existing.unwrap_or(mode))
-            .open(&tmp)?;
+        let mut f = platform::create_mode(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            existing.unwrap_or(mode),
+        )
+        .open(&tmp)?;
         if let Some(mode) = existing {
             // The umask applied at creation; an overwrite keeps exactly what the file had.
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            platform::set_file_mode(&f, mode)?;
         }
         f.write_all(bytes)?;
         if durable {
@@ -83,18 +80,87 @@ fn write_then_rename(
     result
 }
 
-/// Blocks until this process holds an exclusive `flock` on `lock_path` (created, with its
-/// dir, if missing), released on drop. A writer that re-reads, changes and replaces a state
-/// file under it never loses another process's change; readers need no lock, as the file is
-/// only ever replaced whole.
-pub fn lock_exclusive(lock_path: &Path) -> std::io::Result<Flock<std::fs::File>> {
+/// An exclusive lock on a lock file, held until dropped: closing the file releases it (std's
+/// `File::lock`, which is `flock` on unix and `LockFileEx` on Windows; the lock files hold
+/// nothing, so whether other readers are kept out does not matter).
+#[must_use = "the lock is released when this is dropped"]
+pub struct Lock {
+    _file: File,
+}
+
+/// Why a lock file was not locked.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is locked by another process")]
+    Held { path: String },
+}
+
+/// Blocks until this process holds an exclusive lock on `lock_path` (created, with its dir,
+/// if missing), released on drop. A writer that re-reads, changes and replaces a state file
+/// under it never loses another process's change; readers need no lock, as the file is only
+/// ever replaced whole.
+pub fn lock_exclusive(lock_path: &Path) -> std::io::Result<Lock> {
     ensure_dir(lock_path.parent().unwrap_or_else(|| Path::new(".")))?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(lock_path)?;
-    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
+    file.lock()?;
+    Ok(Lock { _file: file })
+}
+
+/// Blocks until this process holds an exclusive lock on `lock_path`, created private (0600)
+/// if missing in its existing dir.
+pub fn lock_private(lock_path: &Path) -> Result<Lock, LockError> {
+    let file = open_private(lock_path)?;
+    match file.lock() {
+        Ok(()) => Ok(Lock { _file: file }),
+        Err(source) => Err(LockError::Lock {
+            path: lock_path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// [`lock_private`] without waiting: [`LockError::Held`] when another process holds it.
+pub fn try_lock_private(lock_path: &Path) -> Result<Lock, LockError> {
+    let file = open_private(lock_path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Lock { _file: file }),
+        Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held {
+            path: lock_path.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(LockError::Lock {
+            path: lock_path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+fn open_private(lock_path: &Path) -> Result<File, LockError> {
+    platform::create_mode(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true),
+        0o600,
+    )
+    .open(lock_path)
+    .map_err(|source| LockError::Open {
+        path: lock_path.display().to_string(),
+        source,
+    })
 }
 
 fn unique() -> u64 {
@@ -106,7 +172,6 @@ fn unique() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn atomic_write_is_private_and_replaces() {
@@ -116,15 +181,11 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"two");
         assert_eq!(
-            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            platform::mode(&std::fs::metadata(&p).unwrap()) & 0o777,
             0o600
         );
         assert_eq!(
-            std::fs::metadata(p.parent().unwrap())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
+            platform::mode(&std::fs::metadata(p.parent().unwrap()).unwrap()) & 0o777,
             0o700
         );
         let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap())
@@ -133,5 +194,27 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_held_lock_is_refused_without_waiting_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.lock");
+        let held = try_lock_private(&path).unwrap();
+        assert_eq!(
+            platform::mode(&std::fs::metadata(&path).unwrap()) & 0o777,
+            0o600
+        );
+        // A second open file stands for a second process, as `flock` counts them.
+        assert!(matches!(
+            try_lock_private(&path),
+            Err(LockError::Held { .. })
+        ));
+        drop(held);
+        let _again = try_lock_private(&path).unwrap();
+        assert!(matches!(
+            try_lock_private(&dir.path().join("missing/hub.lock")),
+            Err(LockError::Open { .. })
+        ));
     }
 }

@@ -19,6 +19,10 @@
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
+//!
+//! Unix only, as the hub is so far (src/platform/mod.rs): the tests signal processes and open
+//! ptys, pipes and unix sockets.
+#![cfg(unix)]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -34,6 +34,8 @@ pub fn pids() -> std::sync::MutexGuard<'static, Vec<u32>> {
 /// SIGKILLs every registered child (the hubs' own children see EOF and exit).
 pub fn kill_all() {
     for pid in std::mem::take(&mut *pids()) {
+        // Unix only, as the hub is so far (src/platform/mod.rs).
+        #[cfg(unix)]
         if let Ok(pid) = i32::try_from(pid) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),

@@ -256,6 +256,8 @@ impl ServerProcess {
     }
 
     fn terminate(&mut self, limit: Duration) {
+        // Unix only, as the hub is so far (src/platform/mod.rs).
+        #[cfg(unix)]
         if let Ok(pid) = i32::try_from(self.pid) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),

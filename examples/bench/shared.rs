@@ -151,6 +151,8 @@ fn shared_hub(config: &Path) -> Result<u32> {
 
 /// Stops a shared hub now rather than after its idle time.
 fn stop(pid: u32) {
+    // Unix only, as the hub is so far (src/platform/mod.rs).
+    #[cfg(unix)]
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)),
         nix::sys::signal::Signal::SIGTERM,

@@ -4,11 +4,8 @@
 //! file, so two openpact processes never spend the same rotating refresh token twice.
 
 use super::register::AuthMethod;
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -189,22 +186,14 @@ impl TokenStore {
 
     /// Blocks until this process holds the refresh lock of `server`'s tokens (released on
     /// drop). Call from a blocking context.
-    pub fn lock(&self, server: &str, resource: &str) -> Result<Flock<File>, String> {
+    pub fn lock(&self, server: &str, resource: &str) -> Result<crate::state::Lock, String> {
         let path = self
             .dir
             .join("locks")
             .join(file_name(&tokens_key(server, resource), "lock"));
         crate::state::ensure_dir(path.parent().unwrap_or(&self.dir))
             .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, e)| format!("cannot lock {}: {e}", path.display()))
+        crate::state::lock_private(&path).map_err(|e| e.to_string())
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -355,7 +344,6 @@ fn probe() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn sample(token: &str) -> StoredTokens {
         StoredTokens {
@@ -396,18 +384,9 @@ mod tests {
             None
         );
         let path = store.tokens_path("a", r);
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            std::fs::metadata(path.parent().unwrap())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
+        let mode = |p: &Path| crate::platform::mode(&std::fs::metadata(p).unwrap()) & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
         let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

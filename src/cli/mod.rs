@@ -589,7 +589,7 @@ fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) ->
     Ok(ExitCode::SUCCESS)
 }
 
-/// Sends SIGHUP to the hubs serving this config and waits (a little) for their word.
+/// Asks the hubs serving this config to reload (SIGHUP) and waits (a little) for their word.
 async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
     if config.source.is_none() {
         output::nothing_to_reload();
@@ -602,8 +602,7 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
         .filter(ours)
         .collect();
     for h in &before {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(h.pid).unwrap_or(0));
-        if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP) {
+        if let Err(e) = crate::platform::send(h.pid, crate::platform::HubSignal::Reload) {
             tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
         }
     }
@@ -652,8 +651,8 @@ fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
         CacheCommand::Stats { json } => output::cache_stats(&live, json)?,
         CacheCommand::Clear => {
             for h in &live {
-                let pid = nix::unistd::Pid::from_raw(i32::try_from(h.pid).unwrap_or(0));
-                if let Err(e) = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR1) {
+                let clear = crate::platform::HubSignal::ClearCache;
+                if let Err(e) = crate::platform::send(h.pid, clear) {
                     tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
                 }
             }

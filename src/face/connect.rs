@@ -7,11 +7,10 @@
 
 use super::socket::{self, HELLO};
 use crate::jsonrpc::{self, Frame, Kind, Message};
+use crate::platform;
 use crate::transport::lines::{Outbox, halves, read_frames_paced, spawn_writer};
 use crate::transport::stdio;
 use std::collections::{BTreeSet, HashSet};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -295,10 +294,7 @@ async fn start_hub(target: &Target) -> Result<UnixStream, String> {
     if let Some(dir) = target.log.parent() {
         crate::state::ensure_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
+    let log = platform::create_mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
         .open(&target.log)
         .map_err(|e| format!("{}: {e}", target.log.display()))?;
     let mut cmd = std::process::Command::new(exe);
@@ -316,8 +312,10 @@ async fn start_hub(target: &Target) -> Result<UnixStream, String> {
     cmd.args(["serve", "--shared"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .process_group(0);
+        .stderr(log);
+    // Out of the window's process group: what is sent to that group (a Ctrl-C in the editor's
+    // terminal) does not reach the hub the other windows share.
+    platform::new_process_group(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("could not start the shared hub: {e}"))?;

@@ -4,17 +4,21 @@
 //! Stdout belongs to the protocol when stdio is served: nothing in this module (or below it)
 //! prints.
 
+// The shared hub speaks over a unix socket: a Windows port needs named pipes there (or leaves
+// shared mode out), see src/platform/mod.rs.
+#[cfg(unix)]
 pub mod connect;
 pub mod http;
 pub mod reload;
+#[cfg(unix)]
 pub mod socket;
 pub mod status_file;
 pub mod stdio;
 
 use crate::config::Config;
 use crate::hub::Hub;
+use crate::platform::{self, HubSignal};
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 
 /// Which faces `serve` shows.
 #[derive(Debug, Clone, Default)]
@@ -75,10 +79,10 @@ pub async fn serve(
             .profile_view(name)
             .map_err(|hint| ServeError::UnknownProfile(name.clone(), hint))?,
     };
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = platform::listen(HubSignal::Terminate)?;
+    let mut sigint = platform::listen(HubSignal::Interrupt)?;
     // `openpact cache clear` asks running hubs to drop their cached results this way.
-    let mut sigusr1 = signal(SignalKind::user_defined1())?;
+    let mut sigusr1 = platform::listen(HubSignal::ClearCache)?;
     let bound = match &faces.http {
         Some(address) => Some(http::bind(&config.hub.http, address.as_deref()).await?),
         None => None,
@@ -184,11 +188,11 @@ pub async fn serve(
                     });
                 }
             }
-            _ = sigterm.recv() => break "SIGTERM",
-            _ = sigint.recv() => break "SIGINT",
+            _ = sigterm.recv() => break HubSignal::Terminate.name(),
+            _ = sigint.recv() => break HubSignal::Interrupt.name(),
             _ = sigusr1.recv() => {
                 hub.policy().cache.clear();
-                tracing::info!("result cache cleared (SIGUSR1)");
+                tracing::info!("result cache cleared ({})", HubSignal::ClearCache.name());
             }
         }
     };

@@ -5,11 +5,11 @@
 
 use crate::config::{self, Config};
 use crate::hub::Hub;
+use crate::platform::HubSignal;
 use notify::{RecursiveMode, Watcher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 /// Editors write a file in several steps (truncate, write, rename): one reload after the
@@ -44,11 +44,11 @@ pub fn start(hub: &Arc<Hub>, config: &Config) -> std::io::Result<Reloader> {
         },
         _ => None,
     };
-    let mut hup = signal(SignalKind::hangup())?;
+    let mut hup = crate::platform::listen(HubSignal::Reload)?;
     let sighup = tx.clone();
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            if sighup.send("SIGHUP").is_err() {
+            if sighup.send(HubSignal::Reload.name()).is_err() {
                 return;
             }
         }
@@ -97,7 +97,7 @@ async fn run(
         loop {
             match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
                 Ok(Some(next)) => {
-                    if next == "SIGHUP" {
+                    if next == HubSignal::Reload.name() {
                         why = next;
                     }
                 }

@@ -5,8 +5,9 @@
 
 use crate::hub::{Hub, Session};
 use crate::jsonrpc::{Frame, Message};
+use crate::platform;
+use crate::state::{Lock, LockError};
 use crate::transport::lines::{halves, read_frames_paced, spawn_writer};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +64,7 @@ pub struct Bound {
     listener: UnixListener,
     /// Held for the hub's life: a second hub for the same config (two windows starting one
     /// at once) fails to take it and leaves; a socket file found without it is stale.
-    _lock: nix::fcntl::Flock<std::fs::File>,
+    _lock: Lock,
 }
 
 /// Binds `path` for this user only, as the one hub of its config. A socket file left by a
@@ -73,33 +74,25 @@ pub async fn bind(path: &Path) -> Result<Bound, SocketError> {
         path: path.display().to_string(),
         source,
     };
-    // sun_path holds 108 bytes with its terminating NUL.
-    if path.as_os_str().len() > 107 {
+    if path.as_os_str().len() > platform::SOCKET_PATH_MAX {
         return Err(SocketError::TooLong(path.display().to_string()));
     }
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+        platform::create_dir_all(dir, 0o700).map_err(io)?;
+        platform::set_mode(dir, 0o700).map_err(io)?;
     }
-    let lock_path = path.with_extension("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io)?;
-    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|_| SocketError::InUse(path.display().to_string()))?;
+    let lock = match crate::state::try_lock_private(&path.with_extension("lock")) {
+        Ok(lock) => lock,
+        Err(LockError::Open { source, .. }) => return Err(io(source)),
+        Err(LockError::Held { .. } | LockError::Lock { .. }) => {
+            return Err(SocketError::InUse(path.display().to_string()));
+        }
+    };
     if path.exists() {
         std::fs::remove_file(path).map_err(io)?;
     }
     let listener = UnixListener::bind(path).map_err(io)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    platform::set_mode(path, 0o600).map_err(io)?;
     Ok(Bound {
         listener,
         _lock: lock,
@@ -109,7 +102,7 @@ pub async fn bind(path: &Path) -> Result<Bound, SocketError> {
 /// The running socket face.
 pub struct SocketFace {
     task: tokio::task::JoinHandle<()>,
-    _lock: nix::fcntl::Flock<std::fs::File>,
+    _lock: Lock,
     path: PathBuf,
     /// How many windows are connected now.
     pub clients: watch::Receiver<usize>,
@@ -137,7 +130,7 @@ pub fn start(bound: Bound, path: PathBuf, hub: Arc<Hub>) -> SocketFace {
     } = bound;
     let (count, clients) = watch::channel(0usize);
     let count = Arc::new(count);
-    let me = nix::unistd::getuid().as_raw();
+    let me = platform::uid();
     let task = tokio::spawn(async move {
         loop {
             let stream = match listener.accept().await {

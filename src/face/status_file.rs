@@ -87,12 +87,12 @@ pub fn live(state_dir: &Path) -> Vec<HubStatus> {
         let Some(pid) = name
             .strip_prefix("serve-")
             .and_then(|n| n.strip_suffix(".json"))
-            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(|n| n.parse::<u32>().ok())
         else {
             continue;
         };
-        let running = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
-        if !running {
+        // A pid another user's process has now is as stale as one no process has.
+        if crate::platform::liveness(pid) != crate::platform::Liveness::Running {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }

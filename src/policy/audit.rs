@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -174,18 +173,15 @@ fn next_batch(shared: &Shared) -> Option<(Vec<Record>, u64)> {
 }
 
 fn open(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
+    crate::platform::create_mode(std::fs::OpenOptions::new().create(true).append(true), 0o600)
         .open(path)
 }
 
 fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
-    use std::os::unix::fs::MetadataExt;
+    use crate::platform::file_id;
     let mut warned = false;
     // Kept open between batches; reopened when the file was rotated (by us or by another
-    // openpact process), which the inode tells.
+    // openpact process), which the file's identity (its inode) tells.
     let mut file: Option<(std::fs::File, u64)> = None;
     while let Some((mut batch, ticket)) = next_batch(shared) {
         let result = (|| -> std::io::Result<()> {
@@ -197,7 +193,7 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
                 // Keep one previous generation; older history goes.
                 std::fs::rename(path, path.with_extension("jsonl.1"))?;
                 file = None;
-            } else if file.as_ref().map(|(_, ino)| *ino) != current.as_ref().map(MetadataExt::ino) {
+            } else if file.as_ref().map(|(_, ino)| *ino) != current.as_ref().map(file_id) {
                 file = None;
             }
             let (f, _) = match &mut file {
@@ -205,7 +201,7 @@ fn writer(dir: &Path, path: &Path, max_bytes: u64, shared: &Shared) {
                 None => {
                     crate::state::ensure_dir(dir)?;
                     let f = open(path)?;
-                    let ino = f.metadata()?.ino();
+                    let ino = file_id(&f.metadata()?);
                     file.insert((f, ino))
                 }
             };
@@ -293,11 +289,7 @@ mod tests {
             assert!(Instant::now() < deadline, "the writer never wrote");
             std::thread::sleep(Duration::from_millis(5));
         }
-        let mode = std::os::unix::fs::PermissionsExt::mode(
-            &std::fs::metadata(path_in(dir.path()))
-                .unwrap()
-                .permissions(),
-        );
+        let mode = crate::platform::mode(&std::fs::metadata(path_in(dir.path())).unwrap());
         assert_eq!(mode & 0o777, 0o600);
     }
 }

@@ -3,16 +3,16 @@
 //! lock file, re-read, change and replace the file atomically, so two openpact processes
 //! deciding at once never lose each other's decisions or leave a torn file.
 //!
-//! Every call without a matching rule looks here, so a look must be cheap and exact: an
-//! inotify watch on the state dir says whether the file changed, so the last reading is used
-//! without a `stat` of the file; where no watch can be trusted, its mtime decides.
+//! Every call without a matching rule looks here, so a look must be cheap and exact: a watch
+//! on the state dir ([`FileWatch`]: inotify, on Linux) says whether the file changed, so the
+//! last reading is used without a `stat` of the file; where no watch can be trusted (or the
+//! platform has none), its mtime decides.
 
+use crate::platform::{FileWatch, Look};
 use crate::state;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -61,128 +61,7 @@ pub struct DecisionStore {
     /// Last read: file mtime and content, re-read when the file changes.
     cached: Mutex<Option<Snapshot>>,
     /// Set up by the first look (`None`: this dir cannot be watched; every look is a `stat`).
-    watch: OnceLock<Option<Watch>>,
-}
-
-/// Says, without a `stat`, whether the decisions file changed since the last look: an
-/// inotify watch on the state dir, read without blocking. The kernel queues an event before
-/// the writer's `rename` or `close` returns, so a decision made from another terminal still
-/// counts on the very next call, as it did with the `stat` per call this replaces (0.5–1.5 µs
-/// on the CI-like VM, against about 0.2 µs for a read that finds nothing). An event naming
-/// the file forces a reading, where an mtime may not have moved on within one clock tick.
-struct Watch {
-    inotify: Inotify,
-    /// The file's name in the dir, as events give it.
-    name: Vec<u8>,
-    /// Cleared once the kernel drops the watch (the dir was removed or moved away).
-    live: AtomicBool,
-}
-
-/// What the events since the last look say about the file.
-#[derive(Debug, PartialEq, Eq)]
-enum Look {
-    /// Nothing happened to it: the last reading stands.
-    Unchanged,
-    /// It was written, replaced or removed, or events were lost: read it again.
-    Changed,
-    /// No watch (any longer): only its mtime can tell.
-    Unwatched,
-}
-
-/// Filesystems whose changes all pass through this kernel, so inotify sees them (not NFS,
-/// SMB or FUSE, where another machine may write): ext2/3/4, btrfs, xfs, tmpfs, overlayfs,
-/// f2fs, zfs, bcachefs.
-const LOCAL_FILESYSTEMS: [u64; 8] = [
-    0xef53,
-    0x9123_683e,
-    0x5846_5342,
-    0x0102_1994,
-    0x794c_7630,
-    0xf2f5_2010,
-    0x2fc1_2fc1,
-    0xca45_1a4e,
-];
-
-impl Watch {
-    fn start(file: &Path) -> Option<Watch> {
-        let dir = file.parent()?;
-        let name = file.file_name()?.as_encoded_bytes().to_vec();
-        let fs = nix::sys::statfs::statfs(dir).ok()?.filesystem_type().0;
-        if !u64::try_from(fs).is_ok_and(|fs| LOCAL_FILESYSTEMS.contains(&fs))
-            // Changes to a link's target would go unseen.
-            || std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink())
-        {
-            return None;
-        }
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-        // Not IN_MODIFY: the audit log appends here all the time, and a file rewritten in
-        // place is read once closed rather than half-written.
-        let events = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_MOVED_FROM
-            | AddWatchFlags::IN_DELETE
-            | AddWatchFlags::IN_DELETE_SELF
-            | AddWatchFlags::IN_MOVE_SELF
-            | AddWatchFlags::IN_ONLYDIR;
-        inotify.add_watch(dir, events).ok()?;
-        Some(Watch {
-            inotify,
-            name,
-            live: AtomicBool::new(true),
-        })
-    }
-
-    /// Takes the queued events and says what they mean for the file.
-    fn look(&self) -> Look {
-        let mut buf = [0u8; 1024];
-        let mut look = Look::Unchanged;
-        while self.live.load(Ordering::Relaxed) {
-            match nix::unistd::read(&self.inotify, &mut buf) {
-                Ok(n) if n > 0 => {
-                    match what_changed(buf.get(..n).unwrap_or_default(), &self.name) {
-                        Look::Unchanged => {}
-                        Look::Changed => look = Look::Changed,
-                        Look::Unwatched => self.live.store(false, Ordering::Relaxed),
-                    }
-                }
-                Err(nix::errno::Errno::EAGAIN) => return look,
-                _ => self.live.store(false, Ordering::Relaxed),
-            }
-        }
-        Look::Unwatched
-    }
-}
-
-/// Reads a buffer of `struct inotify_event`s: `Unwatched` if the watch ended (the dir removed
-/// or moved, so its path may now name another dir), `Changed` if an event names `file` or
-/// events were lost.
-fn what_changed(mut events: &[u8], file: &[u8]) -> Look {
-    const HEADER: usize = 16; // wd, mask, cookie, len: four 32-bit words, then the name
-    let ended =
-        (AddWatchFlags::IN_IGNORED | AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF)
-            .bits();
-    let mut look = Look::Unchanged;
-    while let Some(header) = events.get(..HEADER) {
-        let word = |i: usize| {
-            header
-                .get(4 * i..4 * i + 4)
-                .and_then(|w| <[u8; 4]>::try_from(w).ok())
-                .map_or(0, u32::from_ne_bytes)
-        };
-        let (mask, len) = (word(1), word(3) as usize);
-        if mask & ended != 0 {
-            return Look::Unwatched;
-        }
-        // The name is padded with NULs to `len`.
-        let name = events.get(HEADER..HEADER + len).unwrap_or_default();
-        let name = name.split(|&b| b == 0).next().unwrap_or_default();
-        if name == file || mask & AddWatchFlags::IN_Q_OVERFLOW.bits() != 0 {
-            look = Look::Changed;
-        }
-        events = events.get(HEADER + len..).unwrap_or_default();
-    }
-    look
+    watch: OnceLock<Option<FileWatch>>,
 }
 
 impl DecisionStore {
@@ -243,14 +122,14 @@ impl DecisionStore {
         f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
         // Watching before the first reading, so no change can fall between the two.
-        let watch = self.watch.get_or_init(|| Watch::start(&self.path));
+        let watch = self.watch.get_or_init(|| FileWatch::start(&self.path));
         let mut cached = self
             .cached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Events are taken under the lock: a look that finds none must not use a reading
         // that another look, which took the events, is still renewing.
-        let look = watch.as_ref().map_or(Look::Unwatched, Watch::look);
+        let look = watch.as_ref().map_or(Look::Unwatched, FileWatch::look);
         // Only a look the watch cannot vouch for needs the mtime now.
         let mtime = (look != Look::Unchanged).then(|| self.mtime());
         if let Some((seen, map)) = cached.as_ref() {
@@ -383,8 +262,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = DecisionStore::new(dir.path());
         assert_eq!(decided(&store, "a:x"), None);
+        // Only Linux has a watch; elsewhere every look compares the file's mtime.
         assert!(
-            store.watch.get().is_some_and(Option::is_some),
+            !cfg!(target_os = "linux") || store.watch.get().is_some_and(Option::is_some),
             "the temp dir should be on a local filesystem, watched"
         );
         // Another process deciding (atomic replace).
@@ -416,39 +296,5 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("permissions.json"), file_with("a:x", "deny")).unwrap();
         assert_eq!(decided(&store, "a:x"), Some(Remember::Deny));
-    }
-
-    #[test]
-    fn events_are_read_for_the_file_and_for_the_end_of_the_watch() {
-        let event = |mask: AddWatchFlags, name: &[u8]| {
-            let mut e = Vec::new();
-            for word in [1, mask.bits(), 0, u32::try_from(name.len()).unwrap()] {
-                e.extend_from_slice(&word.to_ne_bytes());
-            }
-            e.extend_from_slice(name);
-            e
-        };
-        let file = b"permissions.json";
-        let ours = event(AddWatchFlags::IN_MOVED_TO, b"permissions.json\0\0\0\0");
-        let other = event(AddWatchFlags::IN_CLOSE_WRITE, b"permissions.json.1\0\0");
-        let ignored = event(AddWatchFlags::IN_IGNORED, b"");
-        assert_eq!(what_changed(&other, file), Look::Unchanged);
-        assert_eq!(
-            what_changed(&[other.clone(), ours.clone()].concat(), file),
-            Look::Changed
-        );
-        assert_eq!(
-            what_changed(&[ours.clone(), ignored].concat(), file),
-            Look::Unwatched
-        );
-        assert_eq!(
-            what_changed(&event(AddWatchFlags::IN_Q_OVERFLOW, b""), file),
-            Look::Changed
-        );
-        assert_eq!(
-            what_changed(&ours[..10], file),
-            Look::Unchanged,
-            "a cut event is not read past"
-        );
     }
 }

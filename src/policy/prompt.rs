@@ -1,5 +1,6 @@
 //! Asking the user: the always / once / deny question, through the downstream client
-//! (elicitation) or the terminal (`/dev/tty`, never stdin/stdout, which carry the protocol).
+//! (elicitation) or the controlling terminal (`platform::terminal`: `/dev/tty` on unix, never
+//! stdin/stdout, which carry the protocol).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -103,56 +104,32 @@ impl Asker for NoClient {
     }
 }
 
-/// The controlling terminal, if this process has one.
-fn tty() -> Option<(std::fs::File, std::fs::File)> {
-    let read = std::fs::OpenOptions::new()
-        .read(true)
-        .open("/dev/tty")
-        .ok()?;
-    let write = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/tty")
-        .ok()?;
-    Some((read, write))
-}
-
 /// The terminal's mode before a prompt, to put back if the prompt is abandoned.
 pub struct TerminalState {
-    tty: std::fs::File,
-    termios: nix::sys::termios::Termios,
+    mode: crate::platform::TerminalMode,
 }
 
 impl TerminalState {
     pub fn save() -> Option<TerminalState> {
-        let tty = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-            .ok()?;
-        let termios = nix::sys::termios::tcgetattr(&tty).ok()?;
-        Some(TerminalState { tty, termios })
+        crate::platform::TerminalMode::save().map(|mode| TerminalState { mode })
     }
 
     pub fn restore(&self) {
         use std::io::Write;
-        let _ = nix::sys::termios::tcsetattr(
-            &self.tty,
-            nix::sys::termios::SetArg::TCSANOW,
-            &self.termios,
-        );
+        self.mode.restore();
         // Show the cursor again and end the line the prompt was on.
-        let _ = (&self.tty).write_all(b"\x1b[?25h\r\n");
+        let _ = self.mode.terminal().write_all(b"\x1b[?25h\r\n");
     }
 }
 
 pub fn has_terminal() -> bool {
-    tty().is_some()
+    crate::platform::terminal().is_some()
 }
 
 /// Asks on the terminal (blocking: run it off the async threads). None when there is no
 /// terminal or it failed.
 pub fn ask_terminal(q: &Question) -> Option<Answer> {
-    let (read, write) = tty()?;
+    let (read, write) = crate::platform::terminal()?;
     let term = console::Term::read_write_pair(read, write);
     let _ = term.write_line("");
     let _ = term.write_str(&q.text());

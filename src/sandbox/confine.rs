@@ -129,12 +129,20 @@ fn wrap(args: Vec<OsString>) -> Result<std::convert::Infallible, String> {
             Path::new(&program).display()
         )
     })?;
-    use std::os::unix::process::CommandExt;
-    let err = std::process::Command::new(&program).args(args).exec();
+    let err = exec(&program, args);
     Err(format!(
         "could not start {}: {err}",
         Path::new(&program).display()
     ))
+}
+
+/// Replaces this process with `program`, which so inherits the confinement; returns only the
+/// error when it could not. Unix only: Windows has no `exec` (a port would spawn, wait and
+/// exit with the child's code, once it has a sandbox; see src/platform/mod.rs).
+#[cfg(unix)]
+fn exec(program: &OsString, args: impl Iterator<Item = OsString>) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(program).args(args).exec()
 }
 
 #[cfg(test)]

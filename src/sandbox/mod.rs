@@ -162,7 +162,7 @@ impl Context<'_> {
 /// The private temp dirs of this hub: `TEMP/openpact-UID/PID`.
 pub fn temp_root() -> PathBuf {
     std::env::temp_dir()
-        .join(format!("openpact-{}", nix::unistd::getuid()))
+        .join(format!("openpact-{}", crate::platform::uid()))
         .join(std::process::id().to_string())
 }
 
@@ -602,22 +602,17 @@ impl Plan {
 /// Makes the private temp dir (0700) and the package caches a first `npx`/`uvx` run would
 /// otherwise have to create in the home directory.
 fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
-    use std::os::unix::fs::DirBuilderExt;
+    use crate::platform;
     let err = |path: &Path| {
         let path = path.display().to_string();
         move |source| LaunchError::TempDir { path, source }
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&profile.tmpdir)
-        .map_err(err(&profile.tmpdir))?;
+    platform::create_dir_all(&profile.tmpdir, 0o700).map_err(err(&profile.tmpdir))?;
     // In a shared temp dir, someone else may have made the folder first to read or plant
     // files in every server's temp dir: use it only if it is ours and closed to others.
     if let Some(base) = temp_root().parent() {
-        use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(base).map_err(err(base))?;
-        if meta.uid() != nix::unistd::getuid().as_raw() || meta.mode() & 0o077 != 0 {
+        if !platform::private_to_user(&meta) {
             return Err(err(base)(std::io::Error::other(
                 "it belongs to another user or is open to others; remove it",
             )));
@@ -625,10 +620,7 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
     }
     for cache in &profile.made {
         // Best effort: a read-only home is the user's choice, and the server may not need it.
-        let _ = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(cache);
+        let _ = platform::create_dir_all(cache, 0o755);
     }
     Ok(())
 }
@@ -650,15 +642,12 @@ pub fn sweep_stale_temp() {
         let Some(pid) = entry
             .file_name()
             .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(|n| n.parse::<u32>().ok())
         else {
             continue;
         };
-        let gone = matches!(
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        if gone {
+        // Only when surely gone: a pid we may not signal still names a live process.
+        if crate::platform::liveness(pid) == crate::platform::Liveness::Gone {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -841,9 +830,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("state")).unwrap();
         std::fs::write(dir.join("pkg/dist/index.js"), "").unwrap();
         std::fs::write(dir.join("bin/tool"), "#!/bin/sh\n").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.join("bin/tool"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
+        crate::platform::set_mode(&dir.join("bin/tool"), 0o755).unwrap();
         let plans = plans_of(
             &dir,
             r#"{"mcpServers": {

@@ -99,7 +99,7 @@ pub fn private(runtime_dir: Option<&Path>) -> Vec<PathBuf> {
         Some(dir) => out.push(dir.to_path_buf()),
         None => out.push(PathBuf::from(format!(
             "/run/user/{}",
-            nix::unistd::getuid()
+            crate::platform::uid()
         ))),
     }
     out

@@ -2,14 +2,16 @@
 //! ring buffer, and shut down as the spec asks — close stdin, wait, SIGTERM the whole group,
 //! wait, SIGKILL the whole group — so grandchildren (`npx`, `uvx`, shells) die with it.
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use crate::platform::{self, GroupSignal};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
+// The child's stdin is a pipe we poll (see `Spawned::stdin`); a Windows port needs another
+// pollable writer here (src/platform/mod.rs).
+#[cfg(unix)]
 use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStdout, Command};
 
@@ -206,10 +208,10 @@ impl ChildSpec {
             .stdin(Stdio::from(stdin_theirs))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // Own group: signals reach grandchildren, and a Ctrl-C in our terminal does not
-            // hit the children before we get to shut them down in order.
-            .process_group(0)
             .kill_on_drop(true);
+        // Own group: signals reach grandchildren, and a Ctrl-C in our terminal does not hit
+        // the children before we get to shut them down in order.
+        platform::new_process_group(cmd.as_std_mut());
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
@@ -323,12 +325,12 @@ impl ChildProc {
             Ok(Ok(status)) => Some(status),
             _ => {
                 tracing::debug!(server = %self.label, "did not exit after stdin closed; sending SIGTERM");
-                self.signal_group(Signal::SIGTERM);
+                self.signal_group(GroupSignal::Terminate);
                 match tokio::time::timeout(grace, self.child.wait()).await {
                     Ok(Ok(status)) => Some(status),
                     _ => {
                         tracing::warn!(server = %self.label, "did not exit after SIGTERM; sending SIGKILL");
-                        self.signal_group(Signal::SIGKILL);
+                        self.signal_group(GroupSignal::Kill);
                         tokio::time::timeout(grace, self.child.wait())
                             .await
                             .ok()
@@ -338,22 +340,22 @@ impl ChildProc {
             }
         };
         // The leader is gone, but grandchildren it left in the group may live on.
-        self.signal_group(Signal::SIGKILL);
+        self.signal_group(GroupSignal::Kill);
         status
     }
 
     /// Kills whatever is left of the process group after the leader died on its own (a crash
     /// leaves `npx`/shell grandchildren behind otherwise).
     pub fn kill_group(&self) {
-        self.signal_group(Signal::SIGKILL);
+        self.signal_group(GroupSignal::Kill);
     }
 
-    fn signal_group(&self, sig: Signal) {
-        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
+    fn signal_group(&self, sig: GroupSignal) {
+        let Some(pid) = self.pid else {
             return;
         };
         // ESRCH (group already empty) is the normal case after a clean exit.
-        let _ = killpg(Pid::from_raw(pid), sig);
+        let _ = platform::signal_group(pid, sig);
     }
 }
 
@@ -364,7 +366,7 @@ impl Drop for ChildProc {
         if self.pid.is_some()
             && let Ok(None) = self.child.try_wait()
         {
-            self.signal_group(Signal::SIGKILL);
+            self.signal_group(GroupSignal::Kill);
         }
     }
 }

@@ -67,6 +67,7 @@ where
 
 /// A Unix stream as two: one to read (with [`read_frames`]) and one to write (with
 /// [`spawn_writer`]), each registered with the runtime on its own.
+#[cfg(unix)]
 pub fn halves(
     stream: tokio::net::UnixStream,
 ) -> std::io::Result<(tokio::net::UnixStream, tokio::net::UnixStream)> {
@@ -83,6 +84,8 @@ pub trait SharedWrite: Send + Sync + 'static {
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>>;
 }
 
+// Unix pipes and sockets; a Windows port adds tokio's named pipes (src/platform/mod.rs).
+#[cfg(unix)]
 impl SharedWrite for tokio::net::unix::pipe::Sender {
     fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
         tokio::net::unix::pipe::Sender::try_write_vectored(self, bufs)
@@ -92,6 +95,7 @@ impl SharedWrite for tokio::net::unix::pipe::Sender {
     }
 }
 
+#[cfg(unix)]
 impl SharedWrite for tokio::net::UnixStream {
     fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
         tokio::net::UnixStream::try_write_vectored(self, bufs)
@@ -317,7 +321,8 @@ async fn write_all(pipe: &dyn SharedWrite, mut buf: &[u8]) -> std::io::Result<()
     Ok(())
 }
 
-#[cfg(test)]
+// The tests write through unix pipes.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;

@@ -8,20 +8,17 @@
 //! threads, which we simply abandon at exit: tokio's own stdin would block shutdown on a
 //! read it cannot cancel.
 
+// Unix only: a Windows port starts here (src/platform/mod.rs).
+#[cfg(unix)]
+mod pollable;
+
 use super::Outgoing;
-use super::lines::{Outbox, SharedWrite, read_frames_paced, spawn_writer};
+use super::lines::{Outbox, read_frames_paced, spawn_writer};
 use crate::jsonrpc::{Frame, Framer};
-use nix::fcntl::{FcntlArg, OFlag, fcntl};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-use std::fs::File;
+use crate::platform;
+#[cfg(unix)]
+use pollable::Pollable;
 use std::io::{BufRead, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileTypeExt;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::UnixStream;
-use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 /// Our stdout, ready for lines.
@@ -35,10 +32,7 @@ pub struct Stdout {
 /// Starts writing stdout. Must be called on the runtime.
 pub fn stdout() -> std::io::Result<Stdout> {
     let (done_tx, flushed) = oneshot::channel();
-    let outgoing = match Pollable::open(
-        std::io::stdout().as_fd().try_clone_to_owned()?,
-        Direction::Out,
-    )? {
+    let outgoing = match Pollable::stdout()? {
         Some(stdout) => {
             let (tx, done) = spawn_writer(stdout, "stdout".into());
             tokio::spawn(async move {
@@ -66,10 +60,7 @@ where
     Wait: std::future::Future<Output = ()> + Send,
 {
     let (eof_tx, closed) = oneshot::channel();
-    match Pollable::open(
-        std::io::stdin().as_fd().try_clone_to_owned()?,
-        Direction::In,
-    )? {
+    match Pollable::stdin()? {
         Some(stdin) => {
             tokio::spawn(async move {
                 if let Err(e) = read_frames_paced(stdin, max_message_size, on_frame, room).await {
@@ -81,114 +72,6 @@ where
         None => read_on_thread(on_frame, room, eof_tx, max_message_size)?,
     }
     Ok(closed)
-}
-
-/// A pipe or socket switched to non-blocking mode and registered with the runtime.
-///
-/// The non-blocking flag belongs to the open file description, which we share with whoever
-/// gave us the descriptor (a shell running `openpact serve | tee log; next-command` hands the
-/// same pipe to the next command), so dropping this puts the flag back as it was.
-struct Pollable {
-    io: Io,
-    /// A duplicate of the descriptor, kept to restore the flags through.
-    original: File,
-    restore: Option<OFlag>,
-}
-
-enum Io {
-    PipeIn(pipe::Receiver),
-    PipeOut(pipe::Sender),
-    Socket(UnixStream),
-}
-
-/// Which way a [`Pollable`] carries data.
-#[derive(Clone, Copy)]
-enum Direction {
-    In,
-    Out,
-}
-
-impl Pollable {
-    /// `Ok(None)` when `fd` is something epoll cannot watch usefully (a terminal, a regular
-    /// file, `/dev/null`): the caller then uses a thread.
-    fn open(fd: OwnedFd, direction: Direction) -> std::io::Result<Option<Pollable>> {
-        let original = File::from(fd.try_clone()?);
-        let kind = original.metadata()?.file_type();
-        let flags = OFlag::from_bits_truncate(fcntl(&original, FcntlArg::F_GETFL)?);
-        let restore = (!flags.contains(OFlag::O_NONBLOCK)).then_some(flags);
-        let io = if kind.is_fifo() {
-            match direction {
-                Direction::In => pipe::Receiver::from_owned_fd(fd).map(Io::PipeIn),
-                Direction::Out => pipe::Sender::from_owned_fd(fd).map(Io::PipeOut),
-            }
-        } else if kind.is_socket() {
-            let socket = std::os::unix::net::UnixStream::from(fd);
-            socket
-                .set_nonblocking(true)
-                .and_then(|()| UnixStream::from_std(socket))
-                .map(Io::Socket)
-        } else {
-            return Ok(None);
-        };
-        match io {
-            Ok(io) => Ok(Some(Pollable {
-                io,
-                original,
-                restore,
-            })),
-            Err(e) => {
-                if let Some(flags) = restore {
-                    let _ = fcntl(&original, FcntlArg::F_SETFL(flags));
-                }
-                tracing::debug!(error = %e, "stdio cannot be polled; using a thread");
-                Ok(None)
-            }
-        }
-    }
-}
-
-impl Drop for Pollable {
-    fn drop(&mut self) {
-        if let Some(flags) = self.restore {
-            let _ = fcntl(&self.original, FcntlArg::F_SETFL(flags));
-        }
-    }
-}
-
-fn wrong_way() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::Unsupported, "stdio used the wrong way")
-}
-
-impl AsyncRead for Pollable {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match &mut self.get_mut().io {
-            Io::PipeIn(r) => Pin::new(r).poll_read(cx, buf),
-            Io::Socket(s) => Pin::new(s).poll_read(cx, buf),
-            Io::PipeOut(_) => Poll::Ready(Err(wrong_way())),
-        }
-    }
-}
-
-impl SharedWrite for Pollable {
-    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-        match &self.io {
-            Io::PipeOut(w) => w.try_write_vectored(bufs),
-            Io::Socket(s) => s.try_write_vectored(bufs),
-            Io::PipeIn(_) => Err(wrong_way()),
-        }
-    }
-
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match &self.io {
-            Io::PipeOut(w) => w.poll_write_ready(cx),
-            Io::Socket(s) => s.poll_write_ready(cx),
-            Io::PipeIn(_) => Poll::Ready(Err(wrong_way())),
-        }
-    }
 }
 
 fn read_on_thread<Room, Wait>(
@@ -208,8 +91,7 @@ where
         // A process in the background reading its terminal is stopped by SIGTTIN, the whole
         // hub with it (`openpact serve --http &` in a shell). With SIGTTIN blocked on this
         // thread the read fails with EIO instead, and the stdio client counts as gone.
-        let ttin = SigSet::from(Signal::SIGTTIN);
-        if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&ttin), None) {
+        if let Err(e) = platform::fail_background_reads() {
             tracing::debug!(error = %e, "could not block SIGTTIN on the stdin thread");
         }
         let stdin = std::io::stdin();
@@ -220,7 +102,7 @@ where
             let buf = match reader.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.raw_os_error() == Some(nix::libc::EIO) && stdin_is_terminal() => {
+                Err(e) if platform::is_background_read(&e) && stdin_is_terminal() => {
                     tracing::info!(
                         "stdin is a terminal this process is in the background of; treating as end of input"
                     );
