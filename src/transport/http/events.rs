@@ -1,5 +1,7 @@
 //! Reading a `text/event-stream` body with sse-stream, under the message size limit: an event
 //! larger than the limit is not buffered whole, the stream is abandoned instead.
+//!
+//! Public (hidden) only for the fuzz targets in `tests/fuzz`.
 
 use futures_core::Stream;
 use sse_stream::{Sse, SseByteStream};
@@ -10,7 +12,7 @@ use std::task::{Context, Poll};
 
 /// Why an event stream stopped early.
 #[derive(Debug)]
-pub(super) enum StreamError {
+pub enum StreamError {
     /// An event (or the bytes read towards one) passed the size limit; the length seen.
     TooLarge(usize),
     /// The connection broke, or the bytes were not an event stream.
@@ -18,7 +20,7 @@ pub(super) enum StreamError {
 }
 
 /// The events of one SSE response, in order.
-pub(super) struct Events {
+pub struct Events {
     inner: Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>,
     /// Bytes read since the last event was handed out.
     pending: Arc<AtomicUsize>,
@@ -133,7 +135,7 @@ fn broken(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Whether an event carries a JSON-RPC message: the default event type or `message`,
 /// with data (the 2025-11-25 priming event has an empty one).
-pub(super) fn message_data(ev: &Sse) -> Option<&str> {
+pub fn message_data(ev: &Sse) -> Option<&str> {
     match ev.event.as_deref() {
         None | Some("message") => ev.data.as_deref().filter(|d| !d.trim().is_empty()),
         _ => None,

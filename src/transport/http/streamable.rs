@@ -47,7 +47,7 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    fn new(body: String) -> Outbound {
+    pub(super) fn new(body: String) -> Outbound {
         let obj = RawObject::parse(&body).unwrap_or_default();
         let method = obj.get_str("method").map(|m| m.into_owned());
         let id = obj
