@@ -10,7 +10,8 @@
 //! `subscriptions/listen`.
 
 mod listen;
-mod state;
+#[doc(hidden)]
+pub mod state;
 
 use super::{Hub, LOG_LEVELS, Session, lock, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
@@ -340,7 +341,9 @@ fn stamp(obj: &mut Map<String, Value>) {
 }
 
 /// The request line the session serves: the client's, without what only this module reads.
-fn inner_request(id: &str, method: &str, params: &Value) -> String {
+/// Public (hidden) for the fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub fn inner_request(id: &str, method: &str, params: &Value) -> String {
     let mut params = params.clone();
     if let Some(obj) = params.as_object_mut() {
         obj.remove("requestState");
@@ -365,8 +368,10 @@ fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta")?.get("progressToken").cloned()
 }
 
-/// Binds a `requestState` to the request it may come back with.
-fn request_digest(origin: &str, method: &str, params: &Value) -> String {
+/// Binds a `requestState` to the request it may come back with. Public (hidden) for the
+/// fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub fn request_digest(origin: &str, method: &str, params: &Value) -> String {
     let target = params
         .get("name")
         .or_else(|| params.get("uri"))

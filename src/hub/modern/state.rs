@@ -2,6 +2,8 @@
 //! request waiting in this process for the client's input, bound to that request (origin,
 //! method, name, arguments) and to an expiry, so a client can neither forge one nor replay
 //! it for another request.
+//!
+//! Public (hidden) only for the fuzz targets in `tests/fuzz`.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
