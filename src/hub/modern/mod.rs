@@ -86,9 +86,14 @@ pub fn wants_modern(m: &Message) -> bool {
     if m.method() == "server/discover" {
         return true;
     }
-    m.params()
-        .is_some_and(|p| memchr::memmem::find(p.as_bytes(), KEY_VERSION.as_bytes()).is_some())
-        && envelope_version(m).is_some()
+    // A cheap look first: the key as written, or an escape that could spell it (`\/`,
+    // `\u0069`), which only the parse reads.
+    m.params().is_some_and(|p| {
+        let p = p.as_bytes();
+        memchr::memmem::find(p, KEY_VERSION.as_bytes()).is_some()
+            || memchr::memmem::find(p, b"\\u").is_some()
+            || memchr::memmem::find(p, b"\\/").is_some()
+    }) && envelope_version(m).is_some()
 }
 
 /// The protocol version in the request's `_meta`, if any.
@@ -781,5 +786,38 @@ impl Running {
         }
         self.asked = open;
         self.preset = responses;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(params: &str) -> Message {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{params}}}"#);
+        Message::parse(line.into()).unwrap()
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `request_state`): an envelope whose key was
+    /// written with JSON escapes was read as a legacy request.
+    #[test]
+    fn the_envelope_is_seen_however_its_key_is_spelled() {
+        for params in [
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}"#,
+            r#"{"_meta":{"\u0069o.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+            r#"{"\u005fmeta":{"io.modelcontextprotocol\u002FprotocolVersion":"2026-07-28"}}"#,
+        ] {
+            let m = request(params);
+            assert_eq!(envelope_version(&m).as_deref(), Some(VERSION), "{params}");
+            assert!(wants_modern(&m), "{params}");
+        }
+        for params in [
+            r#"{"_meta":{"progressToken":1}}"#,
+            r#"{"name":"a\/b","arguments":{"x":"\u00e9"}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#,
+        ] {
+            assert!(!wants_modern(&request(params)), "{params}");
+        }
     }
 }
