@@ -124,13 +124,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes of lower-case hex, as [`hex`] writes it, and nothing else: a tag written any
+/// other way (upper case, `+f` which `from_str_radix` takes) is not one we issued.
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+    bytes
+        .chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
         .collect()
 }
 
@@ -155,6 +163,33 @@ mod tests {
         assert_eq!(s.open("garbage", &d), Err(StateError::Malformed));
         let stranger = Signer::new().expect("random");
         assert_eq!(stranger.open(&state, &d), Err(StateError::Forged));
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `request_state`): the tag's hex was read in
+    /// upper case too (and `+f` for `0f`), so an altered state still opened.
+    #[test]
+    fn only_the_issued_spelling_of_a_state_opens() {
+        let s = Signer::new().expect("random");
+        let d = digest(&["x"]);
+        // A state whose tag has a byte below 0x10 (a leading zero) and a letter.
+        let (state, at) = (0..)
+            .find_map(|n| {
+                let state = s.sign(&format!("h{n}"), now() + 60, &d);
+                let tag = state.rsplit_once('.')?.1.as_bytes();
+                let at = (0..tag.len() / 2).find(|i| tag[2 * i] == b'0')?;
+                tag.iter().any(u8::is_ascii_alphabetic).then_some((state, at))
+            })
+            .expect("such a tag");
+        assert!(matches!(s.open(&state, &d), Ok(Opened::Live(_))));
+        let (body, tag) = state.rsplit_once('.').expect("tag");
+        let upper = format!("{body}.{}", tag.to_ascii_uppercase());
+        assert_eq!(s.open(&upper, &d), Err(StateError::Malformed));
+        let plus = format!("{body}.{}+{}", &tag[..2 * at], &tag[2 * at + 1..]);
+        assert_eq!(s.open(&plus, &d), Err(StateError::Malformed));
+        assert_eq!(unhex("0aff"), Some(vec![0x0a, 0xff]));
+        for bad in ["0A", "+a", "0", "zz", "é0"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
     }
 
     #[test]

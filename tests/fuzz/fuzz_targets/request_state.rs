@@ -283,7 +283,16 @@ fuzz_target!(|data: &[u8]| {
         let at = usize::from(input.byte()) * bytes.len() / 256;
         let b = input.byte();
         let last = bytes.len() - 1;
-        match input.byte() % 5 {
+        // Where the tag starts: hex the signer wrote, which other spellings must not match.
+        let tag = bytes.iter().rposition(|&c| c == b'.').map_or(0, |i| i + 1);
+        match input.byte() % 7 {
+            5 => bytes[tag..].make_ascii_uppercase(),
+            6 => {
+                // A byte below 0x10 written `+X` instead of `0X`.
+                if let Some(i) = (tag..last).step_by(2).find(|&i| bytes[i] == b'0') {
+                    bytes[i] = b'+';
+                }
+            }
             0 => bytes[at.min(last)] = b,
             1 => bytes.insert(at, b),
             2 if last > 0 => {
