@@ -201,6 +201,21 @@ pub enum RefreshError {
 
 /// The refresh grant (with `resource` again); a rotated refresh token replaces the old one.
 pub async fn refresh(http: &Http, old: &StoredTokens) -> Result<StoredTokens, RefreshError> {
+    refresh_with(&http.for_oauth2(), old).await
+}
+
+/// [`refresh`] through `send`, which takes the token request and gives the HTTP response:
+/// `Http::for_oauth2` in production, a made-up answer in the fuzz targets (`tests/fuzz`).
+#[doc(hidden)]
+pub async fn refresh_with<F, Fut, E>(
+    send: &F,
+    old: &StoredTokens,
+) -> Result<StoredTokens, RefreshError>
+where
+    F: Fn(oauth2::HttpRequest) -> Fut,
+    Fut: std::future::Future<Output = Result<oauth2::HttpResponse, E>>,
+    E: std::error::Error + 'static,
+{
     let Some(refresh_token) = &old.refresh_token else {
         return Err(RefreshError::Refused("no refresh token".to_string()));
     };
@@ -219,7 +234,7 @@ pub async fn refresh(http: &Http, old: &StoredTokens) -> Result<StoredTokens, Re
         request = request.add_extra_param("client_id", &old.client_id);
     }
     let answer = request
-        .request_async(&http.for_oauth2())
+        .request_async(send)
         .await
         .map_err(|e| match token_error(e, &old.token_endpoint) {
             (true, m) => RefreshError::Refused(m),
@@ -289,8 +304,8 @@ fn tokens_from(answer: &BasicTokenResponse, requested: &[String]) -> Result<Toke
 }
 
 /// (refused by the server, message). Never includes the response body: it may hold tokens.
-fn token_error(
-    e: RequestTokenError<super::http::HttpError, BasicErrorResponse>,
+fn token_error<E: std::error::Error + 'static>(
+    e: RequestTokenError<E, BasicErrorResponse>,
     endpoint: &str,
 ) -> (bool, String) {
     match e {
