@@ -280,8 +280,9 @@ pub(super) async fn answered(shared: &Arc<Shared>, out: &Outbound, mut resp: Res
                     return;
                 };
                 // This body is the only answer the request can get: one that does not carry
-                // its response fails it now rather than at its timeout.
-                let done = answers(&String::from_utf8_lossy(&body), id);
+                // its response (the client reads only UTF-8) fails it now rather than at its
+                // timeout.
+                let done = std::str::from_utf8(&body).is_ok_and(|text| answers(text, id));
                 shared.deliver(body);
                 if !done {
                     shared.fail(
@@ -464,7 +465,7 @@ mod tests {
     use std::time::Duration;
 
     /// What the link delivers for a POST of `line` answered with a JSON `body`.
-    async fn delivered(line: &str, body: &'static str) -> Vec<String> {
+    async fn delivered_bytes(line: &str, body: &'static [u8]) -> Vec<Vec<u8>> {
         let spec = Arc::new(RemoteSpec {
             label: "t".into(),
             url: url::Url::parse("http://127.0.0.1:9/mcp").unwrap(),
@@ -477,7 +478,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let deliver: Deliver = Arc::new(move |f| match f {
-            Frame::Line(l) => sink.lock().unwrap().push(String::from_utf8(l).unwrap()),
+            Frame::Line(l) => sink.lock().unwrap().push(l),
             Frame::Oversized { .. } => panic!("oversized"),
         });
         let resp = axum::http::Response::builder()
@@ -490,21 +491,30 @@ mod tests {
         seen.lock().unwrap().clone()
     }
 
+    async fn delivered(line: &str, body: &'static str) -> Vec<String> {
+        delivered_bytes(line, body.as_bytes())
+            .await
+            .into_iter()
+            .map(|l| String::from_utf8(l).unwrap())
+            .collect()
+    }
+
+    const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
     /// Found by the fuzzer (tests/fuzz, target `sse`): a JSON answer that was not the
     /// request's response left the request waiting for its timeout.
     #[tokio::test]
     async fn a_json_answer_without_the_response_fails_the_request() {
-        let request = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
         let ok = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-        assert_eq!(delivered(request, ok).await, [ok]);
+        assert_eq!(delivered(REQUEST, ok).await, [ok]);
         let batch = r#"[{"jsonrpc":"2.0","method":"notifications/message"},{"jsonrpc":"2.0","id":1,"result":{}}]"#;
-        assert_eq!(delivered(request, batch).await, [batch]);
+        assert_eq!(delivered(REQUEST, batch).await, [batch]);
         for stray in [
             r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/message"}"#,
             "jsonrpc:2.0",
         ] {
-            let got = delivered(request, stray).await;
+            let got = delivered(REQUEST, stray).await;
             assert_eq!(got.len(), 2, "{got:?}");
             assert_eq!(got[0], stray);
             assert!(
@@ -516,5 +526,16 @@ mod tests {
         // A notification's answer is passed on only when it could be JSON-RPC.
         let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         assert!(delivered(note, "Accepted").await.is_empty());
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `sse`): the response in a body that is not
+    /// UTF-8 counted as answered, though the client, which reads only UTF-8, drops it.
+    #[tokio::test]
+    async fn a_json_answer_that_is_not_utf8_fails_the_request() {
+        let got = delivered_bytes(REQUEST, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}").await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(String::from_utf8_lossy(&got[1]).contains("not its response"));
+        let text = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\u{fffd}\"}";
+        assert_eq!(delivered(REQUEST, text).await, [text]);
     }
 }
