@@ -360,7 +360,9 @@ fn token(input: &mut Input<'_>) {
     };
     let result = runtime().block_on(refresh_with(&answer, &old));
     // The first JSON value of the body, as `oauth2` reads it (it ignores what follows).
-    let doc: Option<Value> = serde_json::Deserializer::from_slice(&body)
+    // (Members it ignores may hold bytes that are not UTF-8: serde_json skips them unread.)
+    let text = String::from_utf8_lossy(&body);
+    let doc: Option<Value> = serde_json::Deserializer::from_str(&text)
         .into_iter::<Value>()
         .next()
         .and_then(Result::ok);
