@@ -98,74 +98,99 @@ impl Listener {
         request: tiny_http::Request,
         expect: &Expect,
     ) -> Option<Result<String, String>> {
-        let url = request.url().to_string();
-        let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-        if path != self.path {
-            respond(
-                request,
-                404,
-                "Not found",
-                "This is openpact's login callback; nothing is here.",
-            );
-            return None;
-        }
-        let params = Params::parse(query);
-        if !same_secret(params.state.as_deref().unwrap_or(""), &expect.state) {
-            tracing::warn!("refused a login callback whose state is not the one in progress");
-            respond(
-                request,
-                400,
-                "Login not accepted",
-                "This response does not belong to the login openpact is waiting for (the state does not match). Start the login again from openpact.",
-            );
-            return None;
-        }
-        if let Err(e) = check_iss(expect.iss_advertised, &expect.issuer, params.iss.as_deref()) {
-            // RFC 9207: on a mismatch, nothing else in the response is acted on or shown.
-            respond(
-                request,
-                400,
-                "Login failed",
-                "The response came from an unexpected authorization server.",
-            );
-            return Some(Err(e));
-        }
-        if let Some(error) = params.error {
-            let description = params.error_description.unwrap_or_default();
-            let shown = if description.is_empty() {
-                error.clone()
-            } else {
-                format!("{error}: {description}")
-            };
-            respond(
-                request,
-                400,
-                "Login failed",
-                &format!("The authorization server said: {shown}"),
-            );
-            return Some(Err(format!(
-                "the authorization server refused the login: {shown}"
-            )));
-        }
-        let Some(code) = params.code.filter(|c| !c.is_empty()) else {
-            respond(
-                request,
-                400,
-                "Login failed",
-                "The response carries no authorization code.",
-            );
-            return Some(Err(
-                "the login callback carried no authorization code".to_string()
-            ));
-        };
-        respond(
-            request,
-            200,
-            "Logged in",
-            "openpact is logged in. You can close this tab.",
-        );
-        Some(Ok(code))
+        let v = verdict(&self.path, request.url(), expect);
+        respond(request, v.status, v.title, &v.text);
+        v.outcome
     }
+}
+
+/// What one request to the callback gets: the page (status, title, text), and the outcome of
+/// the login when the request ends the wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub status: u16,
+    pub title: &'static str,
+    pub text: String,
+    pub outcome: Option<Result<String, String>>,
+}
+
+impl Verdict {
+    fn page(status: u16, title: &'static str, text: &str) -> Verdict {
+        Verdict {
+            status,
+            title,
+            text: text.to_string(),
+            outcome: None,
+        }
+    }
+
+    fn ends(mut self, outcome: Result<String, String>) -> Verdict {
+        self.outcome = Some(outcome);
+        self
+    }
+}
+
+/// The answer to a request for `url` (path and query, as the browser sent it) at a callback
+/// listening on `path` for the login `expect` describes.
+pub fn verdict(path: &str, url: &str, expect: &Expect) -> Verdict {
+    let (asked, query) = url.split_once('?').unwrap_or((url, ""));
+    if asked != path {
+        return Verdict::page(
+            404,
+            "Not found",
+            "This is openpact's login callback; nothing is here.",
+        );
+    }
+    let params = Params::parse(query);
+    if !same_secret(params.state.as_deref().unwrap_or(""), &expect.state) {
+        tracing::warn!("refused a login callback whose state is not the one in progress");
+        return Verdict::page(
+            400,
+            "Login not accepted",
+            "This response does not belong to the login openpact is waiting for (the state does not match). Start the login again from openpact.",
+        );
+    }
+    if let Err(e) = check_iss(expect.iss_advertised, &expect.issuer, params.iss.as_deref()) {
+        // RFC 9207: on a mismatch, nothing else in the response is acted on or shown.
+        return Verdict::page(
+            400,
+            "Login failed",
+            "The response came from an unexpected authorization server.",
+        )
+        .ends(Err(e));
+    }
+    if let Some(error) = params.error {
+        let description = params.error_description.unwrap_or_default();
+        let shown = if description.is_empty() {
+            error.clone()
+        } else {
+            format!("{error}: {description}")
+        };
+        return Verdict::page(
+            400,
+            "Login failed",
+            &format!("The authorization server said: {shown}"),
+        )
+        .ends(Err(format!(
+            "the authorization server refused the login: {shown}"
+        )));
+    }
+    let Some(code) = params.code.filter(|c| !c.is_empty()) else {
+        return Verdict::page(
+            400,
+            "Login failed",
+            "The response carries no authorization code.",
+        )
+        .ends(Err(
+            "the login callback carried no authorization code".to_string()
+        ));
+    };
+    Verdict::page(
+        200,
+        "Logged in",
+        "openpact is logged in. You can close this tab.",
+    )
+    .ends(Ok(code))
 }
 
 fn seconds(d: Duration) -> String {

@@ -173,12 +173,20 @@ pub async fn discover(
     legacy(http, server).await
 }
 
-async fn from_resource_metadata(
-    http: &Http,
-    server: &Url,
-    url: &Url,
-    doc: &Value,
-) -> Result<Discovered, String> {
+/// What a Protected Resource Metadata document says, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceMetadata {
+    /// The `resource` (covering the server), or the server's canonical URL when absent.
+    pub resource: String,
+    /// The first of `authorization_servers`, as written, and parsed (HTTPS or loopback).
+    pub issuer: String,
+    pub issuer_url: Url,
+    pub scopes_supported: Vec<String>,
+}
+
+/// Reads the Protected Resource Metadata `doc` found at `url` for `server`: a document for
+/// another resource, or naming no usable authorization server, is refused.
+pub fn resource_metadata(server: &Url, url: &Url, doc: &Value) -> Result<ResourceMetadata, String> {
     let where_ = without_query(url);
     let resource = match doc.get("resource").and_then(Value::as_str) {
         Some(r) if resource_matches(r, server) => r.to_string(),
@@ -205,10 +213,26 @@ async fn from_resource_metadata(
         format!("the authorization server \"{issuer}\" named at {where_} is not a URL: {e}")
     })?;
     secure(&issuer_url)?;
-    let Some(auth) = server_metadata(http, &issuer_url, issuer).await? else {
+    Ok(ResourceMetadata {
+        resource,
+        issuer: issuer.to_string(),
+        issuer_url,
+        scopes_supported: strings(doc.get("scopes_supported")),
+    })
+}
+
+async fn from_resource_metadata(
+    http: &Http,
+    server: &Url,
+    url: &Url,
+    doc: &Value,
+) -> Result<Discovered, String> {
+    let prm = resource_metadata(server, url, doc)?;
+    let Some(auth) = server_metadata(http, &prm.issuer_url, &prm.issuer).await? else {
         return Err(format!(
-            "the authorization server {issuer} publishes no metadata (tried {})",
-            server_metadata_urls(&issuer_url)
+            "the authorization server {} publishes no metadata (tried {})",
+            prm.issuer,
+            server_metadata_urls(&prm.issuer_url)
                 .iter()
                 .map(without_query)
                 .collect::<Vec<_>>()
@@ -216,9 +240,9 @@ async fn from_resource_metadata(
         ));
     };
     Ok(Discovered {
-        resource,
-        metadata_url: Some(where_),
-        scopes_supported: strings(doc.get("scopes_supported")),
+        resource: prm.resource,
+        metadata_url: Some(without_query(url)),
+        scopes_supported: prm.scopes_supported,
         server: auth,
     })
 }

@@ -5,6 +5,7 @@
 
 use super::browser::Opener;
 use super::callback::{Expect, Listener};
+use super::challenge::split_scopes;
 use super::discovery::Discovered;
 use super::http::Http;
 use super::register::{self, AuthMethod, ClientIdentity};
@@ -201,6 +202,21 @@ pub enum RefreshError {
 
 /// The refresh grant (with `resource` again); a rotated refresh token replaces the old one.
 pub async fn refresh(http: &Http, old: &StoredTokens) -> Result<StoredTokens, RefreshError> {
+    refresh_with(&http.for_oauth2(), old).await
+}
+
+/// [`refresh`] through `send`, which takes the token request and gives the HTTP response:
+/// `Http::for_oauth2` in production, a made-up answer in the fuzz targets (`tests/fuzz`).
+#[doc(hidden)]
+pub async fn refresh_with<F, Fut, E>(
+    send: &F,
+    old: &StoredTokens,
+) -> Result<StoredTokens, RefreshError>
+where
+    F: Fn(oauth2::HttpRequest) -> Fut,
+    Fut: std::future::Future<Output = Result<oauth2::HttpResponse, E>>,
+    E: std::error::Error + 'static,
+{
     let Some(refresh_token) = &old.refresh_token else {
         return Err(RefreshError::Refused("no refresh token".to_string()));
     };
@@ -219,7 +235,7 @@ pub async fn refresh(http: &Http, old: &StoredTokens) -> Result<StoredTokens, Re
         request = request.add_extra_param("client_id", &old.client_id);
     }
     let answer = request
-        .request_async(&http.for_oauth2())
+        .request_async(send)
         .await
         .map_err(|e| match token_error(e, &old.token_endpoint) {
             (true, m) => RefreshError::Refused(m),
@@ -275,22 +291,33 @@ fn tokens_from(answer: &BasicTokenResponse, requested: &[String]) -> Result<Toke
             "the authorization server issued a \"{kind}\" token; openpact only uses Bearer tokens"
         ));
     }
+    let access_token = answer.access_token().secret();
+    if access_token.is_empty() {
+        return Err("the authorization server issued an empty access token".to_string());
+    }
     Ok(Tokens {
-        access_token: answer.access_token().secret().clone(),
+        access_token: access_token.clone(),
         refresh_token: answer.refresh_token().map(|r| r.secret().clone()),
         expires_at: answer
             .expires_in()
             .map(|d| now_secs().saturating_add(d.as_secs())),
+        // `oauth2` splits the granted `scope` at each space, so "a  b" has an empty scope.
         scopes: match answer.scopes() {
-            Some(granted) => granted.iter().map(|s| s.to_string()).collect(),
+            Some(granted) => split_scopes(
+                &granted
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
             None => requested.to_vec(),
         },
     })
 }
 
 /// (refused by the server, message). Never includes the response body: it may hold tokens.
-fn token_error(
-    e: RequestTokenError<super::http::HttpError, BasicErrorResponse>,
+fn token_error<E: std::error::Error + 'static>(
+    e: RequestTokenError<E, BasicErrorResponse>,
     endpoint: &str,
 ) -> (bool, String) {
     match e {
@@ -366,5 +393,53 @@ mod tests {
             choose_scopes(&none, &v(&["a"]), &none, &none, &v(&["a"])),
             v(&["a"])
         );
+    }
+
+    /// Refreshes `old` against a token endpoint that answers `body` with HTTP 200.
+    async fn refreshed(body: &str) -> Result<StoredTokens, String> {
+        let old = StoredTokens {
+            access_token: "old-access".into(),
+            refresh_token: Some("old-refresh".into()),
+            expires_at: None,
+            scopes: v(&["requested"]),
+            resource: "https://mcp.example.com/mcp".into(),
+            issuer: "https://auth.example.com".into(),
+            token_endpoint: "https://auth.example.com/token".into(),
+            client_id: "c".into(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+            obtained_at: 0,
+        };
+        let body = body.as_bytes().to_vec();
+        let answer = move |_: oauth2::HttpRequest| {
+            let r = oauth2::http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .map_err(std::io::Error::other);
+            async move { r }
+        };
+        refresh_with(&answer, &old).await.map_err(|e| match e {
+            RefreshError::Refused(m) | RefreshError::Failed(m) => m,
+        })
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `oauth`): a granted `scope` with two spaces in a
+    /// row gave an empty scope, and an empty access token was taken.
+    #[tokio::test]
+    async fn granted_scopes_are_words_and_an_access_token_is_required() {
+        let t = refreshed(r#"{"access_token":"at","token_type":"Bearer","scope":"read  write read "}"#)
+            .await
+            .unwrap();
+        assert_eq!(t.scopes, v(&["read", "write"]));
+        assert_eq!(t.refresh_token.as_deref(), Some("old-refresh"));
+        let t = refreshed(r#"{"access_token":"at","token_type":"bearer"}"#)
+            .await
+            .unwrap();
+        assert_eq!(t.scopes, v(&["requested"]));
+        let e = refreshed(r#"{"access_token":"","token_type":"Bearer"}"#)
+            .await
+            .unwrap_err();
+        assert!(e.contains("empty access token"), "{e}");
     }
 }

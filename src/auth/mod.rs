@@ -25,6 +25,19 @@ pub use register::{AuthMethod, METADATA_URL_VAR};
 pub use server::{AuthStatus, ServerAuth, describe, scope_list};
 pub use store::{StoreKind, TokenStore};
 
+/// The parsers of what servers and browsers send, for the fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub mod parsers {
+    pub use super::callback::{Expect, Verdict, verdict};
+    pub use super::discovery::{
+        ResourceMetadata, auth_server, metadata_urls, resource_matches, resource_metadata,
+        server_metadata_urls,
+    };
+    pub use super::flow::{RefreshError, refresh_with};
+    pub use super::register::registered;
+    pub use super::store::StoredTokens;
+}
+
 use std::future::Future;
 use std::pin::Pin;
 

@@ -258,7 +258,7 @@ async fn identify_with(
 
 /// The identity in a registration response (RFC 7591 §3.2.1): the server may have changed
 /// the method it was asked for.
-fn registered(
+pub fn registered(
     doc: &Value,
     asked: AuthMethod,
     auth: &AuthServer,

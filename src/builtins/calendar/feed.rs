@@ -54,9 +54,9 @@ pub(super) async fn load(
 }
 
 /// One feed's name and its text, or why it could not be read.
-pub(super) struct Feed {
-    pub(super) name: String,
-    pub(super) body: Result<String, String>,
+pub struct Feed {
+    pub name: String,
+    pub body: Result<String, String>,
 }
 
 /// The events of one feed that overlap the window, and notes on what was approximated.

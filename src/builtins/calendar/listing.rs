@@ -15,7 +15,7 @@ const MAX_DESCRIPTION: usize = 2000;
 
 /// The tool result for these feeds at `now`, with floating times and the display in `local`
 /// (the machine's zone in production; fixed zones in tests).
-pub(super) fn listing(
+pub fn listing(
     feeds: &[Feed],
     now: DateTime<Utc>,
     days: i64,

@@ -26,12 +26,17 @@ mod recurrence;
 mod tests;
 mod zones;
 
+/// The feed reader and the listing, for the fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub use feed::Feed;
+#[doc(hidden)]
+pub use listing::listing;
+
 use super::net::Fetcher;
 use super::{BoxFuture, Group, ToolDef, ToolOutput};
 use crate::config::{CalendarSource, WebSettings};
 use chrono::Utc;
-use feed::{Feed, load};
-use listing::listing;
+use feed::load;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -172,6 +172,11 @@ pub(super) fn expand(
 /// which insists on UTC for zoned starts, while feeds also write it as a local time or a
 /// bare date.
 fn rule(text: &str, dtstart: DateTime<rrule::Tz>, all_day: bool) -> Result<RRule, String> {
+    // RFC 5545 rules are ASCII; the rrule crate's parser panics on some other text (a
+    // `BYDAY` ending inside a multi-byte character).
+    if !text.is_ascii() {
+        return Err("it is not ASCII".into());
+    }
     let zone = dtstart.timezone();
     let mut until = None;
     let mut parts = Vec::new();

@@ -115,24 +115,8 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
 }
 
 fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> HttpFace {
-    let face = Arc::new(Face {
-        backend,
-        guard: guard::Guard::new(settings, bound.loopback),
-        settings: settings.clone(),
-        sessions: Mutex::new(HashMap::new()),
-        next_stream: AtomicU64::new(1),
-    });
-    let app = axum::Router::new()
-        .route("/mcp", get(get_stream).post(post).delete(delete))
-        .route(
-            "/mcp/{profile}",
-            get(get_stream_in).post(post_in).delete(delete_in),
-        )
-        .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .layer(axum::middleware::from_fn_with_state(face.clone(), check))
-        .layer(DefaultBodyLimit::max(settings.max_body_size))
-        .with_state(face.clone());
+    let face = new_face(backend, settings, bound.loopback);
+    let app = app(&face);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
     let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
@@ -157,6 +141,39 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
         reaper,
         stop: Some(stop),
     }
+}
+
+fn new_face(backend: Backend, settings: &HttpSettings, loopback: bool) -> Arc<Face> {
+    Arc::new(Face {
+        backend,
+        guard: guard::Guard::new(settings, loopback),
+        settings: settings.clone(),
+        sessions: Mutex::new(HashMap::new()),
+        next_stream: AtomicU64::new(1),
+    })
+}
+
+/// The routes, the guard and the body limit: everything a request meets once accepted.
+fn app(face: &Arc<Face>) -> axum::Router {
+    axum::Router::new()
+        .route("/mcp", get(get_stream).post(post).delete(delete))
+        .route(
+            "/mcp/{profile}",
+            get(get_stream_in).post(post_in).delete(delete_in),
+        )
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(face.clone(), check))
+        .layer(DefaultBodyLimit::max(face.settings.max_body_size))
+        .with_state(face.clone())
+}
+
+/// The router [`start`] serves for `hub`, without a listener, as if bound to a loopback
+/// address (`loopback`) or not: for driving requests in process (the fuzz targets in
+/// `tests/fuzz`). Idle sessions are not reaped; a full table makes room as usual.
+#[doc(hidden)]
+pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::Router {
+    app(&new_face(Backend::Hub(hub), settings, loopback))
 }
 
 impl HttpFace {

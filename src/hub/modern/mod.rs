@@ -10,7 +10,8 @@
 //! `subscriptions/listen`.
 
 mod listen;
-mod state;
+#[doc(hidden)]
+pub mod state;
 
 use super::{Hub, LOG_LEVELS, Session, lock, log_rank};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
@@ -136,9 +137,14 @@ pub fn wants_modern(m: &Message) -> bool {
     if m.method() == "server/discover" {
         return true;
     }
-    m.params()
-        .is_some_and(|p| memchr::memmem::find(p.as_bytes(), KEY_VERSION.as_bytes()).is_some())
-        && envelope_version(m).is_some()
+    // A cheap look first: the key as written, or an escape that could spell it (`\/`,
+    // `\u0069`), which only the parse reads.
+    m.params().is_some_and(|p| {
+        let p = p.as_bytes();
+        memchr::memmem::find(p, KEY_VERSION.as_bytes()).is_some()
+            || memchr::memmem::find(p, b"\\u").is_some()
+            || memchr::memmem::find(p, b"\\/").is_some()
+    }) && envelope_version(m).is_some()
 }
 
 /// The protocol version in the request's `_meta`, if any.
@@ -389,7 +395,9 @@ fn stamp(obj: &mut Map<String, Value>) {
 }
 
 /// The request line the session serves: the client's, without what only this module reads.
-fn inner_request(id: &str, method: &str, params: &Value) -> String {
+/// Public (hidden) for the fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub fn inner_request(id: &str, method: &str, params: &Value) -> String {
     let mut params = params.clone();
     if let Some(obj) = params.as_object_mut() {
         obj.remove("requestState");
@@ -414,8 +422,10 @@ fn progress_token(params: &Value) -> Option<Value> {
     params.get("_meta")?.get("progressToken").cloned()
 }
 
-/// Binds a `requestState` to the request it may come back with.
-fn request_digest(origin: &str, method: &str, params: &Value) -> String {
+/// Binds a `requestState` to the request it may come back with. Public (hidden) for the
+/// fuzz targets in `tests/fuzz`.
+#[doc(hidden)]
+pub fn request_digest(origin: &str, method: &str, params: &Value) -> String {
     let target = params
         .get("name")
         .or_else(|| params.get("uri"))
@@ -861,5 +871,33 @@ mod tests {
         // Read again, it gets notifications again.
         tx.droppable(note);
         assert!(matches!(rx.recv().await, Some(Out::Notify(_))));
+    }
+
+    fn request(params: &str) -> Message {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{params}}}"#);
+        Message::parse(line.into()).unwrap()
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `request_state`): an envelope whose key was
+    /// written with JSON escapes was read as a legacy request.
+    #[test]
+    fn the_envelope_is_seen_however_its_key_is_spelled() {
+        for params in [
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}"#,
+            r#"{"_meta":{"\u0069o.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+            r#"{"\u005fmeta":{"io.modelcontextprotocol\u002FprotocolVersion":"2026-07-28"}}"#,
+        ] {
+            let m = request(params);
+            assert_eq!(envelope_version(&m).as_deref(), Some(VERSION), "{params}");
+            assert!(wants_modern(&m), "{params}");
+        }
+        for params in [
+            r#"{"_meta":{"progressToken":1}}"#,
+            r#"{"name":"a\/b","arguments":{"x":"\u00e9"}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#,
+        ] {
+            assert!(!wants_modern(&request(params)), "{params}");
+        }
     }
 }

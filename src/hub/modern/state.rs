@@ -2,6 +2,8 @@
 //! request waiting in this process for the client's input, bound to that request (origin,
 //! method, name, arguments) and to an expiry, so a client can neither forge one nor replay
 //! it for another request.
+//!
+//! Public (hidden) only for the fuzz targets in `tests/fuzz`.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
@@ -78,7 +80,12 @@ impl Signer {
         ) else {
             return Err(StateError::Malformed);
         };
-        let tag = hex::decode(tag).map_err(|_| StateError::Malformed)?;
+        // Only the spelling we issue (lower case): the hex crate also reads upper case, and
+        // a state spelled another way than we wrote it is not one we issued.
+        let tag = hex::decode(tag)
+            .ok()
+            .filter(|bytes| hex::encode(bytes) == tag)
+            .ok_or(StateError::Malformed)?;
         self.mac(body)
             .verify_slice(&tag)
             .map_err(|_| StateError::Forged)?;
@@ -139,6 +146,29 @@ mod tests {
         assert_eq!(s.open("garbage", &d), Err(StateError::Malformed));
         let stranger = Signer::new().expect("random");
         assert_eq!(stranger.open(&state, &d), Err(StateError::Forged));
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `request_state`): the tag's hex was read in
+    /// upper case too (and `+f` for `0f`), so an altered state still opened.
+    #[test]
+    fn only_the_issued_spelling_of_a_state_opens() {
+        let s = Signer::new().expect("random");
+        let d = digest(&["x"]);
+        // A state whose tag has a byte below 0x10 (a leading zero) and a letter.
+        let (state, at) = (0..)
+            .find_map(|n| {
+                let state = s.sign(&format!("h{n}"), now() + 60, &d);
+                let tag = state.rsplit_once('.')?.1.as_bytes();
+                let at = (0..tag.len() / 2).find(|i| tag[2 * i] == b'0')?;
+                tag.iter().any(u8::is_ascii_alphabetic).then_some((state, at))
+            })
+            .expect("such a tag");
+        assert!(matches!(s.open(&state, &d), Ok(Opened::Live(_))));
+        let (body, tag) = state.rsplit_once('.').expect("tag");
+        let upper = format!("{body}.{}", tag.to_ascii_uppercase());
+        assert_eq!(s.open(&upper, &d), Err(StateError::Malformed));
+        let plus = format!("{body}.{}+{}", &tag[..2 * at], &tag[2 * at + 1..]);
+        assert_eq!(s.open(&plus, &d), Err(StateError::Malformed));
     }
 
     #[test]

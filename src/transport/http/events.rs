@@ -1,16 +1,19 @@
 //! Reading a `text/event-stream` body with sse-stream, under the message size limit: an event
 //! larger than the limit is not buffered whole, the stream is abandoned instead.
+//!
+//! Public (hidden) only for the fuzz targets in `tests/fuzz`.
 
 use futures_core::Stream;
+use hyper::body::Bytes;
 use sse_stream::{Sse, SseByteStream};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 /// Why an event stream stopped early.
 #[derive(Debug)]
-pub(super) enum StreamError {
+pub enum StreamError {
     /// An event (or the bytes read towards one) passed the size limit; the length seen.
     TooLarge(usize),
     /// The connection broke, or the bytes were not an event stream.
@@ -18,7 +21,7 @@ pub(super) enum StreamError {
 }
 
 /// The events of one SSE response, in order.
-pub(super) struct Events {
+pub struct Events {
     inner: Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>,
     /// Bytes read since the last event was handed out.
     pending: Arc<AtomicUsize>,
@@ -38,39 +41,40 @@ impl std::fmt::Display for OverLimit {
 impl std::error::Error for OverLimit {}
 
 /// The body's chunks, counted, failing once more than `limit` bytes arrived without an event
-/// being taken out (the decoder would otherwise keep buffering one endless event).
+/// being taken out (the decoder would otherwise keep buffering one endless event). A chunk is
+/// handed over in pieces of at most [`SLACK`] bytes: the decoder asks for the next piece only
+/// once it has read the last one, so the count runs at most a piece ahead of the event being
+/// read, and a burst of small events in one large chunk is not mistaken for a large one.
 struct Counted<S> {
     inner: Pin<Box<S>>,
+    /// What is left of the current chunk.
+    rest: Bytes,
     pending: Arc<AtomicUsize>,
     limit: usize,
 }
 
-impl<S, B, E> Stream for Counted<S>
+impl<S, E> Stream for Counted<S>
 where
-    S: Stream<Item = Result<B, E>>,
-    B: AsRef<[u8]>,
+    S: Stream<Item = Result<Bytes, E>>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    type Item = Result<B, std::io::Error>;
+    type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let item = match self.inner.as_mut().poll_next(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(item) => item,
-        };
-        Poll::Ready(item.map(|r| match r {
-            Ok(chunk) => {
-                let seen = self
-                    .pending
-                    .fetch_add(chunk.as_ref().len(), Ordering::Relaxed)
-                    + chunk.as_ref().len();
-                if seen > self.limit {
-                    Err(std::io::Error::other(OverLimit(seen)))
-                } else {
-                    Ok(chunk)
-                }
+        if self.rest.is_empty() {
+            match ready!(self.inner.as_mut().poll_next(cx)) {
+                None => return Poll::Ready(None),
+                Some(Err(e)) => return Poll::Ready(Some(Err(std::io::Error::other(e)))),
+                Some(Ok(chunk)) => self.rest = chunk,
             }
-            Err(e) => Err(std::io::Error::other(e)),
+        }
+        let n = self.rest.len().min(SLACK);
+        let piece = self.rest.split_to(n);
+        let seen = self.pending.fetch_add(n, Ordering::Relaxed) + n;
+        Poll::Ready(Some(if seen > self.limit {
+            Err(std::io::Error::other(OverLimit(seen)))
+        } else {
+            Ok(piece)
         }))
     }
 }
@@ -83,6 +87,7 @@ impl Events {
         let pending = Arc::new(AtomicUsize::new(0));
         let counted = Counted {
             inner: Box::pin(resp.bytes_stream()),
+            rest: Bytes::new(),
             pending: pending.clone(),
             limit: max.saturating_add(SLACK),
         };
@@ -133,9 +138,46 @@ fn broken(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Whether an event carries a JSON-RPC message: the default event type or `message`,
 /// with data (the 2025-11-25 priming event has an empty one).
-pub(super) fn message_data(ev: &Sse) -> Option<&str> {
+pub fn message_data(ev: &Sse) -> Option<&str> {
     match ev.event.as_deref() {
         None | Some("message") => ev.data.as_deref().filter(|d| !d.trim().is_empty()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(body: String) -> reqwest::Response {
+        axum::http::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(body)
+            .unwrap()
+            .into()
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `sse`): small events arriving in one chunk
+    /// larger than the limit and its slack were refused as one event over the limit.
+    #[tokio::test]
+    async fn small_events_in_one_large_chunk_are_all_read() {
+        let data = r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#;
+        let one = format!("data: {data}\n\n");
+        let n = 3 * SLACK / one.len();
+        let mut events = Events::new(response(one.repeat(n)), 1024);
+        for i in 0..n {
+            match events.next().await {
+                Some(Ok(ev)) => assert_eq!(ev.data.as_deref(), Some(data)),
+                other => panic!("event {i}: {other:?}"),
+            }
+        }
+        assert!(events.next().await.is_none());
+        // An event over the limit is still refused, before it is read whole.
+        let big = format!("data: {}\n\n", "x".repeat(4 * SLACK));
+        let mut events = Events::new(response(big), 1024);
+        match events.next().await {
+            Some(Err(StreamError::TooLarge(n))) => assert!(n < 3 * SLACK, "{n}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

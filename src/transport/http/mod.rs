@@ -13,7 +13,8 @@
 
 #[cfg(test)]
 mod auth_tests;
-mod events;
+#[doc(hidden)]
+pub mod events;
 mod legacy;
 mod modern;
 mod shared;
@@ -167,6 +168,25 @@ impl Drop for Link {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Hands `resp`, the server's answer to the POST of `line` (a request or a notification), to
+/// the Streamable HTTP client's response handling, as a link does once the transport is
+/// known: what it delivers goes to `deliver`; the end of the link, if the answer ended it, is
+/// returned. A resumption it attempts goes to `spec.url`. For the fuzz targets (`tests/fuzz`),
+/// which drive it with made-up responses.
+#[doc(hidden)]
+pub async fn answer_post(
+    spec: Arc<RemoteSpec>,
+    line: String,
+    resp: reqwest::Response,
+    deliver: Deliver,
+) -> Result<Option<LinkEnd>, String> {
+    let (end_tx, mut end_rx) = oneshot::channel();
+    let learned = Arc::new(Mutex::new(Some(RemoteKind::Streamable)));
+    let shared = Arc::new(Shared::new(spec, client()?, deliver, learned, end_tx)?);
+    streamable::answered(&shared, &streamable::Outbound::new(line), resp).await;
+    Ok(end_rx.try_recv().ok())
 }
 
 /// Redirects are followed only within the server's origin: a hop elsewhere would carry the

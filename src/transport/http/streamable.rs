@@ -47,7 +47,7 @@ pub(super) struct Outbound {
 }
 
 impl Outbound {
-    fn new(body: String) -> Outbound {
+    pub(super) fn new(body: String) -> Outbound {
         let obj = RawObject::parse(&body).unwrap_or_default();
         let method = obj.get_str("method").map(|m| m.into_owned());
         let id = obj
@@ -270,11 +270,28 @@ pub(super) async fn answered(shared: &Arc<Shared>, out: &Outbound, mut resp: Res
                 }
             }
             Ok(body) => {
-                // A notification's answer has no body; a stray one is passed on only if it
-                // could be JSON-RPC, not a courtesy "Accepted".
-                let first = body.iter().find(|b| !b.is_ascii_whitespace());
-                if id.is_some() || matches!(first, Some(b'{' | b'[')) {
-                    shared.deliver(body);
+                let Some(id) = id else {
+                    // A notification's answer has no body; a stray one is passed on only if
+                    // it could be JSON-RPC, not a courtesy "Accepted".
+                    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+                    if matches!(first, Some(b'{' | b'[')) {
+                        shared.deliver(body);
+                    }
+                    return;
+                };
+                // This body is the only answer the request can get: one that does not carry
+                // its response (the client reads only UTF-8) fails it now rather than at its
+                // timeout.
+                let done = std::str::from_utf8(&body).is_ok_and(|text| answers(text, id));
+                shared.deliver(body);
+                if !done {
+                    shared.fail(
+                        id,
+                        &format!(
+                            "answered the request (HTTP {}) with JSON that is not its response",
+                            status_text(status)
+                        ),
+                    );
                 }
             }
             Err(Some(len)) => shared.oversized(id, len),
@@ -437,5 +454,88 @@ async fn listen(shared: Arc<Shared>) {
         };
         let wait = retry.saturating_mul(1 << quick_ends.min(5)).min(MAX_RETRY);
         tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Deliver, RemoteKind, RemoteSpec, answer_post};
+    use crate::jsonrpc::Frame;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// What the link delivers for a POST of `line` answered with a JSON `body`.
+    async fn delivered_bytes(line: &str, body: &'static [u8]) -> Vec<Vec<u8>> {
+        let spec = Arc::new(RemoteSpec {
+            label: "t".into(),
+            url: url::Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: Vec::new(),
+            kind: RemoteKind::Streamable,
+            max_message_size: 1 << 20,
+            deadline: Duration::from_secs(5),
+            credentials: None,
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let deliver: Deliver = Arc::new(move |f| match f {
+            Frame::Line(l) => sink.lock().unwrap().push(l),
+            Frame::Oversized { .. } => panic!("oversized"),
+        });
+        let resp = axum::http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let end = answer_post(spec, line.into(), resp.into(), deliver).await.unwrap();
+        assert_eq!(end, None);
+        seen.lock().unwrap().clone()
+    }
+
+    async fn delivered(line: &str, body: &'static str) -> Vec<String> {
+        delivered_bytes(line, body.as_bytes())
+            .await
+            .into_iter()
+            .map(|l| String::from_utf8(l).unwrap())
+            .collect()
+    }
+
+    const REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+    /// Found by the fuzzer (tests/fuzz, target `sse`): a JSON answer that was not the
+    /// request's response left the request waiting for its timeout.
+    #[tokio::test]
+    async fn a_json_answer_without_the_response_fails_the_request() {
+        let ok = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert_eq!(delivered(REQUEST, ok).await, [ok]);
+        let batch = r#"[{"jsonrpc":"2.0","method":"notifications/message"},{"jsonrpc":"2.0","id":1,"result":{}}]"#;
+        assert_eq!(delivered(REQUEST, batch).await, [batch]);
+        for stray in [
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/message"}"#,
+            "jsonrpc:2.0",
+        ] {
+            let got = delivered(REQUEST, stray).await;
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert_eq!(got[0], stray);
+            assert!(
+                got[1].contains(r#""id":1"#) && got[1].contains("not its response"),
+                "{}",
+                got[1]
+            );
+        }
+        // A notification's answer is passed on only when it could be JSON-RPC.
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        assert!(delivered(note, "Accepted").await.is_empty());
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `sse`): the response in a body that is not
+    /// UTF-8 counted as answered, though the client, which reads only UTF-8, drops it.
+    #[tokio::test]
+    async fn a_json_answer_that_is_not_utf8_fails_the_request() {
+        let got = delivered_bytes(REQUEST, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}").await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(String::from_utf8_lossy(&got[1]).contains("not its response"));
+        let text = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\u{fffd}\"}";
+        assert_eq!(delivered(REQUEST, text).await, [text]);
     }
 }

@@ -446,3 +446,19 @@ fn bad_rules_fall_back_to_the_first_instance() {
     assert!(out.text.contains("could not be read"), "{}", out.text);
     assert!(out.text.contains("repeats too often"), "{}", out.text);
 }
+
+/// Found by the fuzzer (tests/fuzz, target `calendar`): a `BYDAY` ending inside a multi-byte
+/// character panicked in the rrule crate's parser.
+#[test]
+fn a_rule_that_is_not_ascii_is_unreadable_not_a_panic() {
+    let now: DateTime<Utc> = "2026-03-01T06:00:00Z".parse().unwrap();
+    let out = list_events(
+        &["UID:x\r\nSUMMARY:Odd\r\nDTSTART:20260302T090000Z\r\nRRULE:FREQ=WEEKLY;BYDAY=M\u{fffd}\r\n"],
+        now,
+        7,
+        local(),
+    );
+    assert!(!out.is_error, "{}", out.text);
+    assert_eq!(events(&out).len(), 1, "only the first date: {}", out.text);
+    assert!(out.text.contains("could not be read"), "{}", out.text);
+}
