@@ -390,6 +390,48 @@ impl Legacy {
         (id, task)
     }
 
+    /// POSTs a `tools/call` with progress token `token`: its id and its stream, open once
+    /// the first message comes (the hub sends the headers with it).
+    pub async fn open_call(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        token: &str,
+    ) -> Result<(u64, Events)> {
+        let id = self.next_id();
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": name, "arguments": arguments, "_meta": {"progressToken": token}}});
+        let resp = self.conn.post(&body).send().await.context("POST")?;
+        Ok((id, Events::of(resp).await?))
+    }
+
+    /// Reads `events` up to a progress notification, answering the hub's questions on the
+    /// way; a response first is an error.
+    pub async fn until_progress(&self, events: &mut Events) -> Result<()> {
+        while let Some(m) = events.next().await? {
+            if is_request(&m) {
+                self.conn.answer(&m).await;
+            } else if m["method"] == "notifications/progress" {
+                return Ok(());
+            } else if m.get("method").is_none() {
+                bail!("expected progress first, got {}", cut(&m));
+            }
+        }
+        bail!("the stream ended before any progress")
+    }
+
+    /// Reads `events` to their end, answering the hub's questions; a response is an error.
+    pub async fn until_end(&self, events: &mut Events) -> Result<()> {
+        while let Some(m) = events.next().await? {
+            if is_request(&m) {
+                self.conn.answer(&m).await;
+            } else if m.get("method").is_none() {
+                bail!("answered: {}", cut(&m));
+            }
+        }
+        Ok(())
+    }
+
     /// `notifications/cancelled` for request `id`.
     pub async fn cancel(&self, id: u64) -> Result<()> {
         let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
