@@ -1,6 +1,7 @@
 //! `openpact serve --http` over real sockets, with reqwest as the client: initialize, lists
 //! and calls; progress on a POST's SSE stream; the permission prompt through elicitation on
 //! the POST stream and on the GET stream; two sessions kept apart; DELETE cancelling calls;
+//! a cancelled call's stream ending (its slot freed);
 //! the refusals (unknown session, Origin, token, body size, garbage, non-loopback bind); and
 //! `/metrics` counting calls, denials and cache hits. Also the same face serving a stdio
 //! server directly (`openpact-fixture --http`), a child per session.
@@ -536,6 +537,50 @@ async fn http_delete_ends_the_session_and_cancels_its_calls() {
         .post(&json!({"jsonrpc": "2.0", "id": 10, "method": "ping"}))
         .await;
     assert_eq!(resp.status(), 404);
+}
+
+/// A client that cancels a call and goes on reading its POST (as SDK clients read a stream
+/// to its end) sees that stream end without an answer, and the call's `maxInFlight` slot is
+/// free again. The streams used to stay open for good: with `maxInFlight` calls cancelled a
+/// session could call nothing more, and it was never idle, so it never expired (found by
+/// `examples/soak`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_a_cancelled_calls_stream_ends_and_frees_its_slot() {
+    let h = http_hub(fx(), Some(json!({"http": {"maxInFlight": 2}})), &[]).await;
+    let mut c = Http::new(&h);
+    c.initialize(json!({})).await;
+    let slow = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fx:slow", "arguments": {"ms": 30000}}})
+    };
+    let posts = [c.spawn_post(&slow(1)), c.spawn_post(&slow(2))];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for id in [1, 2] {
+        let resp = c
+            .post(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "test"}}),
+            )
+            .await;
+        assert_eq!(resp.status(), 202);
+    }
+    for post in posts {
+        let resp = tokio::time::timeout(Duration::from_secs(10), post)
+            .await
+            .expect("the POST of a cancelled call ends")
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = tokio::time::timeout(Duration::from_secs(10), resp.text())
+            .await
+            .expect("its stream ends")
+            .unwrap();
+        assert!(
+            !body.contains("\"id\""),
+            "no answer to a cancelled call: {body}"
+        );
+    }
+    let r = c.call(3, "fx:echo", json!({"message": "after"})).await;
+    assert_eq!(text(&r), "after", "both slots are free again: {r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

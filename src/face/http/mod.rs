@@ -432,6 +432,9 @@ async fn serve_post(face: Arc<Face>, view: usize, headers: HeaderMap, body: Byte
         Kind::Request => answer(&face, &hs, &m).await,
         Kind::Notification | Kind::Response => {
             hs.feed(m.text().as_bytes().to_vec());
+            if m.kind() == Kind::Notification && m.method() == "notifications/cancelled" {
+                hs.cancelled(&m);
+            }
             StatusCode::ACCEPTED.into_response()
         }
     }
@@ -546,7 +549,21 @@ async fn answer(face: &Arc<Face>, hs: &Arc<HttpSession>, m: &Message) -> Respons
         }
         Err(Refused::Ended) => return unknown_session(m.id()),
     };
+    let stream = face.next_stream.fetch_add(1, Ordering::Relaxed);
     let Some(first) = rx.recv().await else {
+        if !hs.is_ended() {
+            // The client cancelled the request before anything came for it: its stream
+            // ends empty, as no answer will come.
+            let empty = stream::PostStream {
+                first: None,
+                rx,
+                stream,
+                sent: 0,
+                done: true,
+                _guard: guard,
+            };
+            return sse(Sse::new(empty).into_response());
+        }
         return rpc_error(
             StatusCode::NOT_FOUND,
             m.id(),
@@ -568,7 +585,7 @@ async fn answer(face: &Arc<Face>, hs: &Arc<HttpSession>, m: &Message) -> Respons
     let stream = stream::PostStream {
         first: Some(first),
         rx,
-        stream: face.next_stream.fetch_add(1, Ordering::Relaxed),
+        stream,
         sent: 0,
         done: false,
         _guard: guard,

@@ -243,6 +243,27 @@ impl HttpSession {
         self.peer.feed(body);
     }
 
+    /// After the client's `notifications/cancelled` (`m`) went to the session: no answer
+    /// will come for that request (none is sent for a cancelled one), so its POST's stream
+    /// ends now. Left open for as long as the client reads it (SDK clients read a stream to
+    /// its end), it would hold a slot of `maxInFlight` and keep the session from ever being
+    /// idle; a session that cancelled `maxInFlight` calls could call nothing more.
+    pub fn cancelled(&self, m: &Message) {
+        let id = m
+            .params()
+            .and_then(|p| RawObject::parse(p).ok())
+            .and_then(|p| p.get("requestId"));
+        if let Some(id) = id {
+            // The waiter's queue closes with it: the stream ends without an answer.
+            lock(&self.routes).waiters.remove(id);
+        }
+    }
+
+    /// Whether the session was ended (DELETE, idle, evicted, or the hub stopping).
+    pub fn is_ended(&self) -> bool {
+        lock(&self.routes).ended
+    }
+
     /// Registers a POST waiting for request `id`, then hands the request to the session.
     pub fn request(
         self: &Arc<Self>,
