@@ -15,12 +15,7 @@ const MAX_DESCRIPTION: usize = 2000;
 
 /// The tool result for these feeds at `now`, with floating times and the display in `local`
 /// (the machine's zone in production; fixed zones in tests).
-pub fn listing(
-    feeds: &[Feed],
-    now: DateTime<Utc>,
-    days: i64,
-    local: rrule::Tz,
-) -> ToolOutput {
+pub fn listing(feeds: &[Feed], now: DateTime<Utc>, days: i64, local: rrule::Tz) -> ToolOutput {
     let window = Window {
         from: now,
         to: now + TimeDelta::days(days),
