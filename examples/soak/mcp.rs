@@ -376,20 +376,6 @@ impl Legacy {
             .map_err(|_| anyhow!("no answer to {name} (request {id}) within {limit:?}"))?
     }
 
-    /// A `tools/call` on a task of its own (its POST's headers may wait for its first
-    /// message): its id and the task, which may be aborted (the client walking away).
-    pub fn begin(
-        &mut self,
-        name: &str,
-        arguments: Value,
-    ) -> (u64, tokio::task::JoinHandle<Result<Reply>>) {
-        let id = self.next_id();
-        let conn = self.conn.clone();
-        let params = json!({"name": name, "arguments": arguments});
-        let task = tokio::spawn(async move { conn.request(id, "tools/call", params, None).await });
-        (id, task)
-    }
-
     /// POSTs a `tools/call` with progress token `token`: its id and its stream, open once
     /// the first message comes (the hub sends the headers with it).
     pub async fn open_call(

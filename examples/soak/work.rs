@@ -9,7 +9,8 @@
 //! permission prompt (`fx:echo_structured` has an `ask` rule; the client allows once), a
 //! cancelled call (`notifications/cancelled` once a progress notification shows it in
 //! flight, after which its stream must end unanswered; in the 2026-07-28 era, a closed
-//! stream), a client that vanishes mid-call (drops the connection, or DELETEs its session), the
+//! stream), a client that vanishes mid-call (drops the connection, or DELETEs its session and
+//! reads on: the call must be answered with an error), the
 //! flaky servers' `echo`, `tools/list`, and a `subscriptions/listen` stream dropped soon.
 //!
 //! Drivers: [`crash_driver`] has `crashy` crash every few seconds and waits for it to come
@@ -308,40 +309,66 @@ pub async fn legacy_client(env: Env, n: u64) {
                 }
             }
             Action::Vanish => {
-                let (_, task) = s.begin("fx:slow", json!({"ms": 3000}));
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                // A progress call, in flight once its first notification came; then the
+                // client walks away, or ends its session (DELETE) and reads on.
+                let token = format!("legacy-{n}-{seq}");
+                let args = json!({"steps": 50, "ms": 100});
+                let started = async {
+                    let (id, mut events) = s.open_call("fx:progress", args, &token).await?;
+                    s.until_progress(&mut events).await?;
+                    anyhow::Ok((id, events))
+                };
+                let started = tokio::time::timeout(LIMIT, started).await;
                 let Some(s) = session.take() else { continue };
+                let (id, mut events) = match started {
+                    Ok(Ok(started)) => started,
+                    Ok(Err(e)) => {
+                        tally.fail("vanish", format!("{e:#}"));
+                        continue;
+                    }
+                    Err(_) => {
+                        tally.fail("vanish", "no progress within 30 s".into());
+                        continue;
+                    }
+                };
                 if rng.range(0, 2) == 0 {
                     // Gone without a word: the connection drops, the session is abandoned.
-                    task.abort();
+                    drop(events);
                     drop(s);
                     tally.ok("vanish");
-                } else {
-                    // DELETE mid-call: the call is answered with an error.
-                    match s.delete().await {
-                        Ok(204) => {}
-                        Ok(status) => tally.fail("vanish", format!("DELETE answered {status}")),
-                        Err(e) => tally.fail("vanish", format!("DELETE: {e:#}")),
+                    continue;
+                }
+                match s.delete().await {
+                    Ok(204) => {}
+                    Ok(status) => tally.fail("vanish", format!("DELETE answered {status}")),
+                    Err(e) => tally.fail("vanish", format!("DELETE: {e:#}")),
+                }
+                // The call of an ended session is answered with an error.
+                let answer = async {
+                    while let Some(m) = events.next().await? {
+                        if m.get("method").is_none() {
+                            return anyhow::Ok(Some(m));
+                        }
                     }
-                    let mut task = task;
-                    let answered = tokio::time::timeout(Duration::from_secs(10), &mut task).await;
-                    task.abort();
-                    match answered {
-                        Ok(Ok(Ok(r))) if r.msg.get("error").is_some() => tally.ok("vanish"),
-                        Ok(Ok(Ok(r))) => tally.fail(
-                            "vanish",
-                            format!("a call of a deleted session answered {}", r.brief()),
-                        ),
-                        Ok(Ok(Err(e))) => tally.fail(
-                            "vanish",
-                            format!("a call of a deleted session was not answered: {e:#}"),
-                        ),
-                        Ok(Err(e)) => tally.fail("vanish", format!("{e}")),
-                        Err(_) => tally.fail(
-                            "vanish",
-                            "a call of a deleted session was not answered within 10 s".into(),
-                        ),
+                    Ok(None)
+                };
+                match tokio::time::timeout(Duration::from_secs(10), answer).await {
+                    Ok(Ok(Some(m))) if m["id"] == json!(id) && m.get("error").is_some() => {
+                        tally.ok("vanish");
                     }
+                    Ok(Ok(Some(m))) => tally.fail(
+                        "vanish",
+                        format!("a call of a deleted session answered {m}"),
+                    ),
+                    Ok(Ok(None)) => tally.fail(
+                        "vanish",
+                        "a call of a deleted session ended unanswered".into(),
+                    ),
+                    Ok(Err(e)) => tally.fail("vanish", format!("{e:#}")),
+                    Err(_) => tally.fail(
+                        "vanish",
+                        "a call of a deleted session was not answered within 10 s".into(),
+                    ),
                 }
             }
             Action::Remote | Action::Crashy => {
