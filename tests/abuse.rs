@@ -308,8 +308,10 @@ async fn http_clients_that_do_not_read_cannot_grow_the_hub_or_slow_the_others() 
         peak < rss_before + 128,
         "the hub grew from {rss_before} to {peak} MiB for clients that do not read"
     );
+    // Alone on 2 cores the other client's p50 stays within tens of ms; the bound leaves room
+    // for a machine busy with other work (a hub held up by the flood would take seconds).
     assert!(
-        d < b * 10.0 + 50.0,
+        d < b * 10.0 + 500.0,
         "another client's calls slowed from {b:.1} ms to {d:.1} ms"
     );
     drop(held);
