@@ -234,13 +234,12 @@ where
     if old.auth_method == AuthMethod::Basic {
         request = request.add_extra_param("client_id", &old.client_id);
     }
-    let answer = request
-        .request_async(send)
-        .await
-        .map_err(|e| match token_error(e, &old.token_endpoint) {
+    let answer = request.request_async(send).await.map_err(|e| {
+        match token_error(e, &old.token_endpoint) {
             (true, m) => RefreshError::Refused(m),
             (false, m) => RefreshError::Failed(m),
-        })?;
+        }
+    })?;
     let mut fresh = tokens_from(&answer, &old.scopes).map_err(RefreshError::Failed)?;
     if fresh.refresh_token.is_none() {
         fresh.refresh_token = old.refresh_token.clone();
@@ -428,9 +427,10 @@ mod tests {
     /// row gave an empty scope, and an empty access token was taken.
     #[tokio::test]
     async fn granted_scopes_are_words_and_an_access_token_is_required() {
-        let t = refreshed(r#"{"access_token":"at","token_type":"Bearer","scope":"read  write read "}"#)
-            .await
-            .unwrap();
+        let t =
+            refreshed(r#"{"access_token":"at","token_type":"Bearer","scope":"read  write read "}"#)
+                .await
+                .unwrap();
         assert_eq!(t.scopes, v(&["read", "write"]));
         assert_eq!(t.refresh_token.as_deref(), Some("old-refresh"));
         let t = refreshed(r#"{"access_token":"at","token_type":"bearer"}"#)

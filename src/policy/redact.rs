@@ -191,7 +191,10 @@ mod tests {
         ]);
         for (text, want) in [
             (r#"{"t":"abc\/def\/ghi"}"#, r#"{"t":"[REDACTED:SLASHED]"}"#),
-            (r#"["s\u00e9cret-v\u00E4lue!"]"#, r#"["[REDACTED:ACCENT]!"]"#),
+            (
+                r#"["s\u00e9cret-v\u00E4lue!"]"#,
+                r#"["[REDACTED:ACCENT]!"]"#,
+            ),
             (r#""\u0073\u00e9cret-v\u00e4lue""#, r#""[REDACTED:ACCENT]""#),
             (r#""key-\ud83d\ude00-1234""#, r#""[REDACTED:EMOJI]""#),
             (r#""line\u000aone\u0001x""#, r#""[REDACTED:CONTROL]""#),
@@ -207,7 +210,11 @@ mod tests {
         }
         // No secret: the text is not touched, escapes and all; an escaped backslash followed
         // by `u0041` is no escape.
-        for text in [r#""abc\/def""#, r#""\u00e9 \ud800 \uZZZZ \""#, r#""\\u0073\u00e9cret-v\u00e4lue""#] {
+        for text in [
+            r#""abc\/def""#,
+            r#""\u00e9 \ud800 \uZZZZ \""#,
+            r#""\\u0073\u00e9cret-v\u00e4lue""#,
+        ] {
             assert!(matches!(r.redact(text), Cow::Borrowed(_)), "{text}");
         }
     }

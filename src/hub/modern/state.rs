@@ -177,7 +177,9 @@ mod tests {
                 let state = s.sign(&format!("h{n}"), now() + 60, &d);
                 let tag = state.rsplit_once('.')?.1.as_bytes();
                 let at = (0..tag.len() / 2).find(|i| tag[2 * i] == b'0')?;
-                tag.iter().any(u8::is_ascii_alphabetic).then_some((state, at))
+                tag.iter()
+                    .any(u8::is_ascii_alphabetic)
+                    .then_some((state, at))
             })
             .expect("such a tag");
         assert!(matches!(s.open(&state, &d), Ok(Opened::Live(_))));

@@ -486,7 +486,9 @@ mod tests {
             .header("content-type", "application/json")
             .body(body)
             .unwrap();
-        let end = answer_post(spec, line.into(), resp.into(), deliver).await.unwrap();
+        let end = answer_post(spec, line.into(), resp.into(), deliver)
+            .await
+            .unwrap();
         assert_eq!(end, None);
         seen.lock().unwrap().clone()
     }
@@ -532,7 +534,11 @@ mod tests {
     /// UTF-8 counted as answered, though the client, which reads only UTF-8, drops it.
     #[tokio::test]
     async fn a_json_answer_that_is_not_utf8_fails_the_request() {
-        let got = delivered_bytes(REQUEST, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}").await;
+        let got = delivered_bytes(
+            REQUEST,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}",
+        )
+        .await;
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(String::from_utf8_lossy(&got[1]).contains("not its response"));
         let text = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\u{fffd}\"}";

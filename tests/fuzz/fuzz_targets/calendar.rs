@@ -10,8 +10,8 @@
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, TimeZone, Utc};
 use libfuzzer_sys::fuzz_target;
 use openpact::builtins::calendar::{Feed, listing_within};
-use std::time::{Duration, Instant};
 use serde_json::Value;
+use std::time::{Duration, Instant};
 
 const ZONES: [rrule::Tz; 6] = [
     rrule::Tz::UTC,
@@ -23,7 +23,11 @@ const ZONES: [rrule::Tz; 6] = [
 ];
 
 /// Instants near a daylight-saving change (Europe, United States) and one far from any.
-const NOWS: [&str; 3] = ["2026-03-28T22:30:00Z", "2026-10-31T12:00:00Z", "2026-06-15T09:00:00Z"];
+const NOWS: [&str; 3] = [
+    "2026-03-28T22:30:00Z",
+    "2026-10-31T12:00:00Z",
+    "2026-06-15T09:00:00Z",
+];
 
 fn midnight(local: rrule::Tz, d: NaiveDate) -> DateTime<Utc> {
     local
@@ -42,7 +46,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let days = i64::from(days) * 366 / 256 + 1;
     let local = ZONES[usize::from(knobs) % ZONES.len()];
-    let now: DateTime<Utc> = NOWS[usize::from(knobs / 8) % NOWS.len()].parse().expect("now");
+    let now: DateTime<Utc> = NOWS[usize::from(knobs / 8) % NOWS.len()]
+        .parse()
+        .expect("now");
     let mut text = String::from_utf8_lossy(rest).into_owned();
     if !text.to_ascii_uppercase().contains("BEGIN:VCALENDAR") {
         text = format!(
@@ -80,8 +86,12 @@ fuzz_target!(|data: &[u8]| {
             );
             midnight(local, s)
         } else {
-            let s = DateTime::parse_from_rfc3339(s).expect("RFC 3339").with_timezone(&Utc);
-            let t = DateTime::parse_from_rfc3339(t).expect("RFC 3339").with_timezone(&Utc);
+            let s = DateTime::parse_from_rfc3339(s)
+                .expect("RFC 3339")
+                .with_timezone(&Utc);
+            let t = DateTime::parse_from_rfc3339(t)
+                .expect("RFC 3339")
+                .with_timezone(&Utc);
             assert!(s <= t, "an event ending before its start: {e}");
             assert!(
                 s < to && (t > from || (t == s && s >= from)),

@@ -453,7 +453,9 @@ fn bad_rules_fall_back_to_the_first_instance() {
 fn a_rule_that_is_not_ascii_is_unreadable_not_a_panic() {
     let now: DateTime<Utc> = "2026-03-01T06:00:00Z".parse().unwrap();
     let out = list_events(
-        &["UID:x\r\nSUMMARY:Odd\r\nDTSTART:20260302T090000Z\r\nRRULE:FREQ=WEEKLY;BYDAY=M\u{fffd}\r\n"],
+        &[
+            "UID:x\r\nSUMMARY:Odd\r\nDTSTART:20260302T090000Z\r\nRRULE:FREQ=WEEKLY;BYDAY=M\u{fffd}\r\n",
+        ],
         now,
         7,
         local(),
