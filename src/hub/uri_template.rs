@@ -187,7 +187,11 @@ mod tests {
         for t in templates.iter().step_by(7) {
             let parsed = UriTemplate::parse(t);
             for u in &uris {
-                assert_eq!(parsed.matches(u), by_backtracking(&parsed, u), "{t:?} {u:?}");
+                assert_eq!(
+                    parsed.matches(u),
+                    by_backtracking(&parsed, u),
+                    "{t:?} {u:?}"
+                );
             }
         }
     }
