@@ -314,6 +314,20 @@ fn tokens_from(answer: &BasicTokenResponse, requested: &[String]) -> Result<Toke
     })
 }
 
+/// The members of token and error responses (RFC 6749 §5.1, §5.2), and `.` for the whole
+/// answer: where a parse failed, when it is one of these.
+const PARSED_MEMBERS: [&str; 9] = [
+    ".",
+    "access_token",
+    "token_type",
+    "expires_in",
+    "refresh_token",
+    "scope",
+    "error",
+    "error_description",
+    "error_uri",
+];
+
 /// (refused by the server, message). Never includes the response body: it may hold tokens.
 fn token_error<E: std::error::Error + 'static>(
     e: RequestTokenError<E, BasicErrorResponse>,
@@ -329,13 +343,22 @@ fn token_error<E: std::error::Error + 'static>(
             (true, text)
         }
         RequestTokenError::Request(e) => (false, format!("the token request failed: {e}")),
-        RequestTokenError::Parse(e, _) => (
-            false,
-            format!(
-                "the token endpoint {endpoint} answered something that is not a token response (at `{}`)",
-                e.path()
-            ),
-        ),
+        RequestTokenError::Parse(e, _) => {
+            // The path is made of the answer's member names: the standard ones are shown,
+            // the server's own (which may echo anything) are not.
+            let path = e.path().to_string();
+            let at = if PARSED_MEMBERS.contains(&path.as_str()) {
+                format!(" (at `{path}`)")
+            } else {
+                String::new()
+            };
+            (
+                false,
+                format!(
+                    "the token endpoint {endpoint} answered something that is not a token response{at}"
+                ),
+            )
+        }
         RequestTokenError::Other(m) => (false, format!("the token endpoint {endpoint}: {m}")),
     }
 }
@@ -441,5 +464,22 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("empty access token"), "{e}");
+    }
+
+    /// Found by the fuzzer (tests/fuzz, target `oauth`): a parse failure named the member it
+    /// failed at, whatever the server called it, so a member named after a token showed it.
+    #[tokio::test]
+    async fn a_parse_failure_names_only_standard_members() {
+        let e = refreshed(r#"{"access_token":"at","token_type":"Bearer","expires_in":"soon"}"#)
+            .await
+            .unwrap_err();
+        assert!(e.ends_with("not a token response (at `expires_in`)"), "{e}");
+        // Broken JSON inside a member whose name echoes the refresh token.
+        let e = refreshed(r#"{"access_token":"at","old-refresh": nope}"#)
+            .await
+            .unwrap_err();
+        assert!(e.ends_with("not a token response"), "{e}");
+        let e = refreshed(r#"[1]"#).await.unwrap_err();
+        assert!(!e.contains("[1]"), "{e}");
     }
 }

@@ -3,11 +3,12 @@
 
 use super::ics::{normalize, raw_event, unquote, value, vtimezone};
 use super::listing::{Occurrence, Window};
-use super::recurrence::{Exclusions, expand};
+use super::recurrence::{Budget, Exclusions, expand};
 use super::zones::Zones;
 use crate::builtins::net::{Fetcher, HttpRequest};
 use crate::config::CalendarFeed;
 use std::collections::HashMap;
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 /// The text of one feed, size-capped.
@@ -64,6 +65,7 @@ pub(super) fn read_feed(
     calendar: &str,
     text: &str,
     window: &Window,
+    time: Duration,
 ) -> Result<(Vec<Occurrence>, Vec<String>), String> {
     let text = normalize(text);
     if !text
@@ -117,6 +119,7 @@ pub(super) fn read_feed(
     }
 
     let mut out = Vec::new();
+    let mut budget = Budget::new(time);
     for ev in &raw_events {
         if ev.cancelled {
             continue;
@@ -131,7 +134,7 @@ pub(super) fn read_feed(
         {
             skip.merge(r);
         }
-        for span in expand(ev, &skip, &mut zones, window) {
+        for span in expand(ev, &skip, &mut zones, window, &mut budget) {
             out.push(Occurrence {
                 calendar: calendar.to_string(),
                 summary: if ev.summary.is_empty() {
@@ -146,5 +149,11 @@ pub(super) fn read_feed(
         }
     }
     notes.extend(zones.notes);
+    if budget.spent {
+        notes.push(format!(
+            "its recurring events take too long to expand (over {} ms); some instances may be missing",
+            time.as_millis()
+        ));
+    }
     Ok((out, notes))
 }

@@ -2,10 +2,12 @@
 //! `structuredContent`; and the window and spans those events are measured in.
 
 use super::feed::{Feed, read_feed};
+use super::recurrence::FEED_TIME;
 use super::zones::localize;
 use crate::builtins::ToolOutput;
 use chrono::{DateTime, NaiveDate, NaiveTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// Events listed per call; a year of a busy calendar fits, a runaway feed does not flood the
 /// model's context.
@@ -16,6 +18,18 @@ const MAX_DESCRIPTION: usize = 2000;
 /// The tool result for these feeds at `now`, with floating times and the display in `local`
 /// (the machine's zone in production; fixed zones in tests).
 pub fn listing(feeds: &[Feed], now: DateTime<Utc>, days: i64, local: rrule::Tz) -> ToolOutput {
+    listing_within(feeds, now, days, local, FEED_TIME)
+}
+
+/// [`listing`], with `time` for each feed's recurring series to expand in (the fuzz targets
+/// in `tests/fuzz` spend less than the tool does).
+pub fn listing_within(
+    feeds: &[Feed],
+    now: DateTime<Utc>,
+    days: i64,
+    local: rrule::Tz,
+    time: Duration,
+) -> ToolOutput {
     let window = Window {
         from: now,
         to: now + TimeDelta::days(days),
@@ -29,7 +43,7 @@ pub fn listing(feeds: &[Feed], now: DateTime<Utc>, days: i64, local: rrule::Tz) 
             .body
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|text| read_feed(&feed.name, text, &window));
+            .and_then(|text| read_feed(&feed.name, text, &window, time));
         match parsed {
             Ok((found, feed_notes)) => {
                 events.extend(found);

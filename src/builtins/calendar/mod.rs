@@ -30,13 +30,14 @@ mod zones;
 #[doc(hidden)]
 pub use feed::Feed;
 #[doc(hidden)]
-pub use listing::listing;
+pub use listing::listing_within;
 
 use super::net::Fetcher;
 use super::{BoxFuture, Group, ToolDef, ToolOutput};
 use crate::config::{CalendarSource, WebSettings};
 use chrono::Utc;
 use feed::load;
+use listing::listing;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

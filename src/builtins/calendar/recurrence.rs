@@ -7,10 +7,42 @@ use super::zones::{Moment, Zones, localize};
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, TimeZone, Utc};
 use rrule::{RRule, RRuleSet, Unvalidated};
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 /// Recurrence instances looked at per event. A rule that started long ago is expanded from
-/// its start, so this bounds the work a pathological feed (e.g. minutely for years) can cost.
+/// its start, so this bounds the work one pathological series (e.g. minutely for years) can
+/// cost; [`Budget`] bounds what a feed of many such series costs.
 const MAX_SCAN: usize = 100_000;
+
+/// How long one feed's series may take to expand, all together. The rrule crate may loop up
+/// to 100 000 times inside one step (a rule that never matches), which no count of instances
+/// sees, so the bound is on time: a feed of thousands of pathological series would otherwise
+/// keep a thread busy for many minutes.
+pub(super) const FEED_TIME: Duration = Duration::from_secs(2);
+
+/// The time left for a feed's series; once it is spent, series are no longer expanded.
+#[derive(Debug)]
+pub(super) struct Budget {
+    deadline: Instant,
+    /// A series was cut short, or skipped, for want of time.
+    pub(super) spent: bool,
+}
+
+impl Budget {
+    pub(super) fn new(time: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now() + time,
+            spent: false,
+        }
+    }
+
+    fn out(&mut self) -> bool {
+        if !self.spent && Instant::now() >= self.deadline {
+            self.spent = true;
+        }
+        self.spent
+    }
+}
 
 /// Instances a series leaves out: `EXDATE`s and the ones overrides replace.
 #[derive(Debug, Default, Clone)]
@@ -50,6 +82,7 @@ pub(super) fn expand(
     skip: &Exclusions,
     zones: &mut Zones,
     window: &Window,
+    budget: &mut Budget,
 ) -> Vec<Span> {
     let Some(start_raw) = &ev.start else {
         return Vec::new();
@@ -108,6 +141,9 @@ pub(super) fn expand(
         };
     }
 
+    if budget.out() {
+        return Vec::new();
+    }
     let zone = dtstart.timezone();
     let mut set = RRuleSet::new(dtstart).limit();
     if let Some(text) = &ev.rrule {
@@ -146,6 +182,9 @@ pub(super) fn expand(
     let mut scanned = 0usize;
     for occ in &set {
         scanned += 1;
+        if budget.out() {
+            break;
+        }
         if scanned > MAX_SCAN {
             zones.notes.push(format!(
                 "'{}' repeats too often to expand fully; later instances may be missing",

@@ -179,7 +179,11 @@ fn body(input: &mut Input<'_>) -> Rpc {
         let mut meta = serde_json::Map::new();
         meta.insert(
             "io.modelcontextprotocol/protocolVersion".into(),
-            if shape & 2 != 0 { MODERN.into() } else { input.text().into() },
+            if shape & 2 != 0 {
+                MODERN.into()
+            } else {
+                input.text().into()
+            },
         );
         if shape & 4 != 0 {
             meta.insert(
@@ -194,7 +198,10 @@ fn body(input: &mut Input<'_>) -> Rpc {
             );
         }
         if shape & 16 != 0 {
-            meta.insert("io.modelcontextprotocol/logLevel".into(), input.text().into());
+            meta.insert(
+                "io.modelcontextprotocol/logLevel".into(),
+                input.text().into(),
+            );
         }
         if shape & 32 != 0 {
             meta.insert("progressToken".into(), input.byte().into());
@@ -203,12 +210,18 @@ fn body(input: &mut Input<'_>) -> Rpc {
     }
     if shape & 64 != 0 {
         params.insert("requestState".into(), input.text().into());
-        params.insert("inputResponses".into(), serde_json::json!({"openpact-1": {"action": "decline"}}));
+        params.insert(
+            "inputResponses".into(),
+            serde_json::json!({"openpact-1": {"action": "decline"}}),
+        );
     }
     if method == "initialize" {
         params.insert("protocolVersion".into(), "2025-06-18".into());
         params.insert("capabilities".into(), serde_json::json!({}));
-        params.insert("clientInfo".into(), serde_json::json!({"name": "fuzz", "version": "1"}));
+        params.insert(
+            "clientInfo".into(),
+            serde_json::json!({"name": "fuzz", "version": "1"}),
+        );
     }
     if method == "logging/setLevel" {
         params.insert("level".into(), input.text().into());
@@ -244,14 +257,14 @@ fn value(text: &[u8]) -> Option<HeaderValue> {
 fn is_local_origin(origin: &str) -> bool {
     origin.is_ascii()
         && openpact::config::HttpSettings::normal_origin(origin).is_some_and(|o| {
-        let authority = o.split_once("://").map_or("", |(_, a)| a);
-        let host = if authority.starts_with('[') {
-            authority.find(']').map_or(authority, |e| &authority[..=e])
-        } else {
-            authority.split(':').next().unwrap_or("")
-        };
-        matches!(host, "localhost" | "127.0.0.1" | "[::1]") || o == "https://app.example.com"
-    })
+            let authority = o.split_once("://").map_or("", |(_, a)| a);
+            let host = if authority.starts_with('[') {
+                authority.find(']').map_or(authority, |e| &authority[..=e])
+            } else {
+                authority.split(':').next().unwrap_or("")
+            };
+            matches!(host, "localhost" | "127.0.0.1" | "[::1]") || o == "https://app.example.com"
+        })
 }
 
 fn is_local_host(host: &str) -> bool {
@@ -264,7 +277,10 @@ fn is_local_host(host: &str) -> bool {
     } else {
         h.split(':').next().unwrap_or("").to_string()
     };
-    matches!(h.as_str(), "localhost" | "127.0.0.1" | "[::1]" | "app.example.com")
+    matches!(
+        h.as_str(),
+        "localhost" | "127.0.0.1" | "[::1]" | "app.example.com"
+    )
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -326,7 +342,10 @@ fuzz_target!(|data: &[u8]| {
         _ => Some(input.text()),
     };
     let origin = origin.filter(|o| value(o.as_bytes()).is_some());
-    put("origin", origin.as_deref().and_then(|o| value(o.as_bytes())));
+    put(
+        "origin",
+        origin.as_deref().and_then(|o| value(o.as_bytes())),
+    );
     let auth: Option<String> = match input.byte() % 4 {
         0 => None,
         1 => Some(format!("Bearer {TOKEN}")),
@@ -334,7 +353,10 @@ fuzz_target!(|data: &[u8]| {
         _ => Some(input.text()),
     };
     let auth = auth.filter(|a| value(a.as_bytes()).is_some());
-    put("authorization", auth.as_deref().and_then(|a| value(a.as_bytes())));
+    put(
+        "authorization",
+        auth.as_deref().and_then(|a| value(a.as_bytes())),
+    );
     let session: Option<String> = match input.byte() % 6 {
         0 | 1 => None,
         2 | 3 => {
@@ -345,8 +367,14 @@ fuzz_target!(|data: &[u8]| {
         4 => Some("deadbeef".into()),
         _ => Some(input.text()),
     };
-    let has_session = session.as_deref().and_then(|s| value(s.as_bytes())).is_some();
-    put("mcp-session-id", session.as_deref().and_then(|s| value(s.as_bytes())));
+    let has_session = session
+        .as_deref()
+        .and_then(|s| value(s.as_bytes()))
+        .is_some();
+    put(
+        "mcp-session-id",
+        session.as_deref().and_then(|s| value(s.as_bytes())),
+    );
     let version: Option<String> = match input.byte() % 8 {
         0 | 1 => None,
         2 => Some("2025-06-18".into()),
@@ -355,14 +383,20 @@ fuzz_target!(|data: &[u8]| {
         5 | 6 => Some(MODERN.into()),
         _ => Some(input.text()),
     };
-    put("mcp-protocol-version", version.as_deref().and_then(|v| value(v.as_bytes())));
+    put(
+        "mcp-protocol-version",
+        version.as_deref().and_then(|v| value(v.as_bytes())),
+    );
     let last_event = match input.byte() % 6 {
         0..=2 => None,
         3 => Some("g0".to_string()),
         4 => Some("p1-1".to_string()),
         _ => Some(input.text()),
     };
-    put("last-event-id", last_event.as_deref().and_then(|v| value(v.as_bytes())));
+    put(
+        "last-event-id",
+        last_event.as_deref().and_then(|v| value(v.as_bytes())),
+    );
     let kinds = input.byte();
     put(
         "content-type",
@@ -383,22 +417,38 @@ fuzz_target!(|data: &[u8]| {
         1 | 2 => Some(b.method.clone()),
         _ => Some(input.text()),
     };
-    let has_mcp_method = mcp_method.as_deref().and_then(|v| value(v.as_bytes())).is_some();
-    put("mcp-method", mcp_method.as_deref().and_then(|v| value(v.as_bytes())));
+    let has_mcp_method = mcp_method
+        .as_deref()
+        .and_then(|v| value(v.as_bytes()))
+        .is_some();
+    put(
+        "mcp-method",
+        mcp_method.as_deref().and_then(|v| value(v.as_bytes())),
+    );
     let mcp_name = match kinds >> 5 {
         0..=3 => None,
         4 | 5 => b.name.clone(),
-        6 => b.name.as_ref().map(|n| format!("=?base64?{}?=", base64(n.as_bytes()))),
+        6 => b
+            .name
+            .as_ref()
+            .map(|n| format!("=?base64?{}?=", base64(n.as_bytes()))),
         _ => Some(input.text()),
     };
-    put("mcp-name", mcp_name.as_deref().and_then(|v| value(v.as_bytes())));
+    put(
+        "mcp-name",
+        mcp_name.as_deref().and_then(|v| value(v.as_bytes())),
+    );
 
     // What the guard must decide.
     let foreign_origin = origin.as_deref().is_some_and(|o| !is_local_origin(o));
     let bad_host = !wide && !host.as_deref().is_some_and(is_local_host);
-    let bad_token = wide && auth.as_deref().is_none_or(|a| {
-        !a.is_ascii() || !a.split_once(' ').is_some_and(|(s, t)| s.eq_ignore_ascii_case("bearer") && t.trim() == TOKEN)
-    });
+    let bad_token = wide
+        && auth.as_deref().is_none_or(|a| {
+            !a.is_ascii()
+                || !a
+                    .split_once(' ')
+                    .is_some_and(|(s, t)| s.eq_ignore_ascii_case("bearer") && t.trim() == TOKEN)
+        });
 
     // What the body asks, as serde_json reads it.
     let parsed: Option<serde_json::Value> = serde_json::from_slice(&b.bytes).ok();
@@ -448,11 +498,18 @@ fuzz_target!(|data: &[u8]| {
 
     let s = status.as_u16();
     assert!(
-        matches!(s, 200 | 202 | 204 | 400 | 401 | 403 | 404 | 405 | 413 | 429 | 503),
+        matches!(
+            s,
+            200 | 202 | 204 | 400 | 401 | 403 | 404 | 405 | 413 | 429 | 503
+        ),
         "status {s} for {method} {path}"
     );
     if foreign_origin {
-        assert_eq!(status, StatusCode::FORBIDDEN, "foreign Origin {origin:?} let through");
+        assert_eq!(
+            status,
+            StatusCode::FORBIDDEN,
+            "foreign Origin {origin:?} let through"
+        );
     } else if bad_host {
         assert_eq!(status, StatusCode::FORBIDDEN, "Host {host:?} let through");
     } else if bad_token {
@@ -475,10 +532,15 @@ fuzz_target!(|data: &[u8]| {
         if s == 202 {
             assert!(body.is_empty(), "a 202 with a body");
         }
-        if content_type == "application/json" && method != Method::HEAD && path.starts_with("/mcp") {
+        if content_type == "application/json" && method != Method::HEAD && path.starts_with("/mcp")
+        {
             let v: serde_json::Value =
                 serde_json::from_slice(body).expect("a JSON answer that is not JSON");
-            assert_eq!(v.get("jsonrpc").and_then(|j| j.as_str()), Some("2.0"), "{v}");
+            assert_eq!(
+                v.get("jsonrpc").and_then(|j| j.as_str()),
+                Some("2.0"),
+                "{v}"
+            );
             assert!(
                 v.get("result").is_some() != v.get("error").is_some(),
                 "neither result nor error (or both): {v}"
@@ -516,7 +578,11 @@ fuzz_target!(|data: &[u8]| {
         && parsed.as_ref().is_some_and(|v| v.is_object())
         && b.bytes.len() <= 64 * 1024;
     if modern_post && !has_mcp_method {
-        assert_eq!(status, StatusCode::BAD_REQUEST, "a 2026-07-28 request without Mcp-Method");
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "a 2026-07-28 request without Mcp-Method"
+        );
     }
     if content_type.starts_with("text/event-stream") {
         assert_eq!(s, 200, "an SSE answer with {s}");

@@ -108,8 +108,7 @@ fn quoted(s: &str) -> String {
 
 fn is_token(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
 }
 
@@ -164,7 +163,12 @@ fn challenge(input: &mut Input<'_>) {
     ];
     for (k, g) in got.iter().enumerate() {
         if written.contains(&k) {
-            assert_eq!(g.as_deref(), Some(values[k].as_str()), "{} in {header:?}", names[k]);
+            assert_eq!(
+                g.as_deref(),
+                Some(values[k].as_str()),
+                "{} in {header:?}",
+                names[k]
+            );
         } else {
             assert_eq!(**g, None, "{} from nowhere in {header:?}", names[k]);
         }
@@ -184,12 +188,25 @@ fn resource(input: &mut Input<'_>) {
     if resource_matches(&r, &server) {
         let r = Url::parse(&r).expect("matched a resource that is not a URL");
         assert_eq!(r.origin(), server.origin(), "{r} covers {server}?");
-        let (rp, sp) = (r.path().trim_end_matches('/'), server.path().trim_end_matches('/'));
-        assert!(sp == rp || sp.starts_with(&format!("{rp}/")), "{r} covers {server}?");
+        let (rp, sp) = (
+            r.path().trim_end_matches('/'),
+            server.path().trim_end_matches('/'),
+        );
+        assert!(
+            sp == rp || sp.starts_with(&format!("{rp}/")),
+            "{r} covers {server}?"
+        );
     }
     let canon = canonical_resource(&server_text).expect("canonical form");
-    assert!(resource_matches(&canon, &server), "{canon} does not cover {server}");
-    assert_eq!(canonical_resource(&canon).as_deref(), Ok(canon.as_str()), "not idempotent");
+    assert!(
+        resource_matches(&canon, &server),
+        "{canon} does not cover {server}"
+    );
+    assert_eq!(
+        canonical_resource(&canon).as_deref(),
+        Ok(canon.as_str()),
+        "not idempotent"
+    );
     let challenge = Challenge {
         resource_metadata: Some(input.text()),
         ..Challenge::default()
@@ -197,9 +214,18 @@ fn resource(input: &mut Input<'_>) {
     let urls = metadata_urls(&server, &challenge);
     for (i, u) in urls.iter().enumerate() {
         assert!(!urls[..i].contains(u), "{u} twice");
-        if i > 0 || challenge.resource_metadata.as_deref().is_some_and(|m| server.join(m).is_err()) {
+        if i > 0
+            || challenge
+                .resource_metadata
+                .as_deref()
+                .is_some_and(|m| server.join(m).is_err())
+        {
             assert_eq!(u.origin(), server.origin(), "{u} for {server}");
-            assert!(u.path().starts_with("/.well-known/oauth-protected-resource"), "{u}");
+            assert!(
+                u.path()
+                    .starts_with("/.well-known/oauth-protected-resource"),
+                "{u}"
+            );
         }
     }
     // The document.
@@ -211,13 +237,21 @@ fn resource(input: &mut Input<'_>) {
             "scopes_supported": [input.text()],
         }),
     };
-    let at = Url::parse("https://mcp.example.com/.well-known/oauth-protected-resource").expect("url");
+    let at =
+        Url::parse("https://mcp.example.com/.well-known/oauth-protected-resource").expect("url");
     if let Ok(prm) = resource_metadata(&server, &at, &doc) {
         match doc.get("resource").and_then(Value::as_str) {
             Some(r) => assert!(resource_matches(r, &server) && prm.resource == r),
-            None => assert_eq!(prm.resource, canonical_resource(server.as_str()).expect("canonical")),
+            None => assert_eq!(
+                prm.resource,
+                canonical_resource(server.as_str()).expect("canonical")
+            ),
         }
-        assert!(safe_endpoint(&prm.issuer_url), "issuer {} taken", prm.issuer_url);
+        assert!(
+            safe_endpoint(&prm.issuer_url),
+            "issuer {} taken",
+            prm.issuer_url
+        );
         let first = doc["authorization_servers"]
             .as_array()
             .and_then(|a| a.iter().find_map(Value::as_str));
@@ -254,24 +288,38 @@ fn metadata(input: &mut Input<'_>) {
     if input.byte() & 1 == 0 {
         doc = serde_json::from_slice(input.rest()).unwrap_or(doc);
     }
-    let at = Url::parse("https://auth.example.com/.well-known/oauth-authorization-server").expect("url");
+    let at =
+        Url::parse("https://auth.example.com/.well-known/oauth-authorization-server").expect("url");
     match auth_server(&doc, &expected, &at) {
         Ok(Some(a)) => {
             let published = doc.get("issuer").and_then(Value::as_str).unwrap_or("");
-            assert_eq!(published.trim_end_matches('/'), expected.trim_end_matches('/'));
+            assert_eq!(
+                published.trim_end_matches('/'),
+                expected.trim_end_matches('/')
+            );
             assert_eq!(a.issuer, published);
-            for u in [Some(&a.authorization_endpoint), Some(&a.token_endpoint), a.registration_endpoint.as_ref()]
-                .into_iter()
-                .flatten()
+            for u in [
+                Some(&a.authorization_endpoint),
+                Some(&a.token_endpoint),
+                a.registration_endpoint.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
             {
                 assert!(safe_endpoint(u), "endpoint {u} taken");
             }
             let methods = doc["code_challenge_methods_supported"].as_array();
-            assert!(methods.is_some_and(|m| m.iter().any(|x| x == "S256")), "no S256");
+            assert!(
+                methods.is_some_and(|m| m.iter().any(|x| x == "S256")),
+                "no S256"
+            );
         }
         Ok(None) => {
             let published = doc.get("issuer").and_then(Value::as_str).unwrap_or("");
-            assert_ne!(published.trim_end_matches('/'), expected.trim_end_matches('/'));
+            assert_ne!(
+                published.trim_end_matches('/'),
+                expected.trim_end_matches('/')
+            );
         }
         Err(_) => {}
     }
@@ -298,7 +346,8 @@ fn token(input: &mut Input<'_>) {
         None,
         Some("text/html"),
     ][usize::from(input.byte()) % 5];
-    let method = [AuthMethod::Basic, AuthMethod::Post, AuthMethod::None][usize::from(input.byte()) % 3];
+    let method =
+        [AuthMethod::Basic, AuthMethod::Post, AuthMethod::None][usize::from(input.byte()) % 3];
     let body: Vec<u8> = match input.byte() % 3 {
         0 => input.rest().to_vec(),
         _ => {
@@ -366,14 +415,25 @@ fn token(input: &mut Input<'_>) {
         .into_iter::<Value>()
         .next()
         .and_then(Result::ok);
-    let field = |k: &str| doc.as_ref().and_then(|d| d.get(k)).and_then(Value::as_str).map(str::to_string);
+    let field = |k: &str| {
+        doc.as_ref()
+            .and_then(|d| d.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     match result {
         Ok(fresh) => {
             assert_eq!(status, 200, "tokens from HTTP {status}");
             let kind = field("token_type").unwrap_or_default();
-            assert!(kind.eq_ignore_ascii_case("bearer"), "a {kind:?} token taken");
+            assert!(
+                kind.eq_ignore_ascii_case("bearer"),
+                "a {kind:?} token taken"
+            );
             assert_eq!(Some(fresh.access_token.clone()), field("access_token"));
-            assert!(!fresh.access_token.is_empty(), "an empty access token taken");
+            assert!(
+                !fresh.access_token.is_empty(),
+                "an empty access token taken"
+            );
             let rotated = field("refresh_token");
             assert_eq!(fresh.refresh_token, rotated.or(Some(OLD_REFRESH.into())));
             match field("scope") {
@@ -390,18 +450,36 @@ fn token(input: &mut Input<'_>) {
                 None => assert_eq!(fresh.scopes, old.scopes),
             }
             assert_eq!(
-                (&fresh.resource, &fresh.issuer, &fresh.token_endpoint, &fresh.client_id, &fresh.client_secret),
-                (&old.resource, &old.issuer, &old.token_endpoint, &old.client_id, &old.client_secret)
+                (
+                    &fresh.resource,
+                    &fresh.issuer,
+                    &fresh.token_endpoint,
+                    &fresh.client_id,
+                    &fresh.client_secret
+                ),
+                (
+                    &old.resource,
+                    &old.issuer,
+                    &old.token_endpoint,
+                    &old.client_id,
+                    &old.client_secret
+                )
             );
         }
         Err(RefreshError::Refused(m) | RefreshError::Failed(m)) => {
             let shown = [field("error"), field("error_description")];
             let shown_contains = |v: &str| shown.iter().flatten().any(|s| s.contains(v));
-            for secret in [Some(OLD_REFRESH.to_string()), Some(CLIENT_SECRET.to_string()), field("access_token"), field("refresh_token")]
-                .into_iter()
-                .flatten()
-                .filter(|s| s.len() >= 12 && !shown_contains(s) && !old.token_endpoint.contains(s.as_str()))
-            {
+            for secret in [
+                Some(OLD_REFRESH.to_string()),
+                Some(CLIENT_SECRET.to_string()),
+                field("access_token"),
+                field("refresh_token"),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(|s| {
+                s.len() >= 12 && !shown_contains(s) && !old.token_endpoint.contains(s.as_str())
+            }) {
                 assert!(!m.contains(&secret), "a token in the message: {m}");
             }
         }
@@ -418,11 +496,16 @@ fn callback(input: &mut Input<'_>) {
     let url = match input.byte() % 2 {
         0 => input.text(),
         _ => {
-            let mut u = String::from(if input.byte() & 1 == 0 { path } else { "/other" });
+            let mut u = String::from(if input.byte() & 1 == 0 {
+                path
+            } else {
+                "/other"
+            });
             let n = input.byte() % 6;
             for i in 0..n {
                 u.push(if i == 0 { '?' } else { '&' });
-                let key = ["code", "state", "iss", "error", "error_description", "x"][usize::from(input.byte()) % 6];
+                let key = ["code", "state", "iss", "error", "error_description", "x"]
+                    [usize::from(input.byte()) % 6];
                 let value = match input.byte() % 4 {
                     0 => expect.state.clone(),
                     1 => expect.issuer.clone(),
@@ -439,7 +522,9 @@ fn callback(input: &mut Input<'_>) {
     let (asked, query) = url.split_once('?').unwrap_or((&url, ""));
     let mut first = std::collections::HashMap::new();
     for (k, val) in url::form_urlencoded::parse(query.as_bytes()) {
-        first.entry(k.into_owned()).or_insert_with(|| val.into_owned());
+        first
+            .entry(k.into_owned())
+            .or_insert_with(|| val.into_owned());
     }
     let state_ok = first.get("state").map_or("", String::as_str) == expect.state;
     if asked != path {
@@ -463,7 +548,8 @@ fn callback(input: &mut Input<'_>) {
 }
 
 fn registration(input: &mut Input<'_>) {
-    let asked = [AuthMethod::Basic, AuthMethod::Post, AuthMethod::None][usize::from(input.byte()) % 3];
+    let asked =
+        [AuthMethod::Basic, AuthMethod::Post, AuthMethod::None][usize::from(input.byte()) % 3];
     let doc: Value = match input.byte() % 3 {
         0 => serde_json::from_slice(input.rest()).unwrap_or(Value::Null),
         _ => {
@@ -476,8 +562,16 @@ fn registration(input: &mut Input<'_>) {
                 d.insert("client_secret".into(), json!(input.text()));
             }
             if f & 4 != 0 {
-                let m = ["client_secret_basic", "client_secret_post", "none", "private_key_jwt"];
-                d.insert("token_endpoint_auth_method".into(), json!(m[usize::from(input.byte()) % 4]));
+                let m = [
+                    "client_secret_basic",
+                    "client_secret_post",
+                    "none",
+                    "private_key_jwt",
+                ];
+                d.insert(
+                    "token_endpoint_auth_method".into(),
+                    json!(m[usize::from(input.byte()) % 4]),
+                );
             }
             if f & 8 != 0 {
                 d.insert("client_secret_expires_at".into(), json!(input.byte()));
@@ -496,13 +590,28 @@ fn registration(input: &mut Input<'_>) {
         iss_parameter_supported: false,
         from_metadata: true,
     };
-    if let Ok(id) = registered(&doc, asked, &auth, "http://127.0.0.1:1/callback", &["read".into()]) {
+    if let Ok(id) = registered(
+        &doc,
+        asked,
+        &auth,
+        "http://127.0.0.1:1/callback",
+        &["read".into()],
+    ) {
         assert!(!id.client_id.is_empty());
-        assert_eq!(doc.get("client_id").and_then(Value::as_str), Some(id.client_id.as_str()));
+        assert_eq!(
+            doc.get("client_id").and_then(Value::as_str),
+            Some(id.client_id.as_str())
+        );
         if id.auth_method != AuthMethod::None {
-            assert!(id.client_secret.as_deref().is_some_and(|s| !s.is_empty()), "no secret for {:?}", id.auth_method);
+            assert!(
+                id.client_secret.as_deref().is_some_and(|s| !s.is_empty()),
+                "no secret for {:?}",
+                id.auth_method
+            );
         }
-        let method = doc.get("token_endpoint_auth_method").and_then(Value::as_str);
+        let method = doc
+            .get("token_endpoint_auth_method")
+            .and_then(Value::as_str);
         assert_eq!(method.unwrap_or(asked.as_str()), id.auth_method.as_str());
         assert_eq!(id.issuer, auth.issuer);
     }

@@ -62,13 +62,20 @@ fn document(input: &mut Input<'_>, secrets: &[(String, String)], depth: u8) -> V
         1 => serde_json::json!(input.byte()),
         2 if depth < 4 => {
             let n = input.byte() % 4;
-            Value::Array((0..n).map(|_| document(input, secrets, depth + 1)).collect())
+            Value::Array(
+                (0..n)
+                    .map(|_| document(input, secrets, depth + 1))
+                    .collect(),
+            )
         }
         3 | 4 if depth < 4 => {
             let n = input.byte() % 4;
             let mut m = Map::new();
             for _ in 0..n {
-                m.insert(text_or_secret(input, secrets), document(input, secrets, depth + 1));
+                m.insert(
+                    text_or_secret(input, secrets),
+                    document(input, secrets, depth + 1),
+                );
             }
             Value::Object(m)
         }
@@ -186,7 +193,10 @@ fuzz_target!(|data: &[u8]| {
     let doc = (mode & 1 == 1).then(|| document(&mut input, &secrets, 0));
     let text = match &doc {
         Some(doc) => {
-            let mut bits = input.0.iter().flat_map(|b| (0..8).map(move |i| b >> i & 1 == 1));
+            let mut bits = input
+                .0
+                .iter()
+                .flat_map(|b| (0..8).map(move |i| b >> i & 1 == 1));
             let mut s = String::new();
             spell(doc, (mode >> 1) % 5, &mut bits, &mut s);
             s
@@ -214,7 +224,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // Redacting again changes nothing, unless a secret can match a marker ("REDACTED").
     let markers: String = NAMES.iter().map(|n| format!("[REDACTED:{n}]")).collect();
-    if hidden.iter().all(|v| !v.contains(['[', ']']) && !markers.contains(v)) {
+    if hidden
+        .iter()
+        .all(|v| !v.contains(['[', ']']) && !markers.contains(v))
+    {
         assert_eq!(r.redact(&out), out, "redacting twice changed it");
     }
 

@@ -67,7 +67,11 @@ impl<'a> Input<'a> {
             }
             7 if depth < 3 => {
                 let n = self.byte() % 4;
-                Value::Object((0..n).map(|_| (self.text(), self.value(depth + 1))).collect())
+                Value::Object(
+                    (0..n)
+                        .map(|_| (self.text(), self.value(depth + 1)))
+                        .collect(),
+                )
             }
             _ => serde_json::from_slice(self.piece()).unwrap_or(Value::Null),
         }
@@ -91,7 +95,11 @@ fn params(input: &mut Input<'_>) -> Value {
         let mut meta = Map::new();
         let m = input.byte();
         if m & 1 != 0 {
-            let v = if m & 2 != 0 { json!("2026-07-28") } else { input.value(1) };
+            let v = if m & 2 != 0 {
+                json!("2026-07-28")
+            } else {
+                input.value(1)
+            };
             meta.insert(VERSION_KEY.into(), v);
         }
         if m & 4 != 0 {
@@ -126,7 +134,12 @@ fn params(input: &mut Input<'_>) -> Value {
 /// `v` with every object's members in reverse order.
 fn reversed(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(m.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), reversed(v)))
+                .collect(),
+        ),
         Value::Array(a) => Value::Array(a.iter().map(reversed).collect()),
         other => other.clone(),
     }
@@ -196,7 +209,11 @@ fn spelled(v: &Value, style: u8) -> String {
 }
 
 /// What the digest is documented to bind: origin, method, name (or uri), arguments.
-fn bound(origin: &str, method: &str, p: &Value) -> (String, String, Option<String>, Option<String>) {
+fn bound(
+    origin: &str,
+    method: &str,
+    p: &Value,
+) -> (String, String, Option<String>, Option<String>) {
     (
         origin.to_string(),
         method.to_string(),
@@ -206,7 +223,13 @@ fn bound(origin: &str, method: &str, p: &Value) -> (String, String, Option<Strin
 }
 
 const ORIGINS: [&str; 3] = ["http#0", "http#1", "stdio#0"];
-const METHODS: [&str; 5] = ["tools/call", "prompts/get", "resources/read", "tools/list", "server/discover"];
+const METHODS: [&str; 5] = [
+    "tools/call",
+    "prompts/get",
+    "resources/read",
+    "tools/list",
+    "server/discover",
+];
 const IDS: [&str; 5] = ["1", "\"a\"", "0", "-5", "\"x\\\"y\""];
 
 fuzz_target!(|data: &[u8]| {
@@ -220,7 +243,10 @@ fuzz_target!(|data: &[u8]| {
     // request that differs.
     let change = input.byte();
     let (o2, m2) = if change & 0x80 != 0 {
-        (ORIGINS[usize::from(change) % 3], METHODS[usize::from(change >> 2) % 5])
+        (
+            ORIGINS[usize::from(change) % 3],
+            METHODS[usize::from(change >> 2) % 5],
+        )
     } else {
         (o1, m1)
     };
@@ -252,7 +278,8 @@ fuzz_target!(|data: &[u8]| {
     }
     // The retry as the hub reads it: parsed back from some spelling.
     let style = input.byte() % 5;
-    let p2: Value = serde_json::from_str(&spelled(&p2, style)).expect("a spelling that is not JSON");
+    let p2: Value =
+        serde_json::from_str(&spelled(&p2, style)).expect("a spelling that is not JSON");
 
     let d1 = request_digest(o1, m1, &p1);
     let d2 = request_digest(o2, m2, &p2);
@@ -261,7 +288,13 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(digest(&[o1, m1]), digest(&[o1, m1]), "digest is stable");
 
     // A state the hub issued: a random handle, expiring in `offset` seconds.
-    let handle: String = input.piece().iter().chain([0u8; 16].iter()).take(16).map(|b| format!("{b:02x}")).collect();
+    let handle: String = input
+        .piece()
+        .iter()
+        .chain([0u8; 16].iter())
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let offset = i64::from(input.byte()) - 64;
     let expires = now().saturating_add_signed(offset.max(-(now() as i64)));
     let s = signer();
@@ -273,7 +306,10 @@ fuzz_target!(|data: &[u8]| {
         _ => assert_eq!(opened, Ok(Opened::Live(handle.clone())), "{state}"),
     }
     if !same {
-        assert!(s.open(&state, &d2).is_err(), "a state opened for another request");
+        assert!(
+            s.open(&state, &d2).is_err(),
+            "a state opened for another request"
+        );
     }
 
     // The state, altered.
@@ -304,7 +340,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let altered = String::from_utf8_lossy(&bytes);
     if altered != state {
-        assert!(s.open(&altered, &d1).is_err(), "an altered state opened: {state} -> {altered}");
+        assert!(
+            s.open(&altered, &d1).is_err(),
+            "an altered state opened: {state} -> {altered}"
+        );
     }
     // Any text.
     let text = input.text();
@@ -328,7 +367,12 @@ fuzz_target!(|data: &[u8]| {
             "_meta" => {
                 let kept: Map<String, Value> = v
                     .as_object()
-                    .map(|m| m.iter().filter(|(k, _)| !ENVELOPE.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect())
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(k, _)| !ENVELOPE.contains(&k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 match after.get("_meta") {
                     None => assert!(kept.is_empty() && v.is_object(), "_meta lost: {v}"),
@@ -339,7 +383,10 @@ fuzz_target!(|data: &[u8]| {
             _ => assert_eq!(after.get(k), Some(v), "{k} changed"),
         }
     }
-    assert!(after.keys().all(|k| before.contains_key(k)), "members added: {line}");
+    assert!(
+        after.keys().all(|k| before.contains_key(k)),
+        "members added: {line}"
+    );
 
     // Whether it speaks the revision, in every spelling.
     let mut seen = None;
@@ -353,7 +400,11 @@ fuzz_target!(|data: &[u8]| {
         };
         let version = envelope_version(&m);
         let modern = wants_modern(&m);
-        assert_eq!(modern, m1 == "server/discover" || version.is_some(), "style {style}: {p1}");
+        assert_eq!(
+            modern,
+            m1 == "server/discover" || version.is_some(),
+            "style {style}: {p1}"
+        );
         match &seen {
             None => seen = Some((modern, version)),
             Some(first) => assert_eq!(first, &(modern, version), "style {style} changed it: {p1}"),

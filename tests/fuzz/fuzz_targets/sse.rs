@@ -59,7 +59,12 @@ impl Stream for Chunks {
 }
 
 /// One upstream answer: status, content type, and the body in `chunks`.
-fn response(status: u16, content_type: Option<&str>, chunks: Vec<Vec<u8>>, broken: bool) -> reqwest::Response {
+fn response(
+    status: u16,
+    content_type: Option<&str>,
+    chunks: Vec<Vec<u8>>,
+    broken: bool,
+) -> reqwest::Response {
     let body = reqwest::Body::wrap_stream(Chunks {
         chunks: chunks.into(),
         broken,
@@ -261,10 +266,17 @@ fuzz_target!(|data: &[u8]| {
     let (whole, whole_end) = decode(vec![body.clone()], broken, max);
     let (parts, parts_end) = decode(split(&body, &cuts), broken, max);
     let common = whole.len().min(parts.len());
-    assert_eq!(whole[..common], parts[..common], "the chunks changed the events");
+    assert_eq!(
+        whole[..common],
+        parts[..common],
+        "the chunks changed the events"
+    );
     if whole_end != End::TooLarge && parts_end != End::TooLarge {
         assert_eq!(whole, parts, "the chunks changed the events");
-        assert_eq!(whole_end, parts_end, "the chunks changed how the stream ended");
+        assert_eq!(
+            whole_end, parts_end,
+            "the chunks changed how the stream ended"
+        );
     }
     if body.len() <= max {
         assert!(
@@ -278,9 +290,14 @@ fuzz_target!(|data: &[u8]| {
         let first_big = expected.iter().position(|d| d.len() > max);
         let all_fit = expected.iter().all(|d| d.len() + 8 <= max);
         for (events, end) in [(&whole, &whole_end), (&parts, &parts_end)] {
-            let datas: Vec<&str> = events.iter().map(|e| e.data.as_deref().unwrap_or("")).collect();
+            let datas: Vec<&str> = events
+                .iter()
+                .map(|e| e.data.as_deref().unwrap_or(""))
+                .collect();
             assert!(
-                events.iter().all(|e| e.event.is_none() && e.id.is_none() && e.retry.is_none()),
+                events
+                    .iter()
+                    .all(|e| e.event.is_none() && e.id.is_none() && e.retry.is_none()),
                 "fields that were not sent"
             );
             assert_eq!(
@@ -289,18 +306,31 @@ fuzz_target!(|data: &[u8]| {
                 "events other than those sent"
             );
             if all_fit {
-                assert_eq!(datas.len(), expected.len(), "events lost ({end:?}, limit {max})");
-                assert_ne!(*end, End::TooLarge, "small events refused as too large (limit {max})");
+                assert_eq!(
+                    datas.len(),
+                    expected.len(),
+                    "events lost ({end:?}, limit {max})"
+                );
+                assert_ne!(
+                    *end,
+                    End::TooLarge,
+                    "small events refused as too large (limit {max})"
+                );
             }
             if let Some(k) = first_big {
                 assert!(datas.len() <= k, "an event over the limit got through");
-                assert_eq!(*end, End::TooLarge, "an event over the limit was not refused");
+                assert_eq!(
+                    *end,
+                    End::TooLarge,
+                    "an event over the limit was not refused"
+                );
             }
         }
     }
 
     // The answer to a POST, whole and in pieces.
-    let status = [200, 200, 200, 202, 204, 400, 401, 404, 405, 500, 503, 302][usize::from(flags >> 4) % 12];
+    let status =
+        [200, 200, 200, 202, 204, 400, 401, 404, 405, 500, 503, 302][usize::from(flags >> 4) % 12];
     let content_type = [
         Some("text/event-stream"),
         Some("application/json"),
@@ -309,8 +339,14 @@ fuzz_target!(|data: &[u8]| {
         Some("text/plain"),
     ][usize::from(flags >> 3) % 5];
     let (line, id) = match cuts.first().copied().unwrap_or(0) % 4 {
-        0 => (r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, None),
-        1 => (r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#, Some(serde_json::json!("a"))),
+        0 => (
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            None,
+        ),
+        1 => (
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#,
+            Some(serde_json::json!("a")),
+        ),
         _ => (
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
             Some(serde_json::json!(1)),
@@ -339,7 +375,11 @@ fuzz_target!(|data: &[u8]| {
         // Only a limit reached at different places may tell the two apart, and only from
         // where it is reached.
         let common = a_seen.len().min(b_seen.len());
-        assert_eq!(a_seen[..common], b_seen[..common], "the chunks changed the messages");
+        assert_eq!(
+            a_seen[..common],
+            b_seen[..common],
+            "the chunks changed the messages"
+        );
         let limited = |s: &[Seen], e: &Option<LinkEnd>| {
             matches!(s.last(), Some(Seen::Oversized(_)))
                 || matches!(e, Some(LinkEnd::Lost(why)) if why.contains("over the limit"))

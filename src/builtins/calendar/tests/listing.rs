@@ -464,3 +464,28 @@ fn a_rule_that_is_not_ascii_is_unreadable_not_a_panic() {
     assert_eq!(events(&out).len(), 1, "only the first date: {}", out.text);
     assert!(out.text.contains("could not be read"), "{}", out.text);
 }
+
+/// Found by hand while checking the fuzz target's time bound (tests/fuzz, target `calendar`):
+/// each series was bounded, the feed was not. Fifty rules that never match (the rrule crate
+/// loops 100 000 times per step looking) in a 5 KB feed took seconds; the 2 MB a feed may be,
+/// many minutes. The expansion now stops after a time (`FEED_TIME`, 2 s, in the tool), with a
+/// note.
+#[test]
+fn a_feed_of_many_pathological_series_is_cut_short_in_time() {
+    let now: DateTime<Utc> = "2026-03-01T06:00:00Z".parse().unwrap();
+    let series = "DTSTART:20200101T000000Z\r\nRRULE:FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=30\r\n";
+    let mut lines: Vec<String> = (0..200)
+        .map(|i| format!("UID:{i}\r\nSUMMARY:Never\r\n{series}"))
+        .collect();
+    lines.push("UID:plain\r\nSUMMARY:Plain\r\nDTSTART:20260302T090000Z\r\n".into());
+    let budget = std::time::Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    let out = listing_within(&[feed("c", &ics(&lines))], now, 7, local(), budget);
+    let took = started.elapsed();
+    // The budget, one series' worth of looking past it, and room for a slow machine (one
+    // series takes about 0.6 s unoptimised; all 200 would take two minutes).
+    assert!(took < budget * 10, "{took:?}");
+    assert!(out.text.contains("take too long to expand"), "{}", out.text);
+    // What needs no expanding is still listed.
+    assert_eq!(find(&events(&out), "Plain").len(), 1, "{}", out.text);
+}
