@@ -224,10 +224,12 @@ pub fn query_terms(query: &str) -> Vec<(String, f32)> {
         Some((_, old)) => *old = old.max(w),
         None => out.push((t.clone(), w)),
     };
-    // A file name (`notes.txt`, `src/main.rs`) in a request is about a file, whatever the
-    // words in it say.
-    if query.split_whitespace().any(looks_like_file) {
-        add(&fold(v, "file"), 1.0);
+    // What a token's shape says it is (`notes.txt` a file, `#general` a channel, `ENG-123` an
+    // issue) counts as if the user had said the word.
+    for token in query.split_whitespace() {
+        for kind in shape(token) {
+            add(&fold(v, kind), 1.0);
+        }
     }
     for word in words(query) {
         if v.stop.contains(word.as_str()) {
@@ -245,9 +247,60 @@ pub fn query_terms(query: &str) -> Vec<(String, f32)> {
     out
 }
 
+/// What the conventions of chat, trackers, version control and the web make of a token
+/// whatever its words: `notes.txt` is a file, `#general` a channel, `#12` an issue or pull
+/// request, `ENG-123` an issue, `@sara` a user, `https://…` a URL, `a1b2c3d` a commit.
+fn shape(token: &str) -> &'static [&'static str] {
+    let token = token
+        .trim_start_matches(['(', '"', '\'', '`'])
+        .trim_end_matches(['?', '!', ',', '.', ';', ':', ')', '"', '\'', '`']);
+    let alnum = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if token.contains("://") {
+        return &["url"];
+    }
+    if let Some(rest) = token.strip_prefix('#') {
+        if digits(rest) {
+            return &["issue", "pull"];
+        }
+        if rest.chars().next().is_some_and(char::is_alphabetic)
+            && rest
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+        {
+            return &["channel"];
+        }
+        return &[];
+    }
+    if let Some(rest) = token.strip_prefix('@')
+        && alnum(&rest.replace(['-', '_', '.'], ""))
+    {
+        return &["user"];
+    }
+    if let Some((key, number)) = token.split_once('-')
+        && key.len() >= 2
+        && key.chars().all(|c| c.is_ascii_uppercase())
+        && digits(number)
+    {
+        return &["issue"];
+    }
+    if (7..=40).contains(&token.len())
+        && token
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        && token.chars().any(|c| c.is_ascii_digit())
+        && token.chars().any(|c| c.is_ascii_alphabetic())
+    {
+        return &["commit"];
+    }
+    if looks_like_file(token) {
+        return &["file"];
+    }
+    &[]
+}
+
 /// `notes.txt`, `./a/b.json`: a dot followed by a short extension of letters (and digits).
 fn looks_like_file(token: &str) -> bool {
-    let token = token.trim_end_matches(['?', '!', ',', ';', ':', ')', '"', '\'']);
     let Some((stem, ext)) = token.rsplit_once('.') else {
         return false;
     };
@@ -330,6 +383,16 @@ mod tests {
         assert!(!has("go to example.com", "file"));
         assert!(!has("go to example.com/x", "file"));
         assert!(query_terms("the of and").is_empty());
+        assert!(has("what's new in #general", "channel"));
+        assert!(has("close #12", "pull") && has("close #12", "issu"));
+        assert!(has("move ENG-123 to done", "issu"));
+        assert!(has("what did @sara post", "user"));
+        assert!(has("open https://example.com/a", "url"));
+        assert!(has("what did a1b2c3d change", "commit"));
+        assert!(!has("add 3 and 4", "issu"));
+        assert!(!has("decade 1990-2000", "issu"));
+        assert!(!has("what's in #", "channel"));
+        assert!(!has("the facade was added", "commit"));
         assert_eq!(terms("memorised"), terms("memorized"));
     }
 }
