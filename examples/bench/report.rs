@@ -1168,6 +1168,12 @@ fn print_quality(q: &Quality, tools: usize) {
         format!("{:.3}", q.recall_at_in(5, retrieval::Half::HeldOut))
     );
     println!(
+        "   {:<42} {:>11}             {} tasks written after the tuning, never tuned on",
+        "recall@5, fresh tasks",
+        format!("{:.3}", q.fresh_recall_at(5)),
+        q.fresh.len()
+    );
+    println!(
         "   {:<42} {:>11}",
         format!("MRR (top {})", retrieval::LIMIT),
         format!("{:.3}", q.mrr())
@@ -1227,6 +1233,9 @@ fn retrieval_json(r: &RetrievalPart) -> Value {
             "recall_at_5": round(q.recall_at(5), 4),
             "recall_at_5_studied": round(q.recall_at_in(5, retrieval::Half::Studied), 4),
             "recall_at_5_held_out": round(q.recall_at_in(5, retrieval::Half::HeldOut), 4),
+            "fresh_tasks": q.fresh.len(),
+            "recall_at_1_fresh": round(q.fresh_recall_at(1), 4),
+            "recall_at_5_fresh": round(q.fresh_recall_at(5), 4),
             "mrr": round(q.mrr(), 4),
             "result_bytes_mean": round(q.result_bytes, 0),
             "search_round_trip": timing_json(&q.timing),

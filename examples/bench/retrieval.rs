@@ -7,7 +7,9 @@
 //! tools. The tasks (`examples/bench/retrieval/tasks.json`) are what a user would type to an
 //! assistant, each with the one tool that best answers it; they were written before the
 //! catalogues' descriptions and without looking at the search, and must stay that way — tune
-//! the search against them, never them against the search.
+//! the search against them, never them against the search. `tasks-fresh.json` holds 70 more,
+//! written after the tuning by someone who had seen the catalogue but not the search: the
+//! search is never tuned on them, so they show what it does with wording nobody fitted it to.
 //!
 //! - Quality: a hub with `"toolSearch": {"mode": "on"}` answers `search_tools {query: TASK,
 //!   limit: 10}` for every task; recall@1, recall@5 and MRR over the ranked wire names of
@@ -96,6 +98,10 @@ pub enum Half {
 /// The search's answers to every task.
 pub struct Quality {
     pub ranked: Vec<Ranked>,
+    /// The answers to `tasks-fresh.json`: tasks written after the search was tuned, by
+    /// someone who saw the catalogue but neither the search nor its misses (never tune on
+    /// them either: they measure wording nobody fitted the search to).
+    pub fresh: Vec<Ranked>,
     /// The mean size of a `search_tools` result (its JSON text), what a client reads per search.
     pub result_bytes: f64,
     /// The same searches again, one at a time, against this catalogue (the quality pass was
@@ -106,12 +112,12 @@ pub struct Quality {
 impl Quality {
     /// The share of tasks whose tool is among the first `k` answers.
     pub fn recall_at(&self, k: usize) -> f64 {
-        let hits = self
-            .ranked
-            .iter()
-            .filter(|r| r.rank.is_some_and(|n| n <= k))
-            .count();
-        hits as f64 / self.ranked.len().max(1) as f64
+        recall(&self.ranked, k)
+    }
+
+    /// [`Quality::recall_at`] over the fresh tasks.
+    pub fn fresh_recall_at(&self, k: usize) -> f64 {
+        recall(&self.fresh, k)
     }
 
     /// [`Quality::recall_at`] over one half of the tasks: `Studied` (the even positions of
@@ -126,11 +132,7 @@ impl Quality {
             .filter(|(i, _)| (i % 2 == 0) == (half == Half::Studied))
             .map(|(_, r)| r)
             .collect();
-        let hits = mine
-            .iter()
-            .filter(|r| r.rank.is_some_and(|n| n <= k))
-            .count();
-        hits as f64 / mine.len().max(1) as f64
+        recall(&mine, k)
     }
 
     /// Mean reciprocal rank over the first [`LIMIT`] answers (a tool not among them adds 0).
@@ -162,6 +164,15 @@ impl Quality {
             })
             .collect()
     }
+}
+
+/// The share of `ranked` whose tool is among the first `k` answers.
+fn recall<R: std::borrow::Borrow<Ranked>>(ranked: &[R], k: usize) -> f64 {
+    let hits = ranked
+        .iter()
+        .filter(|r| r.borrow().rank.is_some_and(|n| n <= k))
+        .count();
+    hits as f64 / ranked.len().max(1) as f64
 }
 
 /// The complete `tools/list` result of one hub.
@@ -253,8 +264,30 @@ pub fn settings(mode: &str, list_wait: &str) -> Value {
     v
 }
 
-fn read_tasks() -> Result<Vec<Task>> {
-    let path = root().join("examples/bench/retrieval/tasks.json");
+/// What `search_tools` answers each of `tasks`, and the bytes of those answers.
+fn rank_all(on: &mut Peer, tasks: &[Task]) -> Result<(Vec<Ranked>, usize)> {
+    let mut ranked = Vec::with_capacity(tasks.len());
+    let mut bytes = 0;
+    for t in tasks {
+        let raw = on.call_raw("tools/call", search_params(&t.task))?;
+        bytes += raw.len();
+        let result: Value = serde_json::from_str(&raw)
+            .with_context(|| format!("{}: search_tools result is not JSON", on.label))?;
+        let got = ranked_names(&on.label, &result)?;
+        let rank = got.iter().position(|n| *n == t.tool).map(|i| i + 1);
+        ranked.push(Ranked {
+            task: t.task.clone(),
+            expected: t.tool.clone(),
+            rank,
+            got,
+        });
+    }
+    Ok((ranked, bytes))
+}
+
+/// `examples/bench/retrieval/FILE`.
+fn read_tasks(file: &str) -> Result<Vec<Task>> {
+    let path = root().join("examples/bench/retrieval").join(file);
     let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     let tasks: Vec<Task> = serde_json::from_slice(&text)
         .with_context(|| format!("{} is malformed", path.display()))?;
@@ -381,7 +414,8 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Option<RetrievalPart>> {
         return Ok(None);
     };
     let wd = &ctx.watchdog;
-    let tasks = read_tasks()?;
+    let tasks = read_tasks("tasks.json")?;
+    let fresh = read_tasks("tasks-fresh.json")?;
     let map = servers(ctx, &peers)?;
 
     wd.arm(
@@ -406,26 +440,13 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Option<RetrievalPart>> {
     let on_list = list(&mut on)?;
     off.close(Duration::from_secs(10));
     check_catalogue(&off_list, &tasks)?;
+    check_catalogue(&off_list, &fresh)?;
 
     let searchable = on_list.names.iter().any(|n| n == "search_tools");
     let quality = if searchable {
         wd.arm("tool search: the tasks", Duration::from_secs(120));
-        let mut ranked = Vec::with_capacity(tasks.len());
-        let mut bytes = 0;
-        for t in &tasks {
-            let raw = on.call_raw("tools/call", search_params(&t.task))?;
-            bytes += raw.len();
-            let result: Value = serde_json::from_str(&raw)
-                .with_context(|| format!("{}: search_tools result is not JSON", on.label))?;
-            let got = ranked_names(&on.label, &result)?;
-            let rank = got.iter().position(|n| *n == t.tool).map(|i| i + 1);
-            ranked.push(Ranked {
-                task: t.task.clone(),
-                expected: t.tool.clone(),
-                rank,
-                got,
-            });
-        }
+        let (ranked, bytes) = rank_all(&mut on, &tasks)?;
+        let (fresh, _) = rank_all(&mut on, &fresh)?;
         let scanner = IdScanner::new();
         let mut ns = Vec::with_capacity(tasks.len());
         for t in &tasks {
@@ -434,6 +455,7 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Option<RetrievalPart>> {
         }
         Some(Quality {
             ranked,
+            fresh,
             result_bytes: bytes as f64 / tasks.len() as f64,
             timing: Timing::of(ns),
         })
