@@ -57,4 +57,5 @@ mod remote_faults;
 mod sandbox;
 mod search_clients;
 mod shared;
+mod stdio_socket;
 mod surface;

@@ -66,14 +66,13 @@ where
 }
 
 /// A Unix stream as two: one to read (with [`read_frames`]) and one to write (with
-/// [`spawn_writer`]), each registered with the runtime on its own.
+/// [`spawn_writer`]), each registered with the runtime for its own direction only (see
+/// [`super::socket`]).
 #[cfg(unix)]
 pub fn halves(
     stream: tokio::net::UnixStream,
-) -> std::io::Result<(tokio::net::UnixStream, tokio::net::UnixStream)> {
-    let std = stream.into_std()?;
-    let writer = tokio::net::UnixStream::from_std(std.try_clone()?)?;
-    Ok((tokio::net::UnixStream::from_std(std)?, writer))
+) -> std::io::Result<(super::socket::SocketReader, super::socket::SocketWriter)> {
+    super::socket::split(stream)
 }
 
 /// A pipe or socket both the writer task and [`Outbox::send`] write to: `&self` methods
@@ -92,16 +91,6 @@ impl SharedWrite for tokio::net::unix::pipe::Sender {
     }
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         tokio::net::unix::pipe::Sender::poll_write_ready(self, cx)
-    }
-}
-
-#[cfg(unix)]
-impl SharedWrite for tokio::net::UnixStream {
-    fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-        tokio::net::UnixStream::try_write_vectored(self, bufs)
-    }
-    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        tokio::net::UnixStream::poll_write_ready(self, cx)
     }
 }
 

@@ -8,6 +8,8 @@ pub mod child;
 pub mod http;
 pub mod lines;
 pub mod queue;
+#[cfg(unix)]
+pub mod socket;
 pub mod stdio;
 
 pub use child::{ChildProc, ChildSpec, Scrub, SpawnError, Spawned, StderrLog};

@@ -3,6 +3,7 @@
 //! [`super`] then serve) or opens named pipes (src/platform/mod.rs).
 
 use crate::transport::lines::SharedWrite;
+use crate::transport::socket::{self, SocketReader, SocketWriter};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -10,7 +11,6 @@ use std::os::unix::fs::FileTypeExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::UnixStream;
 use tokio::net::unix::pipe;
 
 /// A pipe or socket switched to non-blocking mode and registered with the runtime.
@@ -28,7 +28,8 @@ pub(super) struct Pollable {
 enum Io {
     PipeIn(pipe::Receiver),
     PipeOut(pipe::Sender),
-    Socket(UnixStream),
+    SocketIn(SocketReader),
+    SocketOut(SocketWriter),
 }
 
 /// Which way a [`Pollable`] carries data.
@@ -69,10 +70,10 @@ impl Pollable {
             }
         } else if kind.is_socket() {
             let socket = std::os::unix::net::UnixStream::from(fd);
-            socket
-                .set_nonblocking(true)
-                .and_then(|()| UnixStream::from_std(socket))
-                .map(Io::Socket)
+            socket.set_nonblocking(true).and_then(|()| match direction {
+                Direction::In => socket::reader(socket).map(Io::SocketIn),
+                Direction::Out => Ok(Io::SocketOut(SocketWriter::new(socket))),
+            })
         } else {
             return Ok(None);
         };
@@ -113,8 +114,8 @@ impl AsyncRead for Pollable {
     ) -> Poll<std::io::Result<()>> {
         match &mut self.get_mut().io {
             Io::PipeIn(r) => Pin::new(r).poll_read(cx, buf),
-            Io::Socket(s) => Pin::new(s).poll_read(cx, buf),
-            Io::PipeOut(_) => Poll::Ready(Err(wrong_way())),
+            Io::SocketIn(s) => Pin::new(s).poll_read(cx, buf),
+            Io::PipeOut(_) | Io::SocketOut(_) => Poll::Ready(Err(wrong_way())),
         }
     }
 }
@@ -123,16 +124,16 @@ impl SharedWrite for Pollable {
     fn try_write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
         match &self.io {
             Io::PipeOut(w) => w.try_write_vectored(bufs),
-            Io::Socket(s) => s.try_write_vectored(bufs),
-            Io::PipeIn(_) => Err(wrong_way()),
+            Io::SocketOut(s) => s.try_write_vectored(bufs),
+            Io::PipeIn(_) | Io::SocketIn(_) => Err(wrong_way()),
         }
     }
 
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match &self.io {
             Io::PipeOut(w) => w.poll_write_ready(cx),
-            Io::Socket(s) => s.poll_write_ready(cx),
-            Io::PipeIn(_) => Poll::Ready(Err(wrong_way())),
+            Io::SocketOut(s) => s.poll_write_ready(cx),
+            Io::PipeIn(_) | Io::SocketIn(_) => Poll::Ready(Err(wrong_way())),
         }
     }
 }
