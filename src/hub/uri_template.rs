@@ -166,22 +166,20 @@ mod tests {
             "{&x}", "{;x}", "{.x}",
         ];
         let chars = ["a", "/", "?", "#", "=", "&", ";", ".", "é"];
-        let mut templates = vec![String::new()];
-        for _ in 0..3 {
-            let longer: Vec<String> = templates
-                .iter()
-                .flat_map(|t| pieces.iter().map(move |p| format!("{t}{p}")))
-                .collect();
-            templates.extend(longer);
-        }
-        let mut uris = vec![String::new()];
-        for _ in 0..3 {
-            let longer: Vec<String> = uris
-                .iter()
-                .flat_map(|u| chars.iter().map(move |c| format!("{u}{c}")))
-                .collect();
-            uris.extend(longer);
-        }
+        // Every string of up to three of `parts` (with repeats among the shorter ones).
+        let strings = |parts: &[&str]| {
+            let mut all = vec![String::new()];
+            for _ in 0..3 {
+                let longer: Vec<String> = all
+                    .iter()
+                    .flat_map(|s| parts.iter().map(move |p| format!("{s}{p}")))
+                    .collect();
+                all.extend(longer);
+            }
+            all
+        };
+        let mut templates = strings(&pieces);
+        let uris = strings(&chars);
         templates.sort();
         templates.dedup();
         for t in templates.iter().step_by(7) {
