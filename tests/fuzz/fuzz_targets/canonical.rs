@@ -13,7 +13,10 @@ fuzz_target!(|text: &str| {
         fn reversed(v: &serde_json::Value) -> serde_json::Value {
             match v {
                 serde_json::Value::Object(m) => serde_json::Value::Object(
-                    m.iter().rev().map(|(k, v)| (k.clone(), reversed(v))).collect(),
+                    m.iter()
+                        .rev()
+                        .map(|(k, v)| (k.clone(), reversed(v)))
+                        .collect(),
                 ),
                 serde_json::Value::Array(a) => {
                     serde_json::Value::Array(a.iter().map(reversed).collect())

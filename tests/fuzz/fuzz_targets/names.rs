@@ -10,14 +10,18 @@ fuzz_target!(|input: (&str, &str, &str)| {
     let name = portable(prefix, tool);
     assert!(!name.is_empty() && name.len() <= PORTABLE_MAX, "{name:?}");
     assert!(
-        name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+        name.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
         "{name:?}"
     );
     assert_eq!(portable(prefix, tool), name, "stable");
     // Two tools of one server that differ only in characters the portable form replaces
     // must still get two names.
     if other != tool && portable(prefix, other) == name {
-        let plain = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let plain = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
         assert!(
             !(plain(tool) && plain(other)) || prefix.len() + tool.len() + 2 > PORTABLE_MAX,
             "{prefix:?}/{tool:?} and {other:?} collide as {name:?}"

@@ -11,6 +11,9 @@ fuzz_target!(|input: (&str, &str)| {
     let t = UriTemplate::parse(template);
     let _ = t.matches(uri);
     if !template.contains(['{', '}']) {
-        assert!(t.matches(template), "a literal template matches itself: {template:?}");
+        assert!(
+            t.matches(template),
+            "a literal template matches itself: {template:?}"
+        );
     }
 });
