@@ -437,10 +437,10 @@ fn token(input: &mut Input<'_>) {
             let rotated = field("refresh_token");
             assert_eq!(fresh.refresh_token, rotated.or(Some(OLD_REFRESH.into())));
             match field("scope") {
-                // Scope tokens hold no blanks (RFC 6749 §3.3): the words, first occurrences.
+                // Scope tokens hold no whitespace (RFC 6749 §3.3): the words, first occurrences.
                 Some(s) => {
                     let mut want: Vec<String> = Vec::new();
-                    for w in s.split_ascii_whitespace() {
+                    for w in s.split(char::is_whitespace).filter(|w| !w.is_empty()) {
                         if !want.iter().any(|x| x == w) {
                             want.push(w.to_string());
                         }
