@@ -1167,12 +1167,15 @@ fn print_quality(q: &Quality, tools: usize) {
         "  recall@5, odd tasks (held out)",
         format!("{:.3}", q.recall_at_in(5, retrieval::Half::HeldOut))
     );
-    println!(
-        "   {:<42} {:>11}             {} tasks written after the tuning, never tuned on",
-        "recall@5, fresh tasks",
-        format!("{:.3}", q.fresh_recall_at(5)),
-        q.fresh.len()
-    );
+    for (i, set) in retrieval::LATER_SETS.iter().enumerate() {
+        println!(
+            "   {:<42} {:>11}             {} tasks {}",
+            format!("recall@5, {} tasks", set.key),
+            format!("{:.3}", q.later_recall_at(i, 5)),
+            q.later.get(i).map_or(0, Vec::len),
+            set.note
+        );
+    }
     println!(
         "   {:<42} {:>11}",
         format!("MRR (top {})", retrieval::LIMIT),
@@ -1233,9 +1236,12 @@ fn retrieval_json(r: &RetrievalPart) -> Value {
             "recall_at_5": round(q.recall_at(5), 4),
             "recall_at_5_studied": round(q.recall_at_in(5, retrieval::Half::Studied), 4),
             "recall_at_5_held_out": round(q.recall_at_in(5, retrieval::Half::HeldOut), 4),
-            "fresh_tasks": q.fresh.len(),
-            "recall_at_1_fresh": round(q.fresh_recall_at(1), 4),
-            "recall_at_5_fresh": round(q.fresh_recall_at(5), 4),
+            "later_sets": retrieval::LATER_SETS.iter().enumerate().map(|(i, set)| json!({
+                "file": set.file,
+                "tasks": q.later.get(i).map_or(0, Vec::len),
+                "recall_at_1": round(q.later_recall_at(i, 1), 4),
+                "recall_at_5": round(q.later_recall_at(i, 5), 4),
+            })).collect::<Vec<_>>(),
             "mrr": round(q.mrr(), 4),
             "result_bytes_mean": round(q.result_bytes, 0),
             "search_round_trip": timing_json(&q.timing),

@@ -88,6 +88,7 @@ pub(super) const RELATED: &[(&str, &[&str])] = &[
     ("update", &["edit", "modify"]),
     ("alter", &["edit", "update"]),
     ("tweak", &["edit", "update"]),
+    ("flip", &["toggle", "change", "edit"]),
     ("rename", &["move"]),
     ("open", &["read", "navigate"]),
     ("view", &["read", "get"]),
@@ -184,6 +185,8 @@ pub(super) const RELATED: &[(&str, &[&str])] = &[
     ("performance", &["explain", "analyze"]),
     // Browsers and forms.
     ("hit", &["click", "press"]),
+    ("shrink", &["resize", "size"]),
+    ("enlarge", &["resize", "size"]),
     ("pick", &["select", "choose"]),
     ("choose", &["select"]),
     ("dropdown", &["select", "option"]),
