@@ -296,14 +296,31 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     write.extend(obvious);
     write.extend(explicit_write);
     let mut read = vec![PathBuf::from("/")];
-    // The program's own folder when it lies in a place cut out of the read grant (a script
-    // in a temp dir, say).
+    // The program's own folder, and the scripts' its arguments name, when they lie in a place
+    // cut out of the read grant (a checkout in /tmp, say): the whole folder they were put in
+    // there, since a script's packages sit beside it (`node_modules`, a venv), not in its own
+    // folder.
     let carved = |p: &Path| private.iter().any(|d| p.starts_with(d));
+    let package_tree = |d: &Path| {
+        private
+            .iter()
+            .filter(|root| d.starts_with(root) && d != root.as_path())
+            .max_by_key(|root| root.components().count())
+            .and_then(|root| Some(root.join(d.strip_prefix(root).ok()?.components().next()?)))
+            .filter(|top| {
+                !cx.temp_root.starts_with(top) && !places::too_broad(top, home) && !credential(top)
+            })
+            .unwrap_or_else(|| d.to_path_buf())
+    };
+    let named = named_dirs(args.iter(), &cwd);
     read.extend(
         program
             .parent()
-            .filter(|d| d.is_absolute() && carved(d) && !credential(d))
-            .map(Path::to_path_buf),
+            .filter(|d| d.is_absolute())
+            .into_iter()
+            .chain(named.iter().map(PathBuf::as_path))
+            .filter(|d| carved(d) && !credential(d) && !places::too_broad(d, home))
+            .map(package_tree),
     );
     read.extend(explicit_read);
     // The profile's own `deny` wins over every grant.
@@ -878,6 +895,37 @@ mod tests {
         let rules = a.confinement(Some(4242));
         assert_eq!(rules.network, NetRule::Proxy(4242));
         assert!(rules.carve.contains(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn a_script_checked_out_in_a_temp_dir_may_read_its_packages_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        // The checkout: a folder in the temp dir with node_modules, away from the home dir.
+        let checkout = tempfile::tempdir().unwrap();
+        let checkout = checkout.path().canonicalize().unwrap();
+        let script = checkout.join("node_modules/@scope/server/dist/index.js");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "").unwrap();
+        std::fs::create_dir_all(dir.join("tmp-root/x")).unwrap();
+        std::fs::write(dir.join("tmp-root/x/s.js"), "").unwrap();
+        let text = r#"{"mcpServers": {
+            "n": {"command": "/bin/sh", "args": ["SCRIPT"]},
+            "t": {"command": "/bin/sh", "args": ["OWN"]},
+            "w": {"command": "/bin/sh", "args": ["/tmp"]}
+        }}"#
+        .replace("SCRIPT", script.to_str().unwrap())
+        .replace("OWN", dir.join("tmp-root/x/s.js").to_str().unwrap());
+        let plans = plans_of(&dir, &text, Support::Full);
+        let n = plans[0].profile.as_ref().unwrap();
+        if checkout.starts_with("/tmp") {
+            assert!(n.read.contains(&checkout), "{:?}", n.read);
+        }
+        // Never the folder that holds the hub's private temp dirs, nor a temp root itself.
+        let t = plans[1].profile.as_ref().unwrap();
+        assert!(!t.read.contains(&dir), "{:?}", t.read);
+        let w = plans[2].profile.as_ref().unwrap();
+        assert!(!w.read.contains(&PathBuf::from("/tmp")), "{:?}", w.read);
     }
 
     #[test]
