@@ -26,6 +26,10 @@ DIR=(--fuzz-dir tests/fuzz)
 # hangs and running out of memory; without it the build and every execution are faster.
 # 16 codegen units let the big crates build on both cores (cargo-fuzz's default is 1).
 BUILD=(--target-dir target/fuzz -O -s none --codegen-units 16)
+# A short run replays the seeds and explores a little: it needs the instrumented code, not
+# the fastest. Optimising at level 1 instead of 3 takes minutes off the cold build (the
+# longest step of a clean CI run); a long run by hand sets FUZZ_OPT_LEVEL=3.
+export CARGO_PROFILE_RELEASE_OPT_LEVEL="${FUZZ_OPT_LEVEL:-1}"
 "${FUZZ[@]}" build "${DIR[@]}" "${BUILD[@]}"
 for t in $("${FUZZ[@]}" list "${DIR[@]}"); do
   mkdir -p "target/fuzz-corpus/$t" "target/fuzz-artifacts/$t"
