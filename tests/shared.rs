@@ -13,12 +13,37 @@ use std::time::{Duration, Instant};
 
 /// An editor window: `openpact connect` on pipes, its shared hub's socket under `runtime`.
 fn window(config: &Path, runtime: &Path) -> Hub {
+    window_with(config, runtime, false)
+}
+
+/// [`window`], its `connect` relaying every message (`relay`) instead of handing the
+/// editor's pipes to the hub.
+fn window_with(config: &Path, runtime: &Path, relay: bool) -> Hub {
     let mut cmd = openpact_for(config, None);
     cmd.arg("connect")
         .env("XDG_RUNTIME_DIR", runtime)
         .env("OPENPACT_LOG", "info,openpact=debug")
         .kill_on_drop(true);
+    if relay {
+        cmd.env("OPENPACT_CONNECT_RELAY", "1");
+    }
     Hub::spawn(cmd)
+}
+
+/// What descriptor `fd` of process `pid` is (`pipe:[1234]`).
+fn fd_target(pid: u32, fd: &str) -> String {
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether process `pid` holds the pipe that is `window`'s stdin (handed over by `connect`).
+fn holds_stdin_of(pid: i32, window: &Hub) -> bool {
+    let stdin = fd_target(window.child.id().unwrap(), "0");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|fd| fd_target(pid as u32, &fd.file_name().to_string_lossy()) == stdin)
 }
 
 /// Pids of the processes whose command line holds every one of `needles`.
@@ -180,12 +205,21 @@ async fn three_windows_share_one_hub_each_with_its_own_prompts_and_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() {
+    killed_hub(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_hub_fails_only_the_call_in_flight_when_connect_relays() {
+    killed_hub(true).await;
+}
+
+async fn killed_hub(relay: bool) {
     let sc = Scratch::new();
-    let marker = format!("killed-{}", std::process::id());
+    let marker = format!("killed-{relay}-{}", std::process::id());
     let config = shared_config(&sc, &marker);
     let runtime = sc.path().join("run");
-    let mut a = window(&config, &runtime);
-    let mut b = window(&config, &runtime);
+    let mut a = window_with(&config, &runtime, relay);
+    let mut b = window_with(&config, &runtime, relay);
     for w in [&mut a, &mut b] {
         w.client
             .initialize_as(json!({"elicitation": {}}), "window")
@@ -199,6 +233,11 @@ async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() 
         assert!(r.get("result").is_some(), "{r}");
     }
     let hub = the_hub(&config);
+    assert_eq!(
+        holds_stdin_of(hub, &a),
+        !relay,
+        "the hub reads the editor's pipe itself unless connect relays"
+    );
     let id = a.client.next_id();
     a.client
         .send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -236,6 +275,11 @@ async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() 
     }
     let new_hub = the_hub(&config);
     assert_ne!(new_hub, hub);
+    assert_eq!(
+        holds_stdin_of(new_hub, &b),
+        !relay,
+        "handed to the new hub too"
+    );
     assert!(
         a.stderr().contains("went away"),
         "connect says what happened on the editor's log:\n{}",
@@ -245,6 +289,53 @@ async fn a_killed_hub_fails_only_the_call_in_flight_and_both_windows_carry_on() 
         w.close().await;
     }
     assert!(gone(new_hub, Duration::from_secs(10)).await);
+}
+
+/// An editor that kills its `connect` (as editors stop a server) sees its stdout end at
+/// once, though the hub held the other end of it; the other window carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_connect_releases_its_window_and_the_others_carry_on() {
+    let sc = Scratch::new();
+    let config = shared_config(&sc, &format!("released-{}", std::process::id()));
+    let runtime = sc.path().join("run");
+    let mut a = window(&config, &runtime);
+    let mut b = window(&config, &runtime);
+    for w in [&mut a, &mut b] {
+        w.client.initialize().await;
+        wait_for_tool(&mut w.client, "fx:slow", WAIT).await;
+    }
+    let hub = the_hub(&config);
+    assert!(holds_stdin_of(hub, &a));
+    let stdin = fd_target(a.child.id().unwrap(), "0");
+    a.client
+        .send(&json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                      "params": {"name": "fx:slow", "arguments": {"ms": 10000}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.child.start_kill().unwrap();
+    let started = Instant::now();
+    while a.client.recv(Duration::from_secs(5)).await.is_some() {}
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the window's stdout ends soon after its connect is killed ({:?})",
+        started.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_dir(format!("/proc/{hub}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|fd| fd_target(hub as u32, &fd.file_name().to_string_lossy()) == stdin)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the hub let go of the killed window's pipe"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = b.client.call("fx:add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(text(&r), "5", "{r}");
+    assert_eq!(the_hub(&config), hub, "the hub kept running");
+    b.close().await;
 }
 
 #[tokio::test]

@@ -1,16 +1,21 @@
-//! `openpact connect`: an editor's stdio session forwarded to the shared hub of its config
-//! (see [`super::socket`]), which it starts when none runs. It reads just enough of each
-//! message to stand in for the editor when the hub goes away: it fails the requests that
-//! were in flight with an error that says so, starts a new hub, replays the editor's
+//! `openpact connect`: an editor's stdio session served by the shared hub of its config
+//! (see [`super::socket`]), which it starts when none runs. When stdin and stdout are pipes
+//! or sockets (what editors give), it hands them to the hub and only watches
+//! ([`super::handoff`]); otherwise it relays each message. Either way it keeps just enough of
+//! the session to stand in for the editor when the hub goes away: it fails the requests that
+//! were in flight with an error that says so, starts a new hub, has it replay the editor's
 //! `initialize`, log level and subscriptions, and announces `list_changed` — the editor's
 //! pipe stays open throughout.
 
+use super::handoff;
 use super::socket::{self, HELLO};
 use crate::jsonrpc::{self, Frame, Kind, Message};
 use crate::platform;
 use crate::transport::lines::{Outbox, halves, read_frames_paced, spawn_writer};
+use crate::transport::socket::{SocketReader, SocketWriter};
 use crate::transport::stdio;
 use std::collections::{BTreeSet, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,13 +25,15 @@ use tokio::sync::mpsc;
 /// What the in-flight requests of a hub that went away are answered with.
 pub const RESTARTED: &str = "the shared openpact hub stopped while this request was in flight, and has been restarted; send the request again";
 
-/// Ids of the requests `connect` makes itself (replays): never an editor's.
-const OWN_ID: &str = "\"openpact-connect:";
-
 /// How long a hub that was just started may take to listen.
 const START_WAIT: Duration = Duration::from_secs(15);
-/// How long a replayed `initialize` may take to be answered.
+/// How long a hub may take to take over the editor's pipes (replaying its session first).
 const REPLAY_WAIT: Duration = Duration::from_secs(30);
+/// While the hub has the editor's pipes: how long its notes gather before they are read, so
+/// that `connect` wakes a few times a second however many calls go by.
+const NOTES_PAUSE: Duration = Duration::from_millis(20);
+/// Set (to anything) to relay even pipes that could be handed over.
+pub const RELAY_ENV: &str = "OPENPACT_CONNECT_RELAY";
 /// After the editor closes its end: how long answers to its last requests may take.
 const FINISH_GRACE: Duration = Duration::from_millis(1500);
 
@@ -54,12 +61,41 @@ pub struct Target {
 /// What the editor said that a new hub must hear again.
 #[derive(Default)]
 struct Replay {
-    /// `initialize` params.
+    /// The `initialize` request.
     initialize: Option<String>,
     initialized: bool,
-    /// `logging/setLevel` params.
+    /// The `logging/setLevel` request.
     level: Option<String>,
     subscriptions: BTreeSet<String>,
+}
+
+impl Replay {
+    /// The messages a new hub replays, in order (see `Session::replay`).
+    fn messages(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.initialize.iter().cloned().collect();
+        if self.initialized {
+            all.push(jsonrpc::notification("notifications/initialized", None));
+        }
+        all.extend(self.level.iter().cloned());
+        all.extend(self.subscriptions.iter().map(|uri| {
+            jsonrpc::request(
+                "0",
+                "resources/subscribe",
+                Some(&serde_json::json!({ "uri": uri }).to_string()),
+            )
+        }));
+        all
+    }
+}
+
+/// What `connect` keeps of the session: enough to stand in for the editor.
+#[derive(Default)]
+struct Kept {
+    replay: Replay,
+    /// The editor's requests not answered yet (ids as JSON text).
+    in_flight: HashSet<String>,
+    /// The editor has been written part of a line.
+    torn: bool,
 }
 
 /// One connection to the hub.
@@ -106,8 +142,214 @@ async fn paced(out: Option<Outbox>, limit: usize) {
     }
 }
 
-/// Forwards stdio until the editor closes it.
+/// Serves the editor until it closes its end: hands its pipes to the hub when they can be
+/// handed over, relays them otherwise.
 pub async fn run(target: Target) -> Result<(), ConnectError> {
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned()?;
+    if std::env::var_os(RELAY_ENV).is_none()
+        && handoff::passable(stdin.as_fd())
+        && handoff::passable(stdout.as_fd())
+    {
+        return hand_over(&target, stdin, stdout).await;
+    }
+    relay(target).await
+}
+
+/// How a hub that had the editor's pipes let them go.
+#[derive(PartialEq)]
+enum Released {
+    /// The editor closed its end: the session is over.
+    Ended,
+    /// The hub went away.
+    Died,
+}
+
+/// Hands the editor's pipes to the hub, then watches its notes; when it dies, stands in for
+/// the editor and hands them to a new one.
+async fn hand_over(target: &Target, stdin: OwnedFd, stdout: OwnedFd) -> Result<(), ConnectError> {
+    // The hub is started when the editor first speaks: `connect` with a closed stdin starts
+    // nothing. Nothing is read, so that every byte is the hub's.
+    let probe = stdin.try_clone()?;
+    let speaks = tokio::task::spawn_blocking(move || handoff::wait_for_input(probe.as_fd()))
+        .await
+        .map_err(std::io::Error::other)??;
+    if !speaks {
+        return Ok(());
+    }
+    let mut kept = Kept::default();
+    let mut restarts = 0u32;
+    let mut delay = Duration::from_millis(100);
+    loop {
+        let mut notes = match pass(target, &kept, restarts > 0, &stdin, &stdout).await {
+            Ok(notes) => notes,
+            Err(why) if restarts == 0 => return Err(ConnectError::Start(why)),
+            Err(why) => {
+                // The editor's requests wait in its pipe for the hub that will read them.
+                tracing::error!("{why}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        delay = Duration::from_millis(100);
+        if notes.follow(&mut kept).await == Released::Ended {
+            return Ok(());
+        }
+        tracing::warn!("the shared hub went away; starting a new one");
+        stand_in(&stdout, &mut kept).await?;
+        restarts += 1;
+    }
+}
+
+/// Tells the editor what a hub that died cannot: the end of a line it was writing, an error
+/// for each request it had not answered, and that the lists may have changed.
+async fn stand_in(stdout: &OwnedFd, kept: &mut Kept) -> std::io::Result<()> {
+    let mut text = String::new();
+    if std::mem::take(&mut kept.torn) {
+        text.push('\n');
+    }
+    for id in kept.in_flight.drain() {
+        text.push_str(&jsonrpc::error(
+            &id,
+            crate::upstream::code::UNAVAILABLE,
+            RESTARTED,
+            None,
+        ));
+        text.push('\n');
+    }
+    if kept.replay.initialized {
+        for list in ["tools", "prompts", "resources"] {
+            text.push_str(&jsonrpc::notification(
+                &format!("notifications/{list}/list_changed"),
+                None,
+            ));
+            text.push('\n');
+        }
+    }
+    let stdout = stdout.try_clone()?;
+    tokio::task::spawn_blocking(move || handoff::write_all(stdout.as_fd(), text.as_bytes()))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
+/// Gives the editor's pipes to the hub (starting one if none runs) with the session to
+/// replay, and waits until it has taken them.
+async fn pass(
+    target: &Target,
+    kept: &Kept,
+    resumed: bool,
+    stdin: &OwnedFd,
+    stdout: &OwnedFd,
+) -> Result<Notes, String> {
+    let stream = reach(target).await?;
+    let hello = format!("{}\n", hello(target, &kept.replay, resumed));
+    handoff::send_with_fds(&stream, hello.as_bytes(), &[stdin.as_fd(), stdout.as_fd()])
+        .await
+        .map_err(|e| format!("could not hand the editor's pipes to the shared hub: {e}"))?;
+    let (reader, writer) = halves(stream).map_err(|e| e.to_string())?;
+    let mut notes = Notes {
+        reader,
+        _writer: writer,
+        buf: Vec::new(),
+        early: Vec::new(),
+        ended: false,
+    };
+    let ready = tokio::time::timeout(REPLAY_WAIT, async {
+        while let Some(mut lines) = notes.next(Duration::ZERO).await {
+            if let Some(at) = lines.iter().position(|l| l.contains(handoff::READY)) {
+                // What came with it is the session's first news.
+                notes.early = lines.split_off(at + 1);
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    match ready {
+        Ok(true) => Ok(notes),
+        _ => Err("the shared hub did not take the editor's pipes (the old hub may still have been exiting)".into()),
+    }
+}
+
+/// The hub's notes about a session it has the pipes of.
+struct Notes {
+    reader: SocketReader,
+    /// Kept open: `connect` closing its end is how the hub learns it exited.
+    _writer: SocketWriter,
+    buf: Vec<u8>,
+    /// Notes read with [`handoff::READY`], not followed yet.
+    early: Vec<String>,
+    ended: bool,
+}
+
+impl Notes {
+    /// The next whole note lines, read `pause` after the first arrives; `None` once the hub
+    /// closed its end.
+    async fn next(&mut self, pause: Duration) -> Option<Vec<String>> {
+        if !self.early.is_empty() {
+            return Some(std::mem::take(&mut self.early));
+        }
+        if self.ended {
+            return None;
+        }
+        let _ = self.reader.readable().await;
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+        let mut chunk = [0u8; 1 << 14];
+        loop {
+            match self.reader.try_read(&mut chunk) {
+                Ok(0) => {
+                    self.ended = true;
+                    break;
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+        let whole = self
+            .buf
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let lines = String::from_utf8_lossy(&self.buf[..whole])
+            .lines()
+            .map(String::from)
+            .collect();
+        self.buf.drain(..whole);
+        Some(lines)
+    }
+
+    /// Keeps what the notes say until the hub lets the pipes go.
+    async fn follow(&mut self, kept: &mut Kept) -> Released {
+        while let Some(lines) = self.next(NOTES_PAUSE).await {
+            for line in lines {
+                let Ok(m) = Message::parse(line.into_boxed_str()) else {
+                    continue;
+                };
+                match (m.kind(), m.method()) {
+                    (Kind::Notification, handoff::END) => return Released::Ended,
+                    (Kind::Notification, handoff::TORN) => kept.torn = true,
+                    (Kind::Notification, handoff::WHOLE) => kept.torn = false,
+                    (Kind::Response, _) => {
+                        kept.in_flight.remove(m.id());
+                    }
+                    _ => note(&m, &mut kept.replay, &mut kept.in_flight),
+                }
+            }
+        }
+        Released::Died
+    }
+}
+
+/// Relays stdio until the editor closes it.
+async fn relay(target: Target) -> Result<(), ConnectError> {
     let max = target.max_message_size.saturating_mul(4);
     let stdout = stdio::stdout()?;
     let editor_out = stdout.outgoing.clone();
@@ -131,34 +373,33 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
             },
         )?
     };
-    let mut replay = Replay::default();
-    let mut in_flight: HashSet<String> = HashSet::new();
+    let mut kept = Kept::default();
     // The hub is started when the editor first speaks: `connect </dev/null` starts nothing.
     let Some(first) = from_editor.recv().await else {
         editor_out.close();
         return Ok(());
     };
-    let mut link = open(&target, max, &editor_out)
+    let mut link = open(&target, max, &editor_out, &kept.replay)
         .await
         .map_err(ConnectError::Start)?;
     *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
-    from_editor_frame(first, &mut replay, &mut in_flight, &link.out, &editor_out);
+    from_editor_frame(first, &mut kept, &link.out, &editor_out);
     loop {
         tokio::select! {
             frame = from_editor.recv() => match frame {
-                Some(frame) => from_editor_frame(frame, &mut replay, &mut in_flight, &link.out, &editor_out),
+                Some(frame) => from_editor_frame(frame, &mut kept, &link.out, &editor_out),
                 None => break,
             },
             frame = link.frames.recv() => match frame {
-                Some(frame) => from_hub_frame(frame, &mut in_flight, &editor_out),
+                Some(frame) => from_hub_frame(frame, &mut kept.in_flight, &editor_out),
                 None => {
                     tracing::warn!("the shared hub went away; starting a new one");
-                    for id in in_flight.drain() {
+                    for id in kept.in_flight.drain() {
                         editor_out.send(jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, RESTARTED, None));
                     }
-                    link = reconnect(&target, max, &replay, &mut from_editor, &editor_out).await;
+                    link = reconnect(&target, max, &kept.replay, &mut from_editor, &editor_out).await;
                     *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
-                    if replay.initialized {
+                    if kept.replay.initialized {
                         for list in ["tools", "prompts", "resources"] {
                             editor_out.send(jsonrpc::notification(&format!("notifications/{list}/list_changed"), None));
                         }
@@ -170,9 +411,9 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
     // The editor is gone: its last answers may still come.
     link.out.close();
     let deadline = tokio::time::Instant::now() + FINISH_GRACE;
-    while !in_flight.is_empty() {
+    while !kept.in_flight.is_empty() {
         match tokio::time::timeout_at(deadline, link.frames.recv()).await {
-            Ok(Some(frame)) => from_hub_frame(frame, &mut in_flight, &editor_out),
+            Ok(Some(frame)) => from_hub_frame(frame, &mut kept.in_flight, &editor_out),
             _ => break,
         }
     }
@@ -182,13 +423,7 @@ pub async fn run(target: Target) -> Result<(), ConnectError> {
 }
 
 /// Notes what the editor's frame means for a replay, then passes it on.
-fn from_editor_frame(
-    frame: Frame,
-    replay: &mut Replay,
-    in_flight: &mut HashSet<String>,
-    hub: &Outbox,
-    editor: &Outbox,
-) {
+fn from_editor_frame(frame: Frame, kept: &mut Kept, hub: &Outbox, editor: &Outbox) {
     let line = match frame {
         Frame::Line(line) => line,
         Frame::Oversized { len, edges } => {
@@ -208,81 +443,138 @@ fn from_editor_frame(
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     if let Ok(messages) = jsonrpc::parse_frame(text.clone().into_bytes()) {
         for m in messages.flatten() {
-            note(&m, replay, in_flight);
+            note(&m, &mut kept.replay, &mut kept.in_flight);
         }
     }
     hub.send(text);
 }
 
+/// What an editor's message means for standing in for it: a request is in flight, and some
+/// must be replayed to a new hub.
 fn note(m: &Message, replay: &mut Replay, in_flight: &mut HashSet<String>) {
     match m.kind() {
         Kind::Request => {
             in_flight.insert(m.id().to_string());
-            let params = m.params().map(String::from);
             match m.method() {
-                "initialize" => replay.initialize = params,
-                "logging/setLevel" => replay.level = params,
-                "resources/subscribe" => replay.subscriptions.extend(uri_of(params)),
+                "initialize" => replay.initialize = Some(m.text().to_string()),
+                "logging/setLevel" => replay.level = Some(m.text().to_string()),
+                "resources/subscribe" => replay.subscriptions.extend(field(m, "uri")),
                 "resources/unsubscribe" => {
-                    if let Some(uri) = uri_of(params) {
+                    if let Some(uri) = field(m, "uri") {
                         replay.subscriptions.remove(&uri);
                     }
                 }
                 _ => {}
             }
         }
-        Kind::Notification => {
-            if m.method() == "notifications/initialized" {
-                replay.initialized = true;
+        Kind::Notification => match m.method() {
+            "notifications/initialized" => replay.initialized = true,
+            // A cancelled request is not answered.
+            "notifications/cancelled" => {
+                if let Some(id) = m
+                    .params()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+                    .and_then(|p| p.get("requestId").map(|id| id.to_string()))
+                {
+                    in_flight.remove(&id);
+                }
             }
-        }
+            _ => {}
+        },
         Kind::Response => {}
     }
 }
 
-fn uri_of(params: Option<String>) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(&params?).ok()?;
-    v.get("uri")?.as_str().map(String::from)
+/// A string field of a message's params.
+fn field(m: &Message, name: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(m.params()?).ok()?;
+    v.get(name)?.as_str().map(String::from)
 }
 
-/// Passes a hub frame on, unless it answers one of `connect`'s own requests.
+/// Passes a hub frame on, noting the requests it answers.
 fn from_hub_frame(frame: Frame, in_flight: &mut HashSet<String>, editor: &Outbox) {
     let Frame::Line(line) = frame else { return };
     let Ok(text) = String::from_utf8(line) else {
         return;
     };
     // Only responses need a look; their `id` is near the start of what the hub writes.
-    match Message::parse(text.into_boxed_str()) {
-        Ok(m) if m.kind() == Kind::Response => {
-            if m.id().starts_with(OWN_ID) {
-                return;
-            }
+    if let Ok(m) = Message::parse(text.into_boxed_str()) {
+        if m.kind() == Kind::Response {
             in_flight.remove(m.id());
-            editor.send(m.into_text());
         }
-        Ok(m) => {
-            editor.send(m.into_text());
-        }
-        Err(_) => {}
+        editor.send(m.into_text());
     }
 }
 
-/// Connects to the hub, starting it when nobody answers.
-async fn open(target: &Target, max: usize, editor: &Outbox) -> Result<Link, String> {
-    let hello = jsonrpc::notification(
+/// The first line a window sends: its profile, and the session a new hub must replay.
+fn hello(target: &Target, replay: &Replay, resumed: bool) -> String {
+    jsonrpc::notification(
         HELLO,
         Some(
-            &serde_json::json!({ "profile": target.profile, "pid": std::process::id() })
-                .to_string(),
+            &serde_json::json!({
+                "profile": target.profile,
+                "pid": std::process::id(),
+                "replay": replay.messages(),
+                "resumed": resumed,
+            })
+            .to_string(),
         ),
-    );
-    let stream = match UnixStream::connect(&target.socket).await {
-        Ok(stream) => stream,
-        Err(_) => start_hub(target).await?,
-    };
-    let link = Link::over(stream, max, editor).map_err(|e| e.to_string())?;
-    link.out.send(hello);
-    Ok(link)
+    )
+}
+
+/// Connects to the hub, starting it when nobody answers.
+async fn reach(target: &Target) -> Result<UnixStream, String> {
+    match UnixStream::connect(&target.socket).await {
+        Ok(stream) => Ok(stream),
+        Err(_) => start_hub(target).await,
+    }
+}
+
+/// Connects to the hub to relay (starting it when nobody answers), the session to replay
+/// in its hello.
+async fn open(
+    target: &Target,
+    max: usize,
+    editor: &Outbox,
+    replay: &Replay,
+) -> Result<Link, String> {
+    // A hub that is being killed may still take a connection: only its word that the
+    // session is set up counts, and a connection closed before it is tried again.
+    for _ in 0..20 {
+        let link = Link::over(reach(target).await?, max, editor).map_err(|e| e.to_string())?;
+        link.out.send(hello(target, replay, false));
+        if let Some(link) = set_up(link, editor).await {
+            return Ok(link);
+        }
+        tracing::info!(
+            "the shared hub closed the connection before the session was set up (the old hub may still have been exiting); trying again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(
+        "the shared hub keeps closing the connection before the session is set up; see its log"
+            .into(),
+    )
+}
+
+/// Waits for the hub's word that the session is set up: `None` when the connection closed.
+async fn set_up(mut link: Link, editor: &Outbox) -> Option<Link> {
+    let ready = tokio::time::timeout(REPLAY_WAIT, async {
+        while let Some(frame) = link.frames.recv().await {
+            let Frame::Line(line) = frame else { continue };
+            match Message::parse(String::from_utf8_lossy(&line).into()) {
+                Ok(m) if m.method() == handoff::READY => return true,
+                // What the replayed session released (it cannot answer the editor yet).
+                Ok(m) => {
+                    editor.send(m.into_text());
+                }
+                Err(_) => {}
+            }
+        }
+        false
+    })
+    .await;
+    (ready == Ok(true)).then_some(link)
 }
 
 /// Starts `openpact serve --shared` detached (its own session, its log in the state dir)
@@ -359,7 +651,7 @@ fn log_tail(path: &Path) -> String {
 }
 
 /// Connects again (starting a hub) until it works, answering what the editor asks in the
-/// meantime with why it cannot be served yet; then replays the editor's session.
+/// meantime with why it cannot be served yet.
 async fn reconnect(
     target: &Target,
     max: usize,
@@ -369,13 +661,8 @@ async fn reconnect(
 ) -> Link {
     let mut delay = Duration::from_millis(100);
     loop {
-        match open(target, max, editor).await {
-            Ok(mut link) => match replay_on(&mut link, replay).await {
-                Ok(()) => return link,
-                Err(why) => {
-                    tracing::info!("{why} (the old hub may still have been exiting); trying again")
-                }
-            },
+        match open(target, max, editor, replay).await {
+            Ok(link) => return link,
             Err(why) => {
                 tracing::error!("{why}");
                 // Whatever the editor sent meanwhile is answered, not left hanging.
@@ -397,52 +684,6 @@ async fn reconnect(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
-}
-
-/// Tells a new hub what the editor told the old one, waiting for `initialize`'s answer first
-/// as a client would.
-async fn replay_on(link: &mut Link, replay: &Replay) -> Result<(), String> {
-    let Some(init) = &replay.initialize else {
-        return Ok(());
-    };
-    let id = format!("{OWN_ID}initialize\"");
-    link.out
-        .send(jsonrpc::request(&id, "initialize", Some(init)));
-    let answered = tokio::time::timeout(REPLAY_WAIT, async {
-        while let Some(frame) = link.frames.recv().await {
-            if let Frame::Line(line) = frame
-                && let Ok(m) = Message::parse(String::from_utf8_lossy(&line).into())
-                && m.kind() == Kind::Response
-                && m.id() == id
-            {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    if answered != Ok(true) {
-        return Err("the new connection closed before the session was replayed".into());
-    }
-    if replay.initialized {
-        link.out
-            .send(jsonrpc::notification("notifications/initialized", None));
-    }
-    if let Some(level) = &replay.level {
-        link.out.send(jsonrpc::request(
-            &format!("{OWN_ID}setLevel\""),
-            "logging/setLevel",
-            Some(level),
-        ));
-    }
-    for (n, uri) in replay.subscriptions.iter().enumerate() {
-        link.out.send(jsonrpc::request(
-            &format!("{OWN_ID}subscribe-{n}\""),
-            "resources/subscribe",
-            Some(&serde_json::json!({ "uri": uri }).to_string()),
-        ));
-    }
-    Ok(())
 }
 
 /// The hub's socket and log for `config` (as loaded) and `state_dir`.

@@ -8,6 +8,8 @@
 // shared mode out), see src/platform/mod.rs.
 #[cfg(unix)]
 pub mod connect;
+#[cfg(unix)]
+pub mod handoff;
 pub mod http;
 pub mod reload;
 #[cfg(unix)]

@@ -1,16 +1,21 @@
-//! The shared hub's face: a private Unix socket where each connection is one MCP session
-//! (newline-delimited JSON-RPC, both eras), which is what `openpact connect` forwards an
-//! editor's stdio to. Only the user who runs the hub may connect: the socket's directory
-//! is 0700, the socket 0600, and every peer's uid is checked.
+//! The shared hub's face: a private Unix socket where each connection is one editor window's
+//! MCP session (both eras), served on the editor's own pipes when `openpact connect` handed
+//! them over (see [`super::handoff`]), else as newline-delimited JSON-RPC on the connection.
+//! Only the user who runs the hub may connect: the socket's directory is 0700, the socket
+//! 0600, and every peer's uid is checked.
 
+use super::handoff::{self, Noting};
 use crate::hub::{Hub, Session};
-use crate::jsonrpc::{Frame, Message};
+use crate::jsonrpc::{self, Frame, Message};
 use crate::platform;
 use crate::state::{Lock, LockError};
 use crate::transport::lines::{halves, read_frames_paced, spawn_writer};
+use crate::transport::pollable::{Direction, Pollable};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
@@ -38,6 +43,11 @@ pub enum SocketError {
     TooLong(String),
 }
 
+/// The version of what `connect` and the hub say on the socket, in the socket's name: an
+/// upgraded `connect` starts its own hub rather than talk to an older one it cannot hand
+/// the editor's pipes to (which idles out when its last window goes).
+const WIRE: u32 = 2;
+
 /// Where the shared hub of a config listens: `$XDG_RUNTIME_DIR/openpact/` (else the state
 /// dir), one socket per config file, named by a hash of its path.
 pub fn path_for(config: Option<&Path>, state_dir: &Path) -> PathBuf {
@@ -52,9 +62,9 @@ pub fn path_for(config: Option<&Path>, state_dir: &Path) -> PathBuf {
             let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
             let hash = crate::policy::canonical::sha256(path.to_string_lossy().as_bytes());
             let hex = hash.strip_prefix("sha256:").unwrap_or(&hash);
-            format!("hub-{}", &hex[..16.min(hex.len())])
+            format!("hub{WIRE}-{}", &hex[..16.min(hex.len())])
         }
-        None => "hub-none".to_string(),
+        None => format!("hub{WIRE}-none"),
     };
     dir.join(format!("{key}.sock"))
 }
@@ -170,68 +180,189 @@ pub fn start(bound: Bound, path: PathBuf, hub: Arc<Hub>) -> SocketFace {
     }
 }
 
-/// One window: its session, from the first line to the end of its connection.
+/// One window: its session, from its hello to the end of its connection. A window whose
+/// hello brought the editor's pipes is served on them ([`serve_handed`]); one without, on
+/// the connection itself.
 async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
+    let (first, rest, fds) = handoff::receive_first_line(&stream).await?;
+    let hello = hello_of(&first);
+    let view = match view_of(&hub, hello.as_ref()) {
+        Ok(view) => view,
+        Err(unknown) => {
+            // Never a wider view than asked for: the window gets none.
+            tracing::warn!(
+                "a window asked for profile \"{unknown}\", which this hub's config does not define; its connection is closed"
+            );
+            return Ok(());
+        }
+    };
+    let asked = hello.as_ref().map(Asked::of).unwrap_or_default();
+    match <[OwnedFd; 2]>::try_from(fds) {
+        Ok([input, output]) => serve_handed(stream, hub, view, asked, input, output).await,
+        Err(fds) if fds.is_empty() => {
+            // Not a hello: the window's first message.
+            let first = (hello.is_none() && !first.is_empty()).then_some(first);
+            serve_relayed(stream, hub, view, asked, first, rest).await
+        }
+        Err(fds) => Err(std::io::Error::other(format!(
+            "a window passed {} descriptors; a hand-off passes stdin and stdout",
+            fds.len()
+        ))),
+    }
+}
+
+/// What a window's hello asks for besides its profile.
+#[derive(Default)]
+struct Asked {
+    /// What the editor told an earlier hub, to be replayed (see [`Session::replay`]).
+    replay: Vec<Message>,
+    /// The editor's pipes were another hub's, which died: its first bytes may be the end of
+    /// a line that hub read the start of.
+    resumed: bool,
+}
+
+impl Asked {
+    fn of(hello: &Message) -> Asked {
+        let params: serde_json::Value = hello
+            .params()
+            .and_then(|p| serde_json::from_str(p).ok())
+            .unwrap_or_default();
+        let replay = params
+            .get("replay")
+            .and_then(|r| r.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_str())
+            .filter_map(|m| Message::parse(m.into()).ok())
+            .collect();
+        Asked {
+            replay,
+            resumed: params.get("resumed").and_then(|r| r.as_bool()) == Some(true),
+        }
+    }
+}
+
+/// A window relayed over its connection: `connect` passes the editor's lines on.
+async fn serve_relayed(
+    stream: UnixStream,
+    hub: Arc<Hub>,
+    view: usize,
+    asked: Asked,
+    first: Option<Vec<u8>>,
+    rest: Vec<u8>,
+) -> std::io::Result<()> {
     let (reader, writer) = halves(stream)?;
     let (out, written) = spawn_writer(writer, "window".into());
-    let session: std::sync::Mutex<Option<Arc<Session>>> = std::sync::Mutex::new(None);
-    let mut refused = false;
-    let current = || {
-        session
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    };
-    let room = || {
-        let s = current();
-        async move {
-            if let Some(s) = s {
-                s.room().await;
-            }
-        }
-    };
-    let result = read_frames_paced(reader, hub.settings.max_message_size, |frame| {
-        if refused {
-            return;
-        }
-        if current().is_none() {
-            match view_of(&hub, &frame) {
-                Ok(view) => {
-                    *session.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        Some(Session::new(hub.clone(), out.clone(), view));
-                }
-                Err(unknown) => {
-                    // Never a wider view than asked for: the window gets none.
-                    tracing::warn!("a window asked for profile \"{unknown}\", which this hub's config does not define; its connection is closed");
-                    refused = true;
-                    out.close();
-                    return;
-                }
-            }
-        }
-        if let Some(s) = current()
-            && hello_of(&frame).is_none()
-        {
-            s.handle_frame(frame);
-        }
-    }, room)
-    .await;
-    if let Some(s) = current() {
-        let deadline = tokio::time::Instant::now() + FINISH_GRACE;
-        while s.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        s.abort_all("the editor window closed");
+    let session = Session::new(hub.clone(), out.clone(), view);
+    session.replay(asked.replay).await;
+    out.send(jsonrpc::notification(handoff::READY, None));
+    if let Some(first) = first {
+        session.handle_frame(Frame::Line(first));
     }
+    let room = || {
+        let s = session.clone();
+        async move { s.room().await }
+    };
+    let reader = std::io::Cursor::new(rest).chain(reader);
+    let result = read_frames_paced(
+        reader,
+        hub.settings.max_message_size,
+        |frame| session.handle_frame(frame),
+        room,
+    )
+    .await;
+    finish(&session, true, "the editor window closed").await;
     out.close();
     let _ = tokio::time::timeout(Duration::from_millis(300), written).await;
     result
 }
 
-fn hello_of(frame: &Frame) -> Option<Message> {
-    let Frame::Line(line) = frame else {
-        return None;
+/// A window whose editor's stdin and stdout were handed over: the session reads and writes
+/// them itself and keeps `connect` notes on the connection (see [`handoff`]). The session ends
+/// when the editor closes its end, or when `connect` exits (its end of the connection closes;
+/// it writes nothing after its hello).
+async fn serve_handed(
+    stream: UnixStream,
+    hub: Arc<Hub>,
+    view: usize,
+    asked: Asked,
+    input: OwnedFd,
+    output: OwnedFd,
+) -> std::io::Result<()> {
+    let (mut from_connect, to_connect) = halves(stream)?;
+    let (notes, notes_written) = spawn_writer(to_connect, "window notes".into());
+    let (Some(input), Some(output)) = (
+        Pollable::open(input, Direction::In)?,
+        Pollable::open(output, Direction::Out)?,
+    ) else {
+        return Err(std::io::Error::other(
+            "the editor's pipes cannot be polled; `connect` should have relayed them",
+        ));
     };
+    let (out, written) = spawn_writer(Noting::new(output, notes.clone()), "window".into());
+    let session = Session::new(hub.clone(), out.clone(), view);
+    session.replay(asked.replay).await;
+    notes.send(jsonrpc::notification(handoff::READY, None));
+    let mut resumed = asked.resumed;
+    let room = || {
+        let s = session.clone();
+        async move { s.room().await }
+    };
+    let read = read_frames_paced(
+        input,
+        hub.settings.max_message_size,
+        |frame| {
+            if std::mem::take(&mut resumed)
+                && let Frame::Line(line) = &frame
+                && crate::jsonrpc::parse_frame(line.clone()).is_err()
+            {
+                tracing::debug!("dropped the end of a line the previous hub had begun to read");
+                return;
+            }
+            session.handle_frame_seen(frame, |m| {
+                if let Some(note) = handoff::note_of(m) {
+                    notes.send(note);
+                }
+            });
+        },
+        room,
+    );
+    let connect_exited = async {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = from_connect.read(&mut buf).await
+            && n > 0
+        {}
+    };
+    let editor_closed = tokio::select! {
+        _ = read => true,
+        () = connect_exited => false,
+    };
+    if editor_closed {
+        finish(&session, true, "the editor window closed").await;
+    } else {
+        finish(&session, false, "openpact connect exited").await;
+    }
+    out.close();
+    let _ = tokio::time::timeout(Duration::from_millis(300), written).await;
+    if editor_closed {
+        notes.send(jsonrpc::notification(handoff::END, None));
+    }
+    notes.close();
+    let _ = tokio::time::timeout(Duration::from_millis(300), notes_written).await;
+    Ok(())
+}
+
+/// Lets a window's in-flight requests finish for a moment (`grace`), then answers the rest
+/// with `reason`.
+async fn finish(session: &Session, grace: bool, reason: &str) {
+    let deadline = tokio::time::Instant::now() + FINISH_GRACE;
+    while grace && session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    session.abort_all(reason);
+}
+
+fn hello_of(line: &[u8]) -> Option<Message> {
     let text = std::str::from_utf8(line).ok()?;
     if !text.contains(HELLO) {
         return None;
@@ -241,10 +372,10 @@ fn hello_of(frame: &Frame) -> Option<Message> {
         .filter(|m| m.method() == HELLO && m.kind() == crate::jsonrpc::Kind::Notification)
 }
 
-/// The view a window's first frame asks for: its hello's profile (`Err` naming one this
-/// hub does not know), else the whole catalogue.
-fn view_of(hub: &Hub, frame: &Frame) -> Result<usize, String> {
-    let profile = hello_of(frame)
+/// The view a window's hello asks for (`Err` naming a profile this hub does not know); the
+/// whole catalogue without one.
+fn view_of(hub: &Hub, hello: Option<&Message>) -> Result<usize, String> {
+    let profile = hello
         .and_then(|m| m.params().map(String::from))
         .and_then(|p| serde_json::from_str::<serde_json::Value>(&p).ok())
         .and_then(|p| p.get("profile").and_then(|v| v.as_str()).map(String::from));

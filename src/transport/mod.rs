@@ -7,6 +7,8 @@
 pub mod child;
 pub mod http;
 pub mod lines;
+#[cfg(unix)]
+pub mod pollable;
 pub mod queue;
 #[cfg(unix)]
 pub mod socket;

@@ -8,16 +8,13 @@
 //! threads, which we simply abandon at exit: tokio's own stdin would block shutdown on a
 //! read it cannot cancel.
 
-// Unix only: a Windows port starts here (src/platform/mod.rs).
-#[cfg(unix)]
-mod pollable;
-
 use super::Outgoing;
 use super::lines::{Outbox, read_frames_paced, spawn_writer};
 use crate::jsonrpc::{Frame, Framer};
 use crate::platform;
+// Unix only: a Windows port starts here (src/platform/mod.rs).
 #[cfg(unix)]
-use pollable::Pollable;
+use super::pollable::Pollable;
 use std::io::{BufRead, Write};
 use tokio::sync::oneshot;
 

@@ -516,6 +516,11 @@ impl Session {
 
     /// Handles one frame read from the client.
     pub fn handle_frame(self: &Arc<Self>, frame: Frame) {
+        self.handle_frame_seen(frame, |_| {});
+    }
+
+    /// [`Session::handle_frame`], showing `seen` each message before it is handled.
+    pub fn handle_frame_seen(self: &Arc<Self>, frame: Frame, mut seen: impl FnMut(&Message)) {
         let line = match frame {
             Frame::Line(line) => line,
             Frame::Oversized { len, .. } => {
@@ -528,11 +533,18 @@ impl Session {
             }
         };
         match parse_frame(line) {
-            Ok(Messages::Batch(items)) => self.batch(items.collect()),
+            Ok(Messages::Batch(items)) => {
+                let items: Vec<_> = items.collect();
+                items.iter().flatten().for_each(&mut seen);
+                self.batch(items)
+            }
             Ok(messages) => {
                 for m in messages {
                     match m {
-                        Ok(m) => self.handle(m),
+                        Ok(m) => {
+                            seen(&m);
+                            self.handle(m)
+                        }
                         Err(e) => self.send(invalid(&e)),
                     }
                 }
@@ -545,6 +557,28 @@ impl Session {
                     "Invalid request"
                 };
                 self.send_error("null", e.code(), &format!("{what}: {e}"));
+            }
+        }
+    }
+
+    /// Tells this new session what its client told an earlier hub — its `initialize`,
+    /// `notifications/initialized`, log level and subscriptions, which `openpact connect`
+    /// kept when that hub went away — without answering: the client had its answers then.
+    pub async fn replay(self: &Arc<Self>, messages: Vec<Message>) {
+        for m in messages {
+            match m.method() {
+                "initialize" => {
+                    self.accept_client(&m);
+                    let _ = self.initialize(&m).await;
+                }
+                "notifications/initialized" => self.initialized(),
+                "logging/setLevel" => {
+                    let _ = self.set_level(&m).await;
+                }
+                "resources/subscribe" => {
+                    let _ = self.subscription(&m).await;
+                }
+                other => tracing::debug!(method = other, "nothing to replay"),
             }
         }
     }

@@ -1,6 +1,7 @@
-//! Our stdin and stdout polled by the runtime, when they are pipes or sockets: unix only.
-//! Windows' anonymous pipes cannot be polled; a port answers `Ok(None)` here (the threads of
-//! [`super`] then serve) or opens named pipes (src/platform/mod.rs).
+//! A pipe or socket we were given (our stdin and stdout, or an editor's handed to the shared
+//! hub by `openpact connect`) polled by the runtime: unix only. Windows' anonymous pipes
+//! cannot be polled; a port answers `Ok(None)` here (the threads of [`super::stdio`] then
+//! serve) or opens named pipes (src/platform/mod.rs).
 
 use crate::transport::lines::SharedWrite;
 use crate::transport::socket::{self, SocketReader, SocketWriter};
@@ -18,7 +19,7 @@ use tokio::net::unix::pipe;
 /// The non-blocking flag belongs to the open file description, which we share with whoever
 /// gave us the descriptor (a shell running `openpact serve | tee log; next-command` hands the
 /// same pipe to the next command), so dropping this puts the flag back as it was.
-pub(super) struct Pollable {
+pub struct Pollable {
     io: Io,
     /// A duplicate of the descriptor, kept to restore the flags through.
     original: File,
@@ -34,14 +35,14 @@ enum Io {
 
 /// Which way a [`Pollable`] carries data.
 #[derive(Clone, Copy)]
-enum Direction {
+pub enum Direction {
     In,
     Out,
 }
 
 impl Pollable {
     /// Our stdin, or `Ok(None)` when it cannot be polled (see [`Pollable::open`]).
-    pub(super) fn stdin() -> std::io::Result<Option<Pollable>> {
+    pub fn stdin() -> std::io::Result<Option<Pollable>> {
         Pollable::open(
             std::io::stdin().as_fd().try_clone_to_owned()?,
             Direction::In,
@@ -49,7 +50,7 @@ impl Pollable {
     }
 
     /// Our stdout, or `Ok(None)` when it cannot be polled.
-    pub(super) fn stdout() -> std::io::Result<Option<Pollable>> {
+    pub fn stdout() -> std::io::Result<Option<Pollable>> {
         Pollable::open(
             std::io::stdout().as_fd().try_clone_to_owned()?,
             Direction::Out,
@@ -58,7 +59,7 @@ impl Pollable {
 
     /// `Ok(None)` when `fd` is something epoll cannot watch usefully (a terminal, a regular
     /// file, `/dev/null`): the caller then uses a thread.
-    fn open(fd: OwnedFd, direction: Direction) -> std::io::Result<Option<Pollable>> {
+    pub fn open(fd: OwnedFd, direction: Direction) -> std::io::Result<Option<Pollable>> {
         let original = File::from(fd.try_clone()?);
         let kind = original.metadata()?.file_type();
         let flags = OFlag::from_bits_truncate(fcntl(&original, FcntlArg::F_GETFL)?);
