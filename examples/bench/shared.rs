@@ -1,6 +1,6 @@
 //! Part 11: one hub for every editor window. A call's p50 through `openpact connect` (the
-//! editor's pipe → connect → the shared hub's Unix socket → the server) against `openpact
-//! serve` on stdio, interleaved ([`paired`]) on fresh processes, with a direct connection to
+//! editor's pipes handed to the shared hub, `connect` watching) against `openpact serve` on
+//! stdio, interleaved ([`paired`]) on fresh processes, with a direct connection to
 //! the fixture measured in the same run for scale; and the resident memory (VmRSS of every
 //! process: hubs, `connect`s and servers) of five windows over the pinned real servers —
 //! each window with its own `serve`, against all five through `connect`.
