@@ -338,6 +338,80 @@ async fn a_killed_connect_releases_its_window_and_the_others_carry_on() {
     b.close().await;
 }
 
+/// Node-based editors give a server sockets, not pipes, for stdin and stdout: those are
+/// handed over too, and the session works on them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_whose_stdio_are_sockets_is_handed_over_too() {
+    use std::io::{BufRead, Write};
+    use std::os::unix::net::UnixStream;
+    let sc = Scratch::new();
+    let config = shared_config(&sc, &format!("sockets-{}", std::process::id()));
+    let (to_connect, its_stdin) = UnixStream::pair().unwrap();
+    let (from_connect, its_stdout) = UnixStream::pair().unwrap();
+    let mut cmd = openpact_for(&config, None);
+    cmd.arg("connect")
+        .env("XDG_RUNTIME_DIR", sc.path().join("run"))
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            its_stdin,
+        )))
+        .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            its_stdout,
+        )))
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let connect = child.id().unwrap();
+    let config_path = config.clone();
+    let answers = tokio::task::spawn_blocking(move || {
+        from_connect.set_read_timeout(Some(WAIT)).unwrap();
+        let mut lines = std::io::BufReader::new(from_connect).lines();
+        let send = |line: Value| writeln!(&to_connect, "{line}").unwrap();
+        let mut ask = |line: Value, id: i64| -> Value {
+            send(line);
+            loop {
+                let got: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+                if got["id"] == json!(id) {
+                    return got;
+                }
+            }
+        };
+        let init = ask(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "socket-editor", "version": "1"}}}),
+            1,
+        );
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let hub = the_hub(&config_path);
+        let stdin = fd_target(connect, "0");
+        let handed = stdin.starts_with("socket:")
+            && std::fs::read_dir(format!("/proc/{hub}/fd"))
+                .unwrap()
+                .flatten()
+                .any(|fd| fd_target(hub as u32, &fd.file_name().to_string_lossy()) == stdin);
+        let mut add = json!(null);
+        for n in 2..40 {
+            add = ask(
+                json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                       "params": {"name": "fx:add", "arguments": {"a": 20, "b": 22}}}),
+                n,
+            );
+            if add.get("result").is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (init, handed, add)
+    })
+    .await
+    .unwrap();
+    let (init, handed, add) = answers;
+    assert_eq!(init["result"]["serverInfo"]["name"], "openpact", "{init}");
+    assert!(handed, "the hub holds the editor's socket");
+    assert_eq!(text(&add), "42", "{add}");
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+}
+
 #[tokio::test]
 async fn connect_refuses_an_unknown_profile_naming_the_profiles() {
     let sc = Scratch::new();
