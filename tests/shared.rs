@@ -338,6 +338,49 @@ async fn a_killed_connect_releases_its_window_and_the_others_carry_on() {
     b.close().await;
 }
 
+/// A hub that dies while its config is broken cannot be started again: the window's
+/// requests are answered with why (nothing hangs), and once the config is fixed the next
+/// hub takes over and calls work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_whose_hub_cannot_restart_is_told_why_and_recovers() {
+    for relay in [false, true] {
+        let sc = Scratch::new();
+        let config = shared_config(&sc, &format!("broken-{relay}-{}", std::process::id()));
+        let good = std::fs::read_to_string(&config).unwrap();
+        let mut w = window_with(&config, &sc.path().join("run"), relay);
+        w.client.initialize().await;
+        wait_for_tool(&mut w.client, "fx:add", WAIT).await;
+        let hub = the_hub(&config);
+        std::fs::write(&config, "{ \"mcpServers\": ").unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(hub),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        assert!(gone(hub, Duration::from_secs(5)).await);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let r = w.client.request("tools/list", json!({})).await;
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("could not be started"),
+            "relay {relay}: the request is answered with why: {r}"
+        );
+        std::fs::write(&config, &good).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let r = w.client.call("fx:add", json!({"a": 4, "b": 5})).await;
+            if r.get("result").is_some() {
+                assert_eq!(text(&r), "9", "{r}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "relay {relay}: no recovery: {r}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        w.close().await;
+    }
+}
+
 /// Node-based editors give a server sockets, not pipes, for stdin and stdout: those are
 /// handed over too, and the session works on them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,18 +180,23 @@ async fn hand_over(target: &Target, stdin: OwnedFd, stdout: OwnedFd) -> Result<(
     let mut kept = Kept::default();
     let mut restarts = 0u32;
     let mut delay = Duration::from_millis(100);
+    // The start of a line read while no hub ran, for the next hub to read first.
+    let mut begun = Vec::new();
     loop {
-        let mut notes = match pass(target, &kept, restarts > 0, &stdin, &stdout).await {
+        let passed = pass(target, &kept, restarts > 0, &begun, &stdin, &stdout).await;
+        let mut notes = match passed {
             Ok(notes) => notes,
             Err(why) if restarts == 0 => return Err(ConnectError::Start(why)),
             Err(why) => {
-                // The editor's requests wait in its pipe for the hub that will read them.
                 tracing::error!("{why}");
-                tokio::time::sleep(delay).await;
+                if !answer_meanwhile(&why, delay, &mut kept, &mut begun, &stdin, &stdout).await? {
+                    return Ok(());
+                }
                 delay = (delay * 2).min(Duration::from_secs(5));
                 continue;
             }
         };
+        begun.clear();
         delay = Duration::from_millis(100);
         if notes.follow(&mut kept).await == Released::Ended {
             return Ok(());
@@ -233,17 +238,71 @@ async fn stand_in(stdout: &OwnedFd, kept: &mut Kept) -> std::io::Result<()> {
         .map_err(std::io::Error::other)?
 }
 
+/// While no hub can be started: for `wait`, answers what the editor asks with `why`, as a
+/// relaying `connect` would; the start of a line is kept in `begun` for the next hub.
+/// `false` once the editor has closed its end.
+async fn answer_meanwhile(
+    why: &str,
+    wait: Duration,
+    kept: &mut Kept,
+    begun: &mut Vec<u8>,
+    stdin: &OwnedFd,
+    stdout: &OwnedFd,
+) -> std::io::Result<bool> {
+    let input = stdin.try_clone()?;
+    let read = tokio::task::spawn_blocking(move || handoff::read_within(input.as_fd(), wait))
+        .await
+        .map_err(std::io::Error::other)??;
+    let Some(bytes) = read else { return Ok(true) };
+    if bytes.is_empty() {
+        return Ok(false);
+    }
+    begun.extend_from_slice(&bytes);
+    let mut answers = String::new();
+    while let Some(end) = memchr::memchr(b'\n', begun) {
+        let line: Vec<u8> = begun.drain(..=end).collect();
+        // (A line's end whose start the dead hub read is no message: dropped.)
+        let Ok(m) = Message::parse(String::from_utf8_lossy(&line).trim_end().into()) else {
+            continue;
+        };
+        note(&m, &mut kept.replay, &mut kept.in_flight);
+        if m.kind() == Kind::Request {
+            kept.in_flight.remove(m.id());
+            answers.push_str(&jsonrpc::error(
+                m.id(),
+                crate::upstream::code::UNAVAILABLE,
+                &format!("openpact's shared hub is not running and could not be started: {why}"),
+                None,
+            ));
+            answers.push('\n');
+        }
+    }
+    if begun.len() > MAX_BEGUN {
+        begun.clear();
+    }
+    let output = stdout.try_clone()?;
+    tokio::task::spawn_blocking(move || handoff::write_all(output.as_fd(), answers.as_bytes()))
+        .await
+        .map_err(std::io::Error::other)??;
+    Ok(true)
+}
+
+/// The longest line start kept while no hub runs (a larger message is refused by the hub
+/// anyway).
+const MAX_BEGUN: usize = 64 << 20;
+
 /// Gives the editor's pipes to the hub (starting one if none runs) with the session to
 /// replay, and waits until it has taken them.
 async fn pass(
     target: &Target,
     kept: &Kept,
     resumed: bool,
+    begun: &[u8],
     stdin: &OwnedFd,
     stdout: &OwnedFd,
 ) -> Result<Notes, String> {
     let stream = reach(target).await?;
-    let hello = format!("{}\n", hello(target, &kept.replay, resumed));
+    let hello = format!("{}\n", hello(target, &kept.replay, resumed, begun));
     handoff::send_with_fds(&stream, hello.as_bytes(), &[stdin.as_fd(), stdout.as_fd()])
         .await
         .map_err(|e| format!("could not hand the editor's pipes to the shared hub: {e}"))?;
@@ -506,8 +565,10 @@ fn from_hub_frame(frame: Frame, in_flight: &mut HashSet<String>, editor: &Outbox
     }
 }
 
-/// The first line a window sends: its profile, and the session a new hub must replay.
-fn hello(target: &Target, replay: &Replay, resumed: bool) -> String {
+/// The first line a window sends: its profile, the session a new hub must replay, and the
+/// start of a line `connect` read from the editor (base64), which the hub reads first.
+fn hello(target: &Target, replay: &Replay, resumed: bool, begun: &[u8]) -> String {
+    use base64::Engine;
     jsonrpc::notification(
         HELLO,
         Some(
@@ -516,6 +577,7 @@ fn hello(target: &Target, replay: &Replay, resumed: bool) -> String {
                 "pid": std::process::id(),
                 "replay": replay.messages(),
                 "resumed": resumed,
+                "begun": base64::engine::general_purpose::STANDARD.encode(begun),
             })
             .to_string(),
         ),
@@ -542,7 +604,7 @@ async fn open(
     // session is set up counts, and a connection closed before it is tried again.
     for _ in 0..20 {
         let link = Link::over(reach(target).await?, max, editor).map_err(|e| e.to_string())?;
-        link.out.send(hello(target, replay, false));
+        link.out.send(hello(target, replay, false, &[]));
         if let Some(link) = set_up(link, editor).await {
             return Ok(link);
         }

@@ -287,6 +287,33 @@ pub fn wait_for_input(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
     Ok(fds[0].revents().contains(PollFlags::IN))
 }
 
+/// What `fd` has to read within `limit` (blocking): `None` when nothing came, an empty
+/// vector at its end.
+pub fn read_within(
+    fd: BorrowedFd<'_>,
+    limit: std::time::Duration,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec::try_from(limit).map_err(|_| std::io::Error::other("bad timeout"))?;
+    match poll(
+        &mut [PollFd::from_borrowed_fd(fd, PollFlags::IN)],
+        Some(&timeout),
+    ) {
+        Ok(0) | Err(rustix::io::Errno::INTR) => return Ok(None),
+        Ok(_) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    match rustix::io::read(fd, &mut buf) {
+        Ok(n) => {
+            buf.truncate(n);
+            Ok(Some(buf))
+        }
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Writes all of `bytes` to `fd` (blocking, whether or not the descriptor is in
 /// non-blocking mode, as a hub that died leaves it).
 pub fn write_all(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> std::io::Result<()> {

@@ -219,6 +219,8 @@ struct Asked {
     /// The editor's pipes were another hub's, which died: its first bytes may be the end of
     /// a line that hub read the start of.
     resumed: bool,
+    /// The start of a line `connect` read from the editor while no hub ran: read first.
+    begun: Vec<u8>,
 }
 
 impl Asked {
@@ -235,9 +237,16 @@ impl Asked {
             .filter_map(|m| m.as_str())
             .filter_map(|m| Message::parse(m.into()).ok())
             .collect();
+        use base64::Engine;
+        let begun = params
+            .get("begun")
+            .and_then(|b| b.as_str())
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .unwrap_or_default();
         Asked {
             replay,
             resumed: params.get("resumed").and_then(|r| r.as_bool()) == Some(true),
+            begun,
         }
     }
 }
@@ -303,7 +312,9 @@ async fn serve_handed(
     let session = Session::new(hub.clone(), out.clone(), view);
     session.replay(asked.replay).await;
     notes.send(jsonrpc::notification(handoff::READY, None));
+    // What `connect` read of a line goes first.
     let mut resumed = asked.resumed;
+    let input = std::io::Cursor::new(asked.begun).chain(input);
     let room = || {
         let s = session.clone();
         async move { s.room().await }
