@@ -72,9 +72,10 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["no_stdio", "profile"])]
         shared: bool,
     },
-    /// Be an editor's MCP server on stdio by forwarding to the shared hub of this config,
-    /// starting it if none runs: every window shares one set of servers, cache and logins.
-    /// Name this in the editor's config: {"command": "openpact", "args": ["connect"]}.
+    /// Be an editor's MCP server on stdio through the shared hub of this config, starting it
+    /// if none runs: the hub takes over the editor's pipes (a terminal is relayed), and every
+    /// window shares one set of servers, cache and logins. Name this in the editor's config:
+    /// {"command": "openpact", "args": ["connect"]}.
     Connect {
         /// See the view of this profile (`openpact.profiles`).
         #[arg(long, value_name = "NAME")]

@@ -199,10 +199,23 @@ impl<W> Noting<W> {
             while !taken.is_empty() {
                 let end = memchr::memchr(b'\n', taken);
                 let part = &taken[..end.unwrap_or(taken.len())];
-                let room = HEAD.saturating_sub(line.head.len());
+                // A batch's answers (an array) are read whole; one answer by its start.
+                let batch = line.head.first().or(part.first()) == Some(&b'[');
+                let room = if batch {
+                    part.len()
+                } else {
+                    HEAD.saturating_sub(line.head.len())
+                };
                 line.head.extend_from_slice(&part[..room.min(part.len())]);
                 let Some(end) = end else { break };
-                if let Some(id) = answered_id(&line.head) {
+                if batch {
+                    let answered = crate::jsonrpc::parse_frame(std::mem::take(&mut line.head));
+                    for m in answered.into_iter().flatten().flatten() {
+                        if m.kind() == Kind::Response {
+                            self.notes.send(jsonrpc::result(m.id(), "null"));
+                        }
+                    }
+                } else if let Some(id) = answered_id(&line.head) {
                     self.notes.send(jsonrpc::result(id, "null"));
                 }
                 if line.torn {
@@ -399,6 +412,24 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":"b","result":null}"#
             ]
         );
+        // A batch's answers, each noted, however the pipe takes the array.
+        let batch = [
+            r#"[{"jsonrpc":"2.0","id":3,"result":{}},{"jsonrpc":"2.0","id":4,"error":{"code":1,"message":"x"}}]"#,
+        ];
+        for per_write in [usize::MAX, 5] {
+            let notes = notes_for(&batch, per_write);
+            let ids: Vec<&String> = notes
+                .iter()
+                .filter(|n| n.contains("\"result\":null"))
+                .collect();
+            assert_eq!(
+                ids,
+                [
+                    r#"{"jsonrpc":"2.0","id":3,"result":null}"#,
+                    r#"{"jsonrpc":"2.0","id":4,"result":null}"#
+                ]
+            );
+        }
         // Seven bytes a write: every line is torn before it is whole, and each answer is
         // noted only after its last byte.
         let narrow = notes_for(&lines, 7);
