@@ -264,6 +264,14 @@ async fn killed_hub(relay: bool) {
                 .is_some(),
             "each window is told the lists may have changed"
         );
+        // Only the call in flight failed: nothing answered before is answered again.
+        let again: Vec<&Value> = w
+            .client
+            .inbox
+            .iter()
+            .filter(|m| m.get("error").is_some())
+            .collect();
+        assert!(again.is_empty(), "answered again: {again:?}");
         let tools = names(&wait_for_tool(&mut w.client, "fx:add", WAIT).await);
         assert!(tools.contains(&"fx:slow".to_string()), "{tools:?}");
         let r = w.client.call("fx:add", json!({"a": 1, "b": 1})).await;
@@ -379,6 +387,119 @@ async fn a_window_whose_hub_cannot_restart_is_told_why_and_recovers() {
         }
         w.close().await;
     }
+}
+
+/// A hub killed halfway through writing an answer the editor is slow to read: the editor
+/// finds the torn line ended (one line it cannot parse, not two messages run together), then
+/// the call's error, then `list_changed`, and its next call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_killed_mid_answer_leaves_a_line_the_editor_can_skip() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"fx": fixture(&["--name", &format!("torn-{}", std::process::id())])}),
+        Some(json!({"permissions": {"default": "allow"}, "shared": {"idleExit": "2s"}})),
+    );
+    let mut cmd = openpact_for(&config, None);
+    cmd.arg("connect")
+        .env("XDG_RUNTIME_DIR", sc.path().join("run"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut send = async |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+    };
+    let mut answer_to = async |id: i64, stdout: &mut tokio::io::BufReader<_>| -> Value {
+        loop {
+            line.clear();
+            let n = tokio::time::timeout(WAIT, stdout.read_line(&mut line))
+                .await
+                .expect("an answer in time")
+                .unwrap();
+            assert!(n > 0, "stdout ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "slow-reader", "version": "1"}}}),
+    )
+    .await;
+    answer_to(1, &mut stdout).await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let mut ready = false;
+    for id in 2..60 {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "fx:add", "arguments": {"a": 1, "b": 1}}}))
+        .await;
+        if answer_to(id, &mut stdout).await.get("result").is_some() {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "fx:add never answered");
+    // A megabyte of answer: the pipe takes 64 KiB of it while nobody reads.
+    let big = "x".repeat(1 << 20);
+    send(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call",
+                "params": {"name": "fx:echo", "arguments": {"message": big}}}))
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let hub = the_hub(&config);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(hub),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The torn start of the answer, ended by connect: one line, not JSON.
+    let mut torn = String::new();
+    tokio::time::timeout(WAIT, stdout.read_line(&mut torn))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        torn.starts_with("{\"jsonrpc\":\"2.0\",\"id\":100,") && torn.ends_with('\n'),
+        "{}",
+        &torn[..torn.len().min(80)]
+    );
+    assert!(
+        torn.len() < big.len(),
+        "the answer was cut short ({} bytes)",
+        torn.len()
+    );
+    assert!(serde_json::from_str::<Value>(&torn).is_err());
+    // Then the one call in flight fails; none answered before is answered again.
+    let mut next = String::new();
+    tokio::time::timeout(WAIT, stdout.read_line(&mut next))
+        .await
+        .unwrap()
+        .unwrap();
+    let r: Value = serde_json::from_str(&next).unwrap();
+    assert_eq!(r["id"], json!(100), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("restarted"), "{r}");
+    for id in 200..260 {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "fx:add", "arguments": {"a": 2, "b": 2}}}))
+        .await;
+        let r = answer_to(id, &mut stdout).await;
+        if r.get("result").is_some() {
+            assert_eq!(text(&r), "4", "{r}");
+            child.start_kill().unwrap();
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no call worked after the restart");
 }
 
 /// Node-based editors give a server sockets, not pipes, for stdin and stdout: those are

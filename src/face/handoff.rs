@@ -212,11 +212,11 @@ impl<W> Noting<W> {
                     let answered = crate::jsonrpc::parse_frame(std::mem::take(&mut line.head));
                     for m in answered.into_iter().flatten().flatten() {
                         if m.kind() == Kind::Response {
-                            self.notes.send(jsonrpc::result(m.id(), "null"));
+                            self.notes.send(jsonrpc::result(m.id(), "{}"));
                         }
                     }
                 } else if let Some(id) = answered_id(&line.head) {
-                    self.notes.send(jsonrpc::result(id, "null"));
+                    self.notes.send(jsonrpc::result(id, "{}"));
                 }
                 if line.torn {
                     self.notes.send(jsonrpc::notification(WHOLE, None));
@@ -405,11 +405,16 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{}}"#,
         ];
         let whole = notes_for(&lines, usize::MAX);
+        // `connect` reads each note as a message: an answer's stub must be a response.
+        for note in &whole {
+            let m = Message::parse(note.as_str().into()).unwrap();
+            assert_eq!(m.kind(), Kind::Response, "{note}");
+        }
         assert_eq!(
             whole,
             [
-                r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
-                r#"{"jsonrpc":"2.0","id":"b","result":null}"#
+                r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+                r#"{"jsonrpc":"2.0","id":"b","result":{}}"#
             ]
         );
         // A batch's answers, each noted, however the pipe takes the array.
@@ -420,13 +425,13 @@ mod tests {
             let notes = notes_for(&batch, per_write);
             let ids: Vec<&String> = notes
                 .iter()
-                .filter(|n| n.contains("\"result\":null"))
+                .filter(|n| n.contains("\"result\":{}"))
                 .collect();
             assert_eq!(
                 ids,
                 [
-                    r#"{"jsonrpc":"2.0","id":3,"result":null}"#,
-                    r#"{"jsonrpc":"2.0","id":4,"result":null}"#
+                    r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+                    r#"{"jsonrpc":"2.0","id":4,"result":{}}"#
                 ]
             );
         }
