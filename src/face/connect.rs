@@ -12,7 +12,6 @@ use super::socket::{self, HELLO};
 use crate::jsonrpc::{self, Frame, Kind, Message};
 use crate::platform;
 use crate::transport::lines::{Outbox, halves, read_frames_paced, spawn_writer};
-use crate::transport::socket::{SocketReader, SocketWriter};
 use crate::transport::stdio;
 use std::collections::{BTreeSet, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -306,16 +305,13 @@ async fn pass(
     handoff::send_with_fds(&stream, hello.as_bytes(), &[stdin.as_fd(), stdout.as_fd()])
         .await
         .map_err(|e| format!("could not hand the editor's pipes to the shared hub: {e}"))?;
-    let (reader, writer) = halves(stream).map_err(|e| e.to_string())?;
+    let socket = stream.into_std().map_err(|e| e.to_string())?;
     let mut notes = Notes {
-        reader,
-        _writer: writer,
-        buf: Vec::new(),
+        reader: handoff::NoteReader::start(socket, NOTES_PAUSE).map_err(|e| e.to_string())?,
         early: Vec::new(),
-        ended: false,
     };
     let ready = tokio::time::timeout(REPLAY_WAIT, async {
-        while let Some(mut lines) = notes.next(Duration::ZERO).await {
+        while let Some(mut lines) = notes.next().await {
             if let Some(at) = lines.iter().position(|l| l.contains(handoff::READY)) {
                 // What came with it is the session's first news.
                 notes.early = lines.split_off(at + 1);
@@ -333,61 +329,23 @@ async fn pass(
 
 /// The hub's notes about a session it has the pipes of.
 struct Notes {
-    reader: SocketReader,
-    /// Kept open: `connect` closing its end is how the hub learns it exited.
-    _writer: SocketWriter,
-    buf: Vec<u8>,
+    reader: handoff::NoteReader,
     /// Notes read with [`handoff::READY`], not followed yet.
     early: Vec<String>,
-    ended: bool,
 }
 
 impl Notes {
-    /// The next whole note lines, read `pause` after the first arrives; `None` once the hub
-    /// closed its end.
-    async fn next(&mut self, pause: Duration) -> Option<Vec<String>> {
+    /// The next batch of note lines; `None` once the hub closed its end.
+    async fn next(&mut self) -> Option<Vec<String>> {
         if !self.early.is_empty() {
             return Some(std::mem::take(&mut self.early));
         }
-        if self.ended {
-            return None;
-        }
-        let _ = self.reader.readable().await;
-        if !pause.is_zero() {
-            tokio::time::sleep(pause).await;
-        }
-        let mut chunk = [0u8; 1 << 14];
-        loop {
-            match self.reader.try_read(&mut chunk) {
-                Ok(0) => {
-                    self.ended = true;
-                    break;
-                }
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.ended = true;
-                    break;
-                }
-            }
-        }
-        let whole = self
-            .buf
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        let lines = String::from_utf8_lossy(&self.buf[..whole])
-            .lines()
-            .map(String::from)
-            .collect();
-        self.buf.drain(..whole);
-        Some(lines)
+        self.reader.batches.recv().await
     }
 
     /// Keeps what the notes say until the hub lets the pipes go.
     async fn follow(&mut self, kept: &mut Kept) -> Released {
-        while let Some(lines) = self.next(NOTES_PAUSE).await {
+        while let Some(lines) = self.next().await {
             for line in lines {
                 let Ok(m) = Message::parse(line.into_boxed_str()) else {
                     continue;

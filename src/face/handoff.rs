@@ -142,6 +142,87 @@ pub async fn receive_first_line(
     }
 }
 
+/// The hub's notes as `connect` reads them: batches of whole lines, on a thread of their
+/// own so that no note wakes `connect`'s runtime. The socket is watched with `poll` only
+/// while waiting for the first note of a batch; once [`READY`] has been read, each batch
+/// gathers for `pause` first, unwatched. (Registered with the runtime, as tokio registers
+/// everything, every note the hub writes would wake `connect`: measured 0.17 wake-ups a call
+/// that way, against 0.03–0.07.)
+pub struct NoteReader {
+    pub batches: tokio::sync::mpsc::UnboundedReceiver<Vec<String>>,
+    /// A duplicate of the socket, shut down when this is dropped: the thread's `poll`
+    /// returns, and the hub learns that `connect` is gone.
+    socket: std::os::unix::net::UnixStream,
+}
+
+impl Drop for NoteReader {
+    fn drop(&mut self) {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl NoteReader {
+    /// Reads `socket` (the connection to the hub, its hello sent) until the hub closes it.
+    pub fn start(
+        socket: std::os::unix::net::UnixStream,
+        pause: std::time::Duration,
+    ) -> std::io::Result<NoteReader> {
+        let (tx, batches) = tokio::sync::mpsc::unbounded_channel();
+        let watched = socket.try_clone()?;
+        std::thread::Builder::new()
+            .name("hub notes".into())
+            .spawn(move || {
+                let mut buf = Vec::new();
+                let mut paced = false;
+                loop {
+                    let ended = read_batch(&watched, &mut buf, paced.then_some(pause));
+                    let whole = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                    let lines: Vec<String> = String::from_utf8_lossy(&buf[..whole])
+                        .lines()
+                        .map(String::from)
+                        .collect();
+                    buf.drain(..whole);
+                    paced = paced || lines.iter().any(|l| l.contains(READY));
+                    if (!lines.is_empty() && tx.send(lines).is_err()) || ended {
+                        return;
+                    }
+                }
+            })?;
+        Ok(NoteReader { batches, socket })
+    }
+}
+
+/// Waits until `socket` has something, sleeps `pause` if given, then takes all it holds
+/// into `buf`. `true` once the socket has ended.
+fn read_batch(
+    socket: &std::os::unix::net::UnixStream,
+    buf: &mut Vec<u8>,
+    pause: Option<std::time::Duration>,
+) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::net::{RecvFlags, recv};
+    loop {
+        match poll(&mut [PollFd::new(socket, PollFlags::IN)], None) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return true,
+            Ok(_) => break,
+        }
+    }
+    if let Some(pause) = pause {
+        std::thread::sleep(pause);
+    }
+    let mut chunk = [0u8; 1 << 14];
+    loop {
+        match recv(socket, &mut chunk, RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return true,
+            Ok((n, _)) => buf.extend_from_slice(&chunk[..n]),
+            Err(rustix::io::Errno::AGAIN) => return false,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return true,
+        }
+    }
+}
+
 /// What the hub notes for `connect` about a message the editor sent, if anything: the
 /// whole message when a new hub must hear it again, a stub when only its id counts.
 pub fn note_of(m: &Message) -> Option<String> {
