@@ -97,6 +97,37 @@ struct Kept {
     torn: bool,
 }
 
+impl Kept {
+    /// What the editor is told when its hub went away: an error for each request in flight
+    /// (which are then no longer), and that the lists may have changed.
+    fn hub_gone(&mut self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .in_flight
+            .drain()
+            .map(|id| jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, RESTARTED, None))
+            .collect();
+        if self.replay.initialized {
+            for list in ["tools", "prompts", "resources"] {
+                lines.push(jsonrpc::notification(
+                    &format!("notifications/{list}/list_changed"),
+                    None,
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// The answer to request `id` while no hub runs and none could be started (`why`).
+fn not_running(id: &str, why: &str) -> String {
+    jsonrpc::error(
+        id,
+        crate::upstream::code::UNAVAILABLE,
+        &format!("openpact's shared hub is not running and could not be started: {why}"),
+        None,
+    )
+}
+
 /// One connection to the hub.
 struct Link {
     out: Outbox,
@@ -213,23 +244,9 @@ async fn stand_in(stdout: &OwnedFd, kept: &mut Kept) -> std::io::Result<()> {
     if std::mem::take(&mut kept.torn) {
         text.push('\n');
     }
-    for id in kept.in_flight.drain() {
-        text.push_str(&jsonrpc::error(
-            &id,
-            crate::upstream::code::UNAVAILABLE,
-            RESTARTED,
-            None,
-        ));
+    for line in kept.hub_gone() {
+        text.push_str(&line);
         text.push('\n');
-    }
-    if kept.replay.initialized {
-        for list in ["tools", "prompts", "resources"] {
-            text.push_str(&jsonrpc::notification(
-                &format!("notifications/{list}/list_changed"),
-                None,
-            ));
-            text.push('\n');
-        }
     }
     let stdout = stdout.try_clone()?;
     tokio::task::spawn_blocking(move || handoff::write_all(stdout.as_fd(), text.as_bytes()))
@@ -264,16 +281,13 @@ async fn answer_meanwhile(
         let Ok(m) = Message::parse(String::from_utf8_lossy(&line).trim_end().into()) else {
             continue;
         };
-        note(&m, &mut kept.replay, &mut kept.in_flight);
+        // A request is refused, so there is nothing of it to replay; a notification (such
+        // as `notifications/initialized`) still counts.
         if m.kind() == Kind::Request {
-            kept.in_flight.remove(m.id());
-            answers.push_str(&jsonrpc::error(
-                m.id(),
-                crate::upstream::code::UNAVAILABLE,
-                &format!("openpact's shared hub is not running and could not be started: {why}"),
-                None,
-            ));
+            answers.push_str(&not_running(m.id(), why));
             answers.push('\n');
+        } else {
+            note(&m, &mut kept.replay, &mut kept.in_flight);
         }
     }
     if begun.len() > MAX_BEGUN {
@@ -411,16 +425,12 @@ async fn relay(target: Target) -> Result<(), ConnectError> {
                 Some(frame) => from_hub_frame(frame, &mut kept.in_flight, &editor_out),
                 None => {
                     tracing::warn!("the shared hub went away; starting a new one");
-                    for id in kept.in_flight.drain() {
-                        editor_out.send(jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, RESTARTED, None));
+                    // (A re-list the editor sends at once waits here for the new hub.)
+                    for line in kept.hub_gone() {
+                        editor_out.send(line);
                     }
                     link = reconnect(&target, max, &kept.replay, &mut from_editor, &editor_out).await;
                     *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
-                    if kept.replay.initialized {
-                        for list in ["tools", "prompts", "resources"] {
-                            editor_out.send(jsonrpc::notification(&format!("notifications/{list}/list_changed"), None));
-                        }
-                    }
                 }
             },
         }
@@ -691,12 +701,7 @@ async fn reconnect(
                         && let Ok(m) = Message::parse(String::from_utf8_lossy(&line).into())
                         && m.kind() == Kind::Request
                     {
-                        editor.send(jsonrpc::error(
-                            m.id(),
-                            crate::upstream::code::UNAVAILABLE,
-                            &format!("openpact's shared hub is not running and could not be started: {why}"),
-                            None,
-                        ));
+                        editor.send(not_running(m.id(), &why));
                     }
                 }
             }

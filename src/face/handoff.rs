@@ -45,12 +45,13 @@ const MAX_HELLO: usize = 16 << 20;
 /// Whether `fd` can be handed to the hub: a pipe or a socket (what editors give the servers
 /// they spawn). A terminal or a file stays with `connect`, which relays it.
 pub fn passable(fd: BorrowedFd<'_>) -> bool {
-    let Ok(file) = fd.try_clone_to_owned().map(std::fs::File::from) else {
-        return false;
-    };
-    file.metadata()
-        .map(|m| m.file_type().is_fifo() || m.file_type().is_socket())
-        .unwrap_or(false)
+    kind(fd).is_some_and(|k| k.is_fifo() || k.is_socket())
+}
+
+/// What `fd` is (a pipe, a socket, a terminal…), if it can be asked.
+fn kind(fd: BorrowedFd<'_>) -> Option<std::fs::FileType> {
+    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+    file.metadata().ok().map(|m| m.file_type())
 }
 
 /// Sends `line` (a hello, newline included) with `fds` attached.
@@ -360,12 +361,7 @@ pub fn wait_for_input(fd: BorrowedFd<'_>) -> std::io::Result<bool> {
             Err(e) => return Err(e.into()),
         }
     }
-    let is_socket = fd
-        .try_clone_to_owned()
-        .map(std::fs::File::from)
-        .and_then(|f| f.metadata())
-        .is_ok_and(|m| m.file_type().is_socket());
-    if is_socket {
+    if kind(fd).is_some_and(|k| k.is_socket()) {
         // A socket at its end is readable too: look without taking.
         let mut byte = [0u8; 1];
         loop {

@@ -280,7 +280,9 @@ async fn serve_relayed(
         room,
     )
     .await;
-    finish(&session, true, "the editor window closed").await;
+    session
+        .finish(FINISH_GRACE, "the editor window closed")
+        .await;
     out.close();
     let _ = tokio::time::timeout(Duration::from_millis(300), written).await;
     result
@@ -349,9 +351,13 @@ async fn serve_handed(
         () = connect_exited => false,
     };
     if editor_closed {
-        finish(&session, true, "the editor window closed").await;
+        session
+            .finish(FINISH_GRACE, "the editor window closed")
+            .await;
     } else {
-        finish(&session, false, "openpact connect exited").await;
+        session
+            .finish(Duration::ZERO, "openpact connect exited")
+            .await;
     }
     out.close();
     let _ = tokio::time::timeout(Duration::from_millis(300), written).await;
@@ -361,16 +367,6 @@ async fn serve_handed(
     notes.close();
     let _ = tokio::time::timeout(Duration::from_millis(300), notes_written).await;
     Ok(())
-}
-
-/// Lets a window's in-flight requests finish for a moment (`grace`), then answers the rest
-/// with `reason`.
-async fn finish(session: &Session, grace: bool, reason: &str) {
-    let deadline = tokio::time::Instant::now() + FINISH_GRACE;
-    while grace && session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    session.abort_all(reason);
 }
 
 fn hello_of(line: &[u8]) -> Option<Message> {

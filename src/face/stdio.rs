@@ -48,11 +48,10 @@ pub fn start(hub: &Arc<Hub>, stdout: stdio::Stdout, view: usize) -> std::io::Res
 impl StdioFace {
     /// Lets in-flight requests finish briefly (`grace`), then answers the rest with an error.
     pub async fn finish(&self, grace: bool) {
-        let deadline = tokio::time::Instant::now() + FINISH_GRACE;
-        while grace && self.session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.session.abort_all("openpact is shutting down");
+        let grace = if grace { FINISH_GRACE } else { Duration::ZERO };
+        self.session
+            .finish(grace, "openpact is shutting down")
+            .await;
     }
 
     /// Flushes stdout (after the hub has stopped).

@@ -738,6 +738,17 @@ impl Session {
     pub fn in_flight(&self) -> usize {
         lock(&self.in_flight).len()
     }
+
+    /// The client is gone or the hub is stopping: requests in flight may still finish for
+    /// `grace` (a pipe's end asks for its answers: `printf '…' | openpact serve`), then the
+    /// rest are answered with `reason` ([`Session::abort_all`]).
+    pub async fn finish(&self, grace: std::time::Duration, reason: &str) {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        self.abort_all(reason);
+    }
 }
 
 async fn forward_hub_events(
