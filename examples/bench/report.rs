@@ -8,7 +8,7 @@
 
 use crate::client::{Procs, sched_runtime};
 use crate::face::{self, HttpPart, Rate};
-use crate::latency::{self, Latency, LatencyPart, Paired, best_p50};
+use crate::latency::{self, Latency, LatencyPart, Paired, Sequential, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
 use crate::remote;
 use crate::retrieval::{self, Quality, RetrievalPart};
@@ -146,32 +146,56 @@ fn every_p50(l: &LatencyPart) {
     );
 }
 
-fn print_latency(p: &Params, l: &LatencyPart) {
+fn print_latency(p: &Params, s: &Sequential) {
+    println!(
+        "1. sequential tools/call echo, one at a time ({} calls after {} warm-up, fresh processes each run)",
+        p.latency_calls, p.latency_warmup,
+    );
+    if let Some(pinned) = &s.pinned {
+        print_latency_runs(
+            &format!(
+                "on one CPU (CPU {}: this program, the hub and the fixture; the gate's runs)",
+                pinned.cpu
+            ),
+            &pinned.runs,
+            true,
+        );
+    }
+    print_latency_runs(
+        "as the scheduler places them (information: see examples/bench/main.rs)",
+        &s.spread,
+        s.pinned.is_none(),
+    );
+}
+
+/// Part 1's rows for one set of runs; `gated` adds the gate's verdict and the design goal.
+fn print_latency_runs(heading: &str, l: &LatencyPart, gated: bool) {
     let (Some(ld), Some(lh)) = (l.median_direct(), l.median_hub()) else {
         return;
     };
     let again = if l.measured_again {
-        " (the first runs were over the gate: measured again)"
+        "; the first runs were over the gate: measured again"
     } else {
         ""
     };
-    println!(
-        "1. sequential tools/call echo, one at a time ({} calls after {} warm-up; {} runs each, fresh processes){again}",
-        p.latency_calls,
-        p.latency_warmup,
-        l.hub.len()
-    );
+    println!("   {heading}, {} runs each{again}", l.hub.len());
     let (bd, bh) = (best_p50(&l.direct), best_p50(&l.hub));
-    let gate = format!(
-        "gate: ≤ {}× in either reading   {}",
-        latency::REGRESSION_RATIO,
-        mark(!l.regressed())
-    );
-    let goal_note = format!(
-        "goal ≤ {}×: {}",
-        latency::GOAL_RATIO,
-        goal(bh <= latency::GOAL_RATIO * bd)
-    );
+    let (gate, goal_note) = if gated {
+        (
+            format!(
+                "gate: ≤ {}× in either reading   {}",
+                latency::REGRESSION_RATIO,
+                mark(!l.regressed())
+            ),
+            format!(
+                "goal ≤ {}×: {}",
+                latency::GOAL_RATIO,
+                goal(bh <= latency::GOAL_RATIO * bd)
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     row("p50 (best run: least disturbed)", bd, bh, "µs", &goal_note);
     row("p50 (median run)", ld.p50_us, lh.p50_us, "µs", &gate);
     row("p99 (median run)", ld.p99_us, lh.p99_us, "µs", "");
@@ -761,6 +785,7 @@ pub fn finish(
         calls.and_then(|c| c.throughput.as_ref()),
     ) {
         let base_tp = throughput::median(&t.hub).map_or(0.0, |t| t.per_sec);
+        let l = &l.spread;
         print_policy(c, best_p50(&l.direct), (best_p50(&l.hub), base_tp));
     }
     if let Some(s) = startup {
@@ -783,14 +808,16 @@ pub fn finish(
         print_shared(s);
     }
 
-    let latency_ok = latency.map(|l| !l.regressed());
+    let gated = latency.map(Sequential::gated);
+    let latency_ok = gated.map(|l| !l.regressed());
     let startup_ok = startup.map(|s| !s.regressed());
-    let latency_gate = latency.map_or_else(
+    let latency_gate = gated.map_or_else(
         || "not run".to_string(),
         |l| {
             format!(
-                "{} (hub/direct p50 {:.2}× in the best runs, {:.2}× in the median runs; fails over {}× in both)",
+                "{} (hub/direct p50{} {:.2}× in the best runs, {:.2}× in the median runs; fails over {}× in both)",
                 mark(!l.regressed()),
+                if latency.is_some_and(|s| s.pinned.is_some()) { " on one CPU" } else { "" },
                 l.ratio_best(),
                 l.ratio_median(),
                 latency::REGRESSION_RATIO
@@ -860,8 +887,9 @@ pub fn finish(
         "retrieval": retrieval.map(retrieval_json),
         "shared": shared.map(shared_json),
         "gates": {
-            "latency": latency.map(|l| json!({
-                "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs", latency::REGRESSION_RATIO),
+            "latency": gated.map(|l| json!({
+                "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", latency::REGRESSION_RATIO),
+                "on_one_cpu": latency.is_some_and(|s| s.pinned.is_some()),
                 "ratio_best_runs": round(l.ratio_best(), 3),
                 "ratio_median_runs": round(l.ratio_median(), 3),
                 "measured_again": l.measured_again,
@@ -970,7 +998,10 @@ fn latency_part_json(l: &LatencyPart) -> Value {
 fn calls_json(c: &Calls) -> Value {
     let runs = |v: &[Latency]| v.iter().map(latency_json).collect::<Vec<_>>();
     let tp_runs = |v: &[Throughput]| v.iter().map(throughput_json).collect::<Vec<_>>();
-    let latency = c.latency.as_ref().map(latency_part_json);
+    let latency = c.latency.as_ref().map(|s| json!({
+        "one_cpu": s.pinned.as_ref().map(|p| json!({"cpu": p.cpu, "runs": latency_part_json(&p.runs)})),
+        "as_scheduled": latency_part_json(&s.spread),
+    }));
     let throughput = c.throughput.as_ref().map(|t| json!({
         "best_calls_per_sec": versus(throughput::best(&t.direct), throughput::best(&t.hub), 0),
         "median_run": {"direct": throughput::median(&t.direct).map(throughput_json), "hub": throughput::median(&t.hub).map(throughput_json)},
@@ -991,7 +1022,7 @@ fn calls_json(c: &Calls) -> Value {
             "latency_runs": runs(&m.runs),
             "throughput_runs": tp_runs(&m.throughput),
         })).collect::<Vec<_>>(),
-        "cache_hit_to_direct_best_p50": c.latency.as_ref().zip(pol.variant(Role::CacheHit)).map(|(l, hit)| round(ratio(hit.best_p50(), best_p50(&l.direct)), 3)),
+        "cache_hit_to_direct_best_p50": c.latency.as_ref().zip(pol.variant(Role::CacheHit)).map(|(l, hit)| round(ratio(hit.best_p50(), best_p50(&l.spread.direct)), 3)),
         "full_pipeline_interleaved": {
             "added_us_median": pol.added_us().map(|us| round(us, 2)),
             "runs": pol.pairs.iter().map(|p| json!({"pass_through_p50_us": round(p.a_p50_us, 2), "full_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>(),
