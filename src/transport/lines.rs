@@ -311,9 +311,11 @@ async fn write_all(pipe: &dyn SharedWrite, mut buf: &[u8]) -> std::io::Result<()
 }
 
 // The tests write through unix pipes.
-#[cfg(all(test, unix))]
+#[cfg(test)]
+#[cfg(unix)]
 mod tests {
     use super::*;
+    type Outcome = Result<(), Box<dyn std::error::Error>>;
     use tokio::io::AsyncReadExt;
     use tokio::net::unix::pipe;
 
@@ -321,8 +323,8 @@ mod tests {
     /// writer task; lines sent meanwhile must queue behind it, and `close` must let all of
     /// them out before the reader sees EOF.
     #[tokio::test]
-    async fn lines_keep_their_order_across_partial_writes_and_close() {
-        let (tx, mut rx) = pipe::pipe().unwrap();
+    async fn lines_keep_their_order_across_partial_writes_and_close() -> Outcome {
+        let (tx, mut rx) = pipe::pipe()?;
         let (out, done) = spawn_writer(tx, "test".into());
         let big = "x".repeat(300_000);
         assert!(out.send("first".into()));
@@ -345,8 +347,8 @@ mod tests {
             "a closed outbox refuses lines"
         );
         let mut got = String::new();
-        rx.read_to_string(&mut got).await.unwrap();
-        done.await.unwrap();
+        rx.read_to_string(&mut got).await?;
+        done.await?;
         let lines: Vec<&str> = got.lines().collect();
         assert_eq!(lines.len(), 102);
         assert_eq!(lines[0], "first");
@@ -354,6 +356,7 @@ mod tests {
         for (i, line) in lines[2..].iter().enumerate() {
             assert_eq!(*line, format!("after {i}"));
         }
+        Ok(())
     }
 
     fn direct_owed(out: &Outbox) -> usize {
@@ -362,8 +365,8 @@ mod tests {
 
     /// Dropping every outbox closes the peer's input, as a dropped channel sender did.
     #[tokio::test]
-    async fn the_peer_sees_eof_once_every_outbox_is_gone() {
-        let (tx, mut rx) = pipe::pipe().unwrap();
+    async fn the_peer_sees_eof_once_every_outbox_is_gone() -> Outcome {
+        let (tx, mut rx) = pipe::pipe()?;
         let (out, done) = spawn_writer(tx, "test".into());
         let copy = out.clone();
         assert!(out.send("one".into()));
@@ -371,8 +374,9 @@ mod tests {
         assert!(copy.send("two".into()));
         drop(copy);
         let mut got = String::new();
-        rx.read_to_string(&mut got).await.unwrap();
-        done.await.unwrap();
+        rx.read_to_string(&mut got).await?;
+        done.await?;
         assert_eq!(got, "one\ntwo\n");
+        Ok(())
     }
 }
