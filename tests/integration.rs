@@ -14,6 +14,7 @@
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
 //! - `everything`: server-everything's whole surface through the hub vs directly.
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
+//! - `editors`: Claude Code, Gemini CLI and opencode health-check `connect` and `serve`.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
@@ -40,6 +41,7 @@ mod builtins_scripts;
 mod builtins_web;
 mod cli;
 mod clients;
+mod editors;
 mod everything;
 mod failures;
 mod http_clients;

@@ -198,8 +198,12 @@ async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> 
     };
     let asked = hello.as_ref().map(Asked::of).unwrap_or_default();
     match <[OwnedFd; 2]>::try_from(fds) {
-        Ok([input, output]) => serve_handed(stream, hub, view, asked, input, output).await,
+        Ok([input, output]) => {
+            tracing::debug!("a window handed over its editor's stdin and stdout");
+            serve_handed(stream, hub, view, asked, input, output).await
+        }
         Err(fds) if fds.is_empty() => {
+            tracing::debug!("a window relays its editor's messages over its connection");
             // Not a hello: the window's first message.
             let first = (hello.is_none() && !first.is_empty()).then_some(first);
             serve_relayed(stream, hub, view, asked, first, rest).await
