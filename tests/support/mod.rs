@@ -44,7 +44,7 @@ pub use listening::{Listening, everything_listening, free_port};
 pub use peers::{Peers, assert_lifecycle, sent_methods};
 pub use process::{Ran, StderrLog, fixture_over_http, run_in, spawn_direct};
 pub use scratch::Scratch;
-pub use stand::{Stand, json_reply, reply};
+pub use stand::{Reply, Seen, Stand, json_reply, reply};
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
