@@ -2,9 +2,10 @@
 //! running its own `mcp list` health check (its real MCP client: spawn, initialize, list)
 //! against `openpact connect` and `openpact serve`. Through `connect` the shared hub must
 //! have been handed the agent's pipes, whatever kind its runtime gives a server (Node's
-//! sockets, Bun's pipes, a native binary's). And Claude Code calls a tool through `connect`
-//! in a whole turn, its model answered by a loopback stand-in of the Messages API (the one
-//! part that cannot run here): the tool's real result must reach the model.
+//! sockets, Bun's pipes, a native binary's). And Claude Code and Gemini CLI each call a tool
+//! through `connect` in a whole turn, their model answered by a loopback stand-in of its API
+//! (the one part that cannot run here): the tool's real result must reach the model.
+//! (opencode fetches its model providers from npm when it first runs, so it only lists.)
 //!
 //! The agents come from `.ci/peers.sh` (pinned); without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`. No agent needs an account for these commands.
@@ -49,7 +50,8 @@ impl Agent {
             Agent::Gemini => {
                 write(
                     home.join(".gemini/settings.json"),
-                    json!({"mcpServers": {"openpact": {"command": command, "args": args, "env": env}}}),
+                    json!({"mcpServers": {"openpact": {"command": command, "args": args, "env": env}},
+                           "security": {"auth": {"selectedType": "gemini-api-key"}}}),
                 );
                 // Gemini CLI runs no server in a folder the user has not trusted.
                 write(
@@ -127,7 +129,7 @@ impl Setup {
         }
     }
 
-    /// Runs the agent with `args` (and `env`) in the project; its stdout and stderr, and
+    /// Runs the agent with `args` (and `env`) in the project: its stdout, its stderr, and
     /// whether it exited 0.
     async fn run(
         &self,
@@ -135,7 +137,7 @@ impl Setup {
         agent: Agent,
         args: &[&str],
         env: &[(&str, &str)],
-    ) -> (String, bool) {
+    ) -> (String, String, bool) {
         let mut words = peers.command(agent.peer());
         let program = words.remove(0);
         let home = &self.home;
@@ -161,12 +163,11 @@ impl Setup {
             .await
             .unwrap_or_else(|_| panic!("{agent:?} {args:?} did not finish in 120 s"))
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (text, out.status.success())
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.success(),
+        )
     }
 }
 
@@ -193,7 +194,8 @@ async fn connects(agent: Agent) {
         return;
     };
     let shared = Setup::new(agent, "connect");
-    let (listing, _) = shared.run(&peers, agent, &["mcp", "list"], &[]).await;
+    let (out, err, _) = shared.run(&peers, agent, &["mcp", "list"], &[]).await;
+    let listing = out + &err;
     let log = hub_log(&shared.state);
     assert!(
         agent.connected(&listing),
@@ -205,7 +207,8 @@ async fn connects(agent: Agent) {
     );
 
     let own = Setup::new(agent, "serve");
-    let (listing, _) = own.run(&peers, agent, &["mcp", "list"], &[]).await;
+    let (out, err, _) = own.run(&peers, agent, &["mcp", "list"], &[]).await;
+    let listing = out + &err;
     assert!(
         agent.connected(&listing),
         "{agent:?} does not list openpact serve as connected:\n{listing}"
@@ -213,24 +216,117 @@ async fn connects(agent: Agent) {
 }
 
 /// What the tool is asked to echo, and must come back to the model.
-const SAID: &str = "hello from claude code, through openpact";
+const SAID: &str = "hello from an agent, through openpact";
 /// The fixture's echo as Claude Code names it: `mcp__SERVER__TOOL`, the hub's portable name.
-const ECHO: &str = "mcp__openpact__fx_echo";
+const CLAUDE_ECHO: &str = "mcp__openpact__fx_echo";
 
-/// The Messages API as far as one turn needs it: while the request offers the echo tool and
-/// carries no tool result, the model calls it; then it says "done". Streamed when asked.
-fn model(seen: &Seen) -> Reply {
+impl Agent {
+    /// The stand-in for the agent's model API: while a request offers the fixture's echo and
+    /// carries no tool result, the model calls it with [`SAID`]; then it says "done".
+    fn model(self) -> fn(&Seen) -> Reply {
+        match self {
+            Agent::Claude => claude_model,
+            Agent::Gemini => gemini_model,
+            Agent::Opencode => {
+                unimplemented!("opencode fetches its model providers from npm at run time")
+            }
+        }
+    }
+
+    /// The arguments and environment of one non-interactive turn against the model at `api`.
+    fn turn(self, api: &str) -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+        let prompt = "echo something through openpact";
+        match self {
+            Agent::Claude => (
+                vec![
+                    "-p",
+                    prompt,
+                    "--allowedTools",
+                    CLAUDE_ECHO,
+                    "--output-format",
+                    "json",
+                ],
+                vec![
+                    ("ANTHROPIC_BASE_URL", api.to_string()),
+                    ("ANTHROPIC_API_KEY", "sk-test-not-a-key".into()),
+                ],
+            ),
+            // A model named, so that no routing requests (which the stand-in cannot answer
+            // as the router expects) come before the turn.
+            Agent::Gemini => (
+                vec![
+                    "-p",
+                    prompt,
+                    "-m",
+                    "gemini-2.5-flash",
+                    "--approval-mode",
+                    "yolo",
+                    "-o",
+                    "json",
+                ],
+                vec![
+                    ("GOOGLE_GEMINI_BASE_URL", api.to_string()),
+                    ("GEMINI_API_KEY", "test-not-a-key".into()),
+                ],
+            ),
+            Agent::Opencode => unimplemented!("see Agent::model"),
+        }
+    }
+
+    /// The final answer in the agent's JSON output.
+    fn answer(self, output: &Value) -> &Value {
+        match self {
+            Agent::Claude => &output["result"],
+            Agent::Gemini | Agent::Opencode => &output["response"],
+        }
+    }
+
+    /// The successful tool results the model received in `request` (in its last message),
+    /// as text. A failed call's result is left out: Gemini CLI quotes the call's arguments
+    /// in its error.
+    fn tool_results(self, request: &Value) -> Vec<String> {
+        let (messages, parts) = match self {
+            Agent::Claude => ("messages", "content"),
+            Agent::Gemini | Agent::Opencode => ("contents", "parts"),
+        };
+        request[messages]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m[parts].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| match self {
+                Agent::Claude => (p["type"] == "tool_result" && p["is_error"] != true)
+                    .then(|| p["content"].to_string()),
+                Agent::Gemini | Agent::Opencode => p
+                    .pointer("/functionResponse/response/output")
+                    .map(Value::to_string),
+            })
+            .collect()
+    }
+
+    /// Whether `request` carries a tool result, failed or not.
+    fn answered(self, request: &Value) -> bool {
+        let text = request.to_string();
+        match self {
+            Agent::Claude => text.contains("\"tool_result\""),
+            Agent::Gemini | Agent::Opencode => text.contains("\"functionResponse\""),
+        }
+    }
+}
+
+/// The Messages API as far as one turn needs it (see [`Agent::model`]), streamed when asked.
+fn claude_model(seen: &Seen) -> Reply {
     if seen.url.contains("count_tokens") {
         return json_reply(200, json!({"input_tokens": 10}));
     }
     let body = seen.json();
     let offered = body["tools"]
         .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["name"] == ECHO));
-    let answered = tool_results(&body).next().is_some();
-    let (block, stop) = if offered && !answered {
+        .is_some_and(|t| t.iter().any(|t| t["name"] == CLAUDE_ECHO));
+    let (block, stop) = if offered && !Agent::Claude.answered(&body) {
         (
-            json!({"type": "tool_use", "id": "toolu_1", "name": ECHO, "input": {"message": SAID}}),
+            json!({"type": "tool_use", "id": "toolu_1", "name": CLAUDE_ECHO, "input": {"message": SAID}}),
             "tool_use",
         )
     } else {
@@ -287,67 +383,78 @@ fn model(seen: &Seen) -> Reply {
     reply(200, "text/event-stream", sse)
 }
 
-/// The `tool_result` blocks of a request's last message.
-fn tool_results(body: &Value) -> impl Iterator<Item = &Value> {
-    body["messages"]
+/// The Gemini API's `generateContent` as far as one turn needs it (see [`Agent::model`]),
+/// as server-sent events for `streamGenerateContent?alt=sse`. Gemini CLI names the echo
+/// `mcp_SERVER_TOOL` with the hub's name for it.
+fn gemini_model(seen: &Seen) -> Reply {
+    if seen.url.contains(":countTokens") {
+        return json_reply(200, json!({"totalTokens": 10}));
+    }
+    let body = seen.json();
+    let echo = body["tools"]
         .as_array()
-        .and_then(|m| m.last())
-        .and_then(|m| m["content"].as_array())
         .into_iter()
         .flatten()
-        .filter(|c| c["type"] == "tool_result")
+        .filter_map(|t| t["functionDeclarations"].as_array())
+        .flatten()
+        .filter_map(|d| d["name"].as_str())
+        .find(|name| name.starts_with("mcp_openpact_") && name.ends_with("echo"));
+    let part = match echo {
+        Some(name) if !Agent::Gemini.answered(&body) => {
+            json!({"functionCall": {"name": name, "args": {"message": SAID}}})
+        }
+        _ => json!({"text": "done"}),
+    };
+    let answer = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+    });
+    if seen.url.contains("alt=sse") {
+        reply(200, "text/event-stream", format!("data: {answer}\r\n\r\n"))
+    } else {
+        json_reply(200, answer)
+    }
+}
+
+/// One non-interactive turn of `agent` through `openpact connect`: its model (a stand-in)
+/// calls the fixture's echo, and the echo's real result must reach the model's next request.
+async fn whole_turn(agent: Agent) {
+    let Some(peers) = Peers::get() else {
+        return;
+    };
+    let api = Stand::start(agent.model());
+    let setup = Setup::new(agent, "connect");
+    let (args, env) = agent.turn(&api.base);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (out, err, ok) = setup.run(&peers, agent, &args, &env).await;
+    let log = hub_log(&setup.state);
+    assert!(
+        ok,
+        "{agent:?} {args:?} failed:\n{out}{err}\nhub log:\n{log}"
+    );
+    let output: Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{agent:?}: {e}: {out}{err}"));
+    assert_eq!(agent.answer(&output), "done", "{output}");
+    let requests: Vec<Value> = api.seen().iter().map(Seen::json).collect();
+    let results: Vec<String> = requests
+        .iter()
+        .flat_map(|r| agent.tool_results(r))
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains(SAID)),
+        "{agent:?}: no tool result with the echo reached the model: {results:?}\n{requests:?}"
+    );
+    assert!(log.contains(HANDED), "{agent:?}: not handed over:\n{log}");
 }
 
 #[tokio::test]
 async fn claude_code_calls_a_tool_through_connect_in_a_whole_turn() {
-    let Some(peers) = Peers::get() else {
-        return;
-    };
-    let api = Stand::start(model);
-    let setup = Setup::new(Agent::Claude, "connect");
-    let (out, ok) = setup
-        .run(
-            &peers,
-            Agent::Claude,
-            &[
-                "-p",
-                "echo something through openpact",
-                "--allowedTools",
-                ECHO,
-                "--output-format",
-                "json",
-            ],
-            &[
-                ("ANTHROPIC_BASE_URL", &api.base),
-                ("ANTHROPIC_API_KEY", "sk-test-not-a-key"),
-            ],
-        )
-        .await;
-    assert!(
-        ok,
-        "claude -p failed:\n{out}\nhub log:\n{}",
-        hub_log(&setup.state)
-    );
-    let result: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
-    assert_eq!(result["is_error"], false, "{result}");
-    assert_eq!(result["result"], "done", "{result}");
-    // The model's second request carries the tool's result: the fixture's echo of `SAID`,
-    // from the shared hub that was handed Claude Code's pipes.
-    let texts: Vec<String> = api
-        .seen()
-        .iter()
-        .flat_map(|seen| {
-            let body = seen.json();
-            tool_results(&body)
-                .map(|r| r["content"].to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    assert!(
-        texts.iter().any(|t| t.contains(SAID)),
-        "no tool result with the echo reached the model: {texts:?}"
-    );
-    assert!(hub_log(&setup.state).contains(HANDED));
+    whole_turn(Agent::Claude).await;
+}
+
+#[tokio::test]
+async fn gemini_cli_calls_a_tool_through_connect_in_a_whole_turn() {
+    whole_turn(Agent::Gemini).await;
 }
 
 #[tokio::test]
