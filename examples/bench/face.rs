@@ -196,6 +196,7 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<HttpPart> {
             direct: Vec::new(),
             hub: Vec::new(),
             measured_again: false,
+            limit: None,
         },
         direct: Vec::new(),
         hub: Vec::new(),

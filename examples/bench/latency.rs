@@ -12,10 +12,11 @@
 //! the same kind of hop and the ratio is the software's cost; it varies by a few percent
 //! from run to run.
 //!
-//! The CI gate lives here: the hub slower than [`REGRESSION_RATIO`]× a direct call on one CPU
-//! fails the run, but only when both readings agree — the best runs' p50s and the median
+//! The CI gate lives here: the hub slower than [`ONE_CPU_REGRESSION_RATIO`]× a direct call
+//! on one CPU fails the run, but only when both readings agree — the best runs' p50s and the median
 //! runs' p50s; when both are over the line the runs are doubled before the verdict. Where
-//! nothing can be pinned (one CPU, not Linux), the gate reads the unpinned runs.
+//! nothing can be pinned (one CPU, not Linux), the gate reads the unpinned runs, over
+//! [`REGRESSION_RATIO`]×.
 
 use crate::client::{
     CallTemplate, IdScanner, Meter, Peer, Pids, Procs, Seen, pass_through, start_direct, start_hub,
@@ -26,7 +27,13 @@ use anyhow::{Result, bail};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// The CI gate: hub p50 over this many times direct p50 (in both readings) fails the run.
+/// The CI gate on one CPU: hub p50 over this many times direct p50 (in both readings)
+/// fails the run. There the ratio is the software's cost, 3.4–3.6× on a quiet host and up
+/// to 4.3× when the host is busy (the hub's parsing and routing slow more than a bare
+/// echo's two switches); 6× fails a hub doing about twice today's work, not a busy host.
+pub const ONE_CPU_REGRESSION_RATIO: f64 = 6.0;
+/// The gate where nothing can be pinned: unpinned, the ratio reads 1.3–1.5× when both
+/// sides wake a halted CPU, so 5× is far above it.
 pub const REGRESSION_RATIO: f64 = 5.0;
 /// The design goal (on one CPU), printed as information.
 pub const GOAL_RATIO: f64 = 3.0;
@@ -169,6 +176,8 @@ pub struct LatencyPart {
     pub hub: Vec<Latency>,
     /// Whether the first runs were over the gate and more runs were made.
     pub measured_again: bool,
+    /// The gate's line for these runs (`None`: not gated).
+    pub limit: Option<f64>,
 }
 
 impl LatencyPart {
@@ -191,9 +200,10 @@ impl LatencyPart {
         ratio(p50(self.median_hub()), p50(self.median_direct()))
     }
 
-    /// The gate: the hub over [`REGRESSION_RATIO`]× direct in both readings.
+    /// The gate: the hub over [`LatencyPart::limit`]× direct in both readings.
     pub fn regressed(&self) -> bool {
-        self.ratio_best().min(self.ratio_median()) > REGRESSION_RATIO
+        self.limit
+            .is_some_and(|limit| self.ratio_best().min(self.ratio_median()) > limit)
     }
 }
 
@@ -219,28 +229,34 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Sequential> {
     let pinned = match OneCpu::hold() {
         Some(held) => Some(Pinned {
             cpu: held.cpu,
-            runs: runs(ctx, p, "one-cpu", true)?,
+            runs: runs(ctx, p, "one-cpu", Some(ONE_CPU_REGRESSION_RATIO))?,
         }),
         None => None,
     };
-    let spread = runs(ctx, p, "spread", pinned.is_none())?;
+    let spread = runs(
+        ctx,
+        p,
+        "spread",
+        pinned.is_none().then_some(REGRESSION_RATIO),
+    )?;
     Ok(Sequential { pinned, spread })
 }
 
-/// Runs on fresh processes, each direct run followed by a hub run; for the `gated` set,
-/// as many again when the first are over the gate.
-fn runs(ctx: &Ctx, p: &Params, label: &str, gated: bool) -> Result<LatencyPart> {
+/// Runs on fresh processes, each direct run followed by a hub run; with a gate (`limit`),
+/// as many again when the first are over it.
+fn runs(ctx: &Ctx, p: &Params, label: &str, limit: Option<f64>) -> Result<LatencyPart> {
     let (echo, fx_echo) = (CallTemplate::echo("echo"), CallTemplate::echo("fx:echo"));
     let counts = (p.latency_warmup, p.latency_calls);
     let mut part = LatencyPart {
         direct: Vec::new(),
         hub: Vec::new(),
         measured_again: false,
+        limit,
     };
     let runs = p.latency_runs.max(1);
     let tck = ctx.clk_tck;
     for rep in 0..2 * runs {
-        if rep == runs && !(gated && part.regressed()) {
+        if rep == runs && !part.regressed() {
             break;
         }
         part.measured_again = rep >= runs;

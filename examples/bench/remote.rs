@@ -54,6 +54,7 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Option<LatencyPart>> {
         direct: Vec::new(),
         hub: Vec::new(),
         measured_again: false,
+        limit: None,
     };
     for rep in 0..p.remote_runs.max(1) {
         let direct = Pids {

@@ -158,18 +158,16 @@ fn print_latency(p: &Params, s: &Sequential) {
                 pinned.cpu
             ),
             &pinned.runs,
-            true,
         );
     }
     print_latency_runs(
         "as the scheduler places them (information: see examples/bench/main.rs)",
         &s.spread,
-        s.pinned.is_none(),
     );
 }
 
 /// Part 1's rows for one set of runs; `gated` adds the gate's verdict and the design goal.
-fn print_latency_runs(heading: &str, l: &LatencyPart, gated: bool) {
+fn print_latency_runs(heading: &str, l: &LatencyPart) {
     let (Some(ld), Some(lh)) = (l.median_direct(), l.median_hub()) else {
         return;
     };
@@ -180,11 +178,10 @@ fn print_latency_runs(heading: &str, l: &LatencyPart, gated: bool) {
     };
     println!("   {heading}, {} runs each{again}", l.hub.len());
     let (bd, bh) = (best_p50(&l.direct), best_p50(&l.hub));
-    let (gate, goal_note) = if gated {
+    let (gate, goal_note) = if let Some(limit) = l.limit {
         (
             format!(
-                "gate: ≤ {}× in either reading   {}",
-                latency::REGRESSION_RATIO,
+                "gate: ≤ {limit}× in either reading   {}",
                 mark(!l.regressed())
             ),
             format!(
@@ -820,7 +817,7 @@ pub fn finish(
                 if latency.is_some_and(|s| s.pinned.is_some()) { " on one CPU" } else { "" },
                 l.ratio_best(),
                 l.ratio_median(),
-                latency::REGRESSION_RATIO
+                l.limit.unwrap_or(latency::REGRESSION_RATIO)
             )
         },
     );
@@ -888,7 +885,7 @@ pub fn finish(
         "shared": shared.map(shared_json),
         "gates": {
             "latency": gated.map(|l| json!({
-                "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", latency::REGRESSION_RATIO),
+                "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", l.limit.unwrap_or(latency::REGRESSION_RATIO)),
                 "on_one_cpu": latency.is_some_and(|s| s.pinned.is_some()),
                 "ratio_best_runs": round(l.ratio_best(), 3),
                 "ratio_median_runs": round(l.ratio_median(), 3),
