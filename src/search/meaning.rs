@@ -10,6 +10,9 @@ use std::sync::LazyLock;
 
 static DATA: &[u8] = include_bytes!("wordllama/tokens.bin");
 
+/// Longer words are left out of a text's meaning (bytes).
+const LONGEST_WORD: usize = 64;
+
 /// A text's meaning: the mean of its tokens' vectors, unit length.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meaning(Box<[f32]>);
@@ -122,7 +125,9 @@ impl Model {
         let mut word = String::new();
         // The model knows ASCII only: anything else separates words.
         for w in text.split(|c: char| !c.is_ascii() || c.is_ascii_whitespace()) {
-            if w.is_empty() {
+            // Merging is quadratic in a word's length, and a word this long is a URL, a hash
+            // or data, not meaning: a server's 1 MB token must not stall the index.
+            if w.is_empty() || w.len() > LONGEST_WORD {
                 continue;
             }
             word.clear();
@@ -200,6 +205,14 @@ mod tests {
         assert!(folder.similarity(&mkdir) > folder.similarity(&weather) + 0.05);
         assert!((folder.similarity(&folder) - 1.0).abs() < 1e-4);
         assert_eq!(Meaning::of("   "), None);
+        let start = std::time::Instant::now();
+        let blob = "a".repeat(1 << 20);
+        assert_eq!(Meaning::of(&blob), None);
+        assert_eq!(
+            Meaning::of(&format!("{blob} folder")),
+            Meaning::of("folder")
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
         assert_eq!(Meaning::of("日本語"), None);
     }
 
