@@ -2,7 +2,8 @@
 # .ci/peers.sh [DIR] -- install the independent MCP peers that openpact's
 # interoperability tests run against (reference servers, mcp-server-time, the
 # MCP Inspector CLI and a Node 22 binary to run it, and the coding agents whose
-# `mcp list` health checks the tests run: Claude Code, Gemini CLI, opencode) into DIR.
+# `mcp list` health checks and whole turns the tests run: Claude Code, Gemini CLI,
+# opencode, Codex) into DIR.
 #
 #   DIR defaults to <repo>/target/peers; a relative DIR is taken from the
 #   current directory. Pins live in fixtures/peers/{package.json,
@@ -116,14 +117,15 @@ SE="$NM/@modelcontextprotocol/server-everything/dist/index.js"
 SF="$NM/@modelcontextprotocol/server-filesystem/dist/index.js"
 SM="$NM/@modelcontextprotocol/server-memory/dist/index.js"
 for f in "$SE" "$SF" "$SM"; do [ -f "$f" ] || die "missing server entry $f"; done
-# Claude Code and opencode are pinned as their linux-x64 packages, the native binaries: the
+# Claude Code, opencode and Codex are pinned as their linux-x64 packages, the native binaries: the
 # launcher packages pick one in an install script (skipped here) and list every platform's
 # as optional, which npm ci cannot lock from a registry lacking some of them.
 CLAUDE="$NM/@anthropic-ai/claude-code-linux-x64/claude"
 GEMINI="$NM/@google/gemini-cli/bundle/gemini.js"
 OPENCODE="$NM/opencode-linux-x64/bin/opencode"
-for f in "$CLAUDE" "$GEMINI" "$OPENCODE"; do [ -f "$f" ] || die "missing agent entry $f"; done
-NAMES=(OPENPACT_PEERS_DIR PEER_NODE PEER_NODE22 PEER_EVERYTHING PEER_FILESYSTEM PEER_MEMORY PEER_TIME PEER_PYTHON PEER_INSPECTOR PEER_CLAUDE PEER_GEMINI PEER_OPENCODE)
+CODEX="$NM/openai-codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+for f in "$CLAUDE" "$GEMINI" "$OPENCODE" "$CODEX"; do [ -f "$f" ] || die "missing agent entry $f"; done
+NAMES=(OPENPACT_PEERS_DIR PEER_NODE PEER_NODE22 PEER_EVERYTHING PEER_FILESYSTEM PEER_MEMORY PEER_TIME PEER_PYTHON PEER_INSPECTOR PEER_CLAUDE PEER_GEMINI PEER_OPENCODE PEER_CODEX)
 OPENPACT_PEERS_DIR="$DIR"
 PEER_NODE="$NODE"
 PEER_NODE22="$NODE22"
@@ -136,6 +138,7 @@ PEER_INSPECTOR="$NODE22 $INSPECTOR_ENTRY"
 PEER_CLAUDE="$CLAUDE"
 PEER_GEMINI="$NODE22 $GEMINI"
 PEER_OPENCODE="$OPENCODE"
+PEER_CODEX="$CODEX"
 export "${NAMES[@]}"
 
 {

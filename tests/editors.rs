@@ -1,11 +1,12 @@
-//! The coding agents users put openpact into: Claude Code, Gemini CLI and opencode, each
-//! running its own `mcp list` health check (its real MCP client: spawn, initialize, list)
-//! against `openpact connect` and `openpact serve`. Through `connect` the shared hub must
-//! have been handed the agent's pipes, whatever kind its runtime gives a server (Node's
-//! sockets, Bun's pipes, a native binary's). And Claude Code and Gemini CLI each call a tool
-//! through `connect` in a whole turn, their model answered by a loopback stand-in of its API
-//! (the one part that cannot run here): the tool's real result must reach the model.
-//! (opencode fetches its model providers from npm when it first runs, so it only lists.)
+//! The coding agents users put openpact into: Claude Code, Gemini CLI, opencode and Codex.
+//! The first three run their own `mcp list` health check (their real MCP client: spawn,
+//! initialize, list) against `openpact connect` and `openpact serve`. Through `connect` the
+//! shared hub must have been handed the agent's pipes, whatever kind its runtime gives a
+//! server (Node's sockets, Bun's pipes, a native binary's). And Claude Code, Gemini CLI and
+//! Codex each call a tool through `connect` in a whole turn, their model answered by a
+//! loopback stand-in of its API (the one part that cannot run here): the tool's real result
+//! must reach the model. (opencode fetches its model providers from npm when it first runs,
+//! so it only lists; Codex's `mcp list` only reads its config, so it only runs a turn.)
 //!
 //! The agents come from `.ci/peers.sh` (pinned); without them these tests print SKIPPED and
 //! pass, unless `OPENPACT_REQUIRE_PEERS=1`. No agent needs an account for these commands.
@@ -23,6 +24,7 @@ enum Agent {
     Claude,
     Gemini,
     Opencode,
+    Codex,
 }
 
 impl Agent {
@@ -31,6 +33,7 @@ impl Agent {
             Agent::Claude => "PEER_CLAUDE",
             Agent::Gemini => "PEER_GEMINI",
             Agent::Opencode => "PEER_OPENCODE",
+            Agent::Codex => "PEER_CODEX",
         }
     }
 
@@ -66,6 +69,25 @@ impl Agent {
                     project.join("opencode.json"),
                     json!({"mcp": {"openpact": {"type": "local", "command": line, "environment": env, "enabled": true}}}),
                 );
+            }
+            Agent::Codex => {
+                // TOML: a JSON string or array of strings is one too; the env an inline table.
+                let env: Vec<String> = env
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                let path = home.join(".codex/config.toml");
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(
+                    path,
+                    format!(
+                        "[mcp_servers.openpact]\ncommand = {command}\nargs = {args}\nenv = {{ {} }}\n",
+                        env.join(", ")
+                    ),
+                )
+                .unwrap();
             }
         }
     }
@@ -227,6 +249,7 @@ impl Agent {
         match self {
             Agent::Claude => claude_model,
             Agent::Gemini => gemini_model,
+            Agent::Codex => codex_model,
             Agent::Opencode => {
                 unimplemented!("opencode fetches its model providers from npm at run time")
             }
@@ -234,18 +257,18 @@ impl Agent {
     }
 
     /// The arguments and environment of one non-interactive turn against the model at `api`.
-    fn turn(self, api: &str) -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+    fn turn(self, api: &str) -> (Vec<String>, Vec<(&'static str, String)>) {
         let prompt = "echo something through openpact";
         match self {
             Agent::Claude => (
-                vec![
+                words(&[
                     "-p",
                     prompt,
                     "--allowedTools",
                     CLAUDE_ECHO,
                     "--output-format",
                     "json",
-                ],
+                ]),
                 vec![
                     ("ANTHROPIC_BASE_URL", api.to_string()),
                     ("ANTHROPIC_API_KEY", "sk-test-not-a-key".into()),
@@ -254,7 +277,7 @@ impl Agent {
             // A model named, so that no routing requests (which the stand-in cannot answer
             // as the router expects) come before the turn.
             Agent::Gemini => (
-                vec![
+                words(&[
                     "-p",
                     prompt,
                     "-m",
@@ -263,46 +286,87 @@ impl Agent {
                     "yolo",
                     "-o",
                     "json",
-                ],
+                ]),
                 vec![
                     ("GOOGLE_GEMINI_BASE_URL", api.to_string()),
                     ("GEMINI_API_KEY", "test-not-a-key".into()),
                 ],
             ),
+            // The model provider is given on the command line: the stand-in's port is
+            // known only now. Codex's own approvals and sandbox are off (the hub's
+            // permissions are the ones under test).
+            Agent::Codex => {
+                let provider = format!(
+                    "model_providers.stand={{name=\"stand\", base_url=\"{api}/v1\", wire_api=\"responses\", env_key=\"STAND_API_KEY\"}}"
+                );
+                (
+                    words(&[
+                        "exec",
+                        "--skip-git-repo-check",
+                        "--json",
+                        "--dangerously-bypass-approvals-and-sandbox",
+                        "-c",
+                        "model=\"gpt-test\"",
+                        "-c",
+                        "model_provider=\"stand\"",
+                        "-c",
+                        &provider,
+                        prompt,
+                    ]),
+                    vec![("STAND_API_KEY", "test-not-a-key".into())],
+                )
+            }
             Agent::Opencode => unimplemented!("see Agent::model"),
         }
     }
 
-    /// The final answer in the agent's JSON output.
-    fn answer(self, output: &Value) -> &Value {
+    /// The final answer in the agent's JSON output (Codex's: a JSON event per line).
+    fn answer(self, out: &str) -> Option<String> {
+        let json = |line: &str| serde_json::from_str::<Value>(line.trim()).ok();
+        let text = |v: &Value| v.as_str().map(str::to_string);
         match self {
-            Agent::Claude => &output["result"],
-            Agent::Gemini | Agent::Opencode => &output["response"],
+            Agent::Claude => json(out).and_then(|o| text(&o["result"])),
+            Agent::Gemini | Agent::Opencode => json(out).and_then(|o| text(&o["response"])),
+            Agent::Codex => out
+                .lines()
+                .rev()
+                .filter_map(json)
+                .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
+                .and_then(|e| text(&e["item"]["text"])),
         }
     }
 
-    /// The successful tool results the model received in `request` (in its last message),
-    /// as text. A failed call's result is left out: Gemini CLI quotes the call's arguments
-    /// in its error.
+    /// The successful tool results the model received in `request` (in its last message or
+    /// input), as text. A failed call's result is left out: Gemini CLI quotes the call's
+    /// arguments in its error. (Codex's failed MCP call is one text saying so, without them.)
     fn tool_results(self, request: &Value) -> Vec<String> {
-        let (messages, parts) = match self {
-            Agent::Claude => ("messages", "content"),
-            Agent::Gemini | Agent::Opencode => ("contents", "parts"),
+        let last = |messages: &str, parts: &str| -> Vec<Value> {
+            request[messages]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m[parts].as_array())
+                .cloned()
+                .unwrap_or_default()
         };
-        request[messages]
-            .as_array()
-            .and_then(|m| m.last())
-            .and_then(|m| m[parts].as_array())
-            .into_iter()
-            .flatten()
-            .filter_map(|p| match self {
-                Agent::Claude => (p["type"] == "tool_result" && p["is_error"] != true)
-                    .then(|| p["content"].to_string()),
-                Agent::Gemini | Agent::Opencode => p
-                    .pointer("/functionResponse/response/output")
-                    .map(Value::to_string),
-            })
-            .collect()
+        match self {
+            Agent::Claude => last("messages", "content")
+                .iter()
+                .filter(|p| p["type"] == "tool_result" && p["is_error"] != true)
+                .map(|p| p["content"].to_string())
+                .collect(),
+            Agent::Gemini | Agent::Opencode => last("contents", "parts")
+                .iter()
+                .filter_map(|p| p.pointer("/functionResponse/response/output"))
+                .map(Value::to_string)
+                .collect(),
+            Agent::Codex => request["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["type"] == "function_call_output")
+                .map(|i| i["output"].to_string())
+                .collect(),
+        }
     }
 
     /// Whether `request` carries a tool result, failed or not.
@@ -311,6 +375,7 @@ impl Agent {
         match self {
             Agent::Claude => text.contains("\"tool_result\""),
             Agent::Gemini | Agent::Opencode => text.contains("\"functionResponse\""),
+            Agent::Codex => text.contains("\"function_call_output\""),
         }
     }
 }
@@ -416,6 +481,48 @@ fn gemini_model(seen: &Seen) -> Reply {
     }
 }
 
+/// The Responses API as far as one turn of Codex needs it (see [`Agent::model`]), streamed.
+/// Codex offers an MCP server's tools as one namespace (`mcp__openpact`) of functions named
+/// as the hub names them.
+fn codex_model(seen: &Seen) -> Reply {
+    let body = seen.json();
+    let echo = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "namespace" && t["name"] == "mcp__openpact")
+        .flat_map(|t| t["tools"].as_array().into_iter().flatten())
+        .filter_map(|f| f["name"].as_str())
+        .find(|name| name.ends_with("echo"));
+    let item = match echo {
+        Some(name) if !Agent::Codex.answered(&body) => json!({
+            "type": "function_call", "id": "fc_1", "call_id": "call_1", "namespace": "mcp__openpact",
+            "name": name, "arguments": json!({"message": SAID}).to_string(),
+        }),
+        _ => json!({
+            "type": "message", "id": "msg_1", "role": "assistant",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        }),
+    };
+    let usage = json!({"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+        "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}});
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_1"}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        json!({"type": "response.completed", "response": {"id": "resp_1", "output": [item], "usage": usage}}),
+    ];
+    let sse: String = events
+        .iter()
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect();
+    reply(200, "text/event-stream", sse)
+}
+
+/// Owned command-line words.
+fn words(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
 /// One non-interactive turn of `agent` through `openpact connect`: its model (a stand-in)
 /// calls the fixture's echo, and the echo's real result must reach the model's next request.
 async fn whole_turn(agent: Agent) {
@@ -425,6 +532,7 @@ async fn whole_turn(agent: Agent) {
     let api = Stand::start(agent.model());
     let setup = Setup::new(agent, "connect");
     let (args, env) = agent.turn(&api.base);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (out, err, ok) = setup.run(&peers, agent, &args, &env).await;
     let log = hub_log(&setup.state);
@@ -432,9 +540,11 @@ async fn whole_turn(agent: Agent) {
         ok,
         "{agent:?} {args:?} failed:\n{out}{err}\nhub log:\n{log}"
     );
-    let output: Value =
-        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{agent:?}: {e}: {out}{err}"));
-    assert_eq!(agent.answer(&output), "done", "{output}");
+    assert_eq!(
+        agent.answer(&out).as_deref(),
+        Some("done"),
+        "{agent:?}: {out}{err}"
+    );
     let requests: Vec<Value> = api.seen().iter().map(Seen::json).collect();
     let results: Vec<String> = requests
         .iter()
@@ -455,6 +565,11 @@ async fn claude_code_calls_a_tool_through_connect_in_a_whole_turn() {
 #[tokio::test]
 async fn gemini_cli_calls_a_tool_through_connect_in_a_whole_turn() {
     whole_turn(Agent::Gemini).await;
+}
+
+#[tokio::test]
+async fn codex_calls_a_tool_through_connect_in_a_whole_turn() {
+    whole_turn(Agent::Codex).await;
 }
 
 #[tokio::test]
