@@ -10,7 +10,8 @@
 //! - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
 //! - [`metrics`]: Prometheus counters and histograms of calls, served at `/metrics` (a leaf).
 //! - [`revision`]: the 2026-07-28 revision's version, `_meta` keys and error codes (a leaf).
-//! - [`search`]: ranked tool search — terms, synonyms, BM25 over tool definitions (a leaf).
+//! - [`search`]: ranked tool search — terms, synonyms, BM25 over tool definitions, reordered
+//!   by meaning (embedded token vectors; a leaf).
 //! - [`auth`]: OAuth 2.1 for remote servers — discovery, registration, the PKCE login through
 //!   a loopback callback, refresh, the token store.
 //! - [`sandbox`]: what a stdio server may touch — its profile, its confinement (Landlock and
