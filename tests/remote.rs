@@ -290,11 +290,8 @@ async fn everything_over_streamable_http_and_legacy_sse_next_to_a_stdio_child() 
     );
     let r = c.call("local:echo", json!({"message": "still here"})).await;
     assert_eq!(text(&r), "still here");
-    assert!(
-        hub.stderr().contains("using the legacy HTTP+SSE transport"),
-        "{}",
-        hub.stderr()
-    );
+    hub.wait_log("using the legacy HTTP+SSE transport", WAIT)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 
 use super::{error_message, pids, send_call_with_id, until_received};
 use crate::support::{
-    FIXTURE, alive, fixture, serve_fixtures, serve_ready, text, wait_for_tool, wait_for_tools,
+    FIXTURE, WAIT, alive, fixture, serve_fixtures, serve_ready, text, wait_for_tool, wait_for_tools,
 };
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -89,10 +89,7 @@ async fn crashed_server_is_restarted_and_announced() {
     let (new_pid, _) = pids(c, "bad").await;
     assert_ne!(old_pid, new_pid, "not a new process");
     assert!(!alive(old_pid), "the crashed process is still there");
-    assert!(
-        hub.stderr().contains("restarting in"),
-        "the restart was not logged"
-    );
+    hub.wait_log("restarting in", WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
