@@ -661,6 +661,47 @@ async fn unfinished_login_times_out_and_wrong_servers_are_named() {
     );
 }
 
+/// A server that refuses every token for one tool: refreshed once, logged in once, then the
+/// call fails saying so — no loop of logins, and no new registration (the authorization
+/// server has not changed; a move to another one is the conformance suite's
+/// `auth/authorization-server-migration`).
+#[tokio::test]
+async fn a_token_refused_right_after_a_login_fails_the_call_once() {
+    let Some((server, _sc, cfg, state)) = started(3600).await else {
+        return;
+    };
+    let login = openpact(&cfg, &state, &["auth", "login", "remote"], &[]).await;
+    assert_eq!(login.code, Some(0), "{login:#?}");
+    let before = server.stats().await;
+    let store = Arc::new(TokenStore::file(&state));
+    let auth = ServerAuth::new(
+        "remote",
+        &server.url,
+        &OAuthSettings::default(),
+        store,
+        true,
+    );
+    auth.set_opener(Opener::Command(
+        CURL_BROWSER.split(' ').map(String::from).collect(),
+    ));
+    let mut session = Session::new(&server.url, &auth);
+    session.open().await.unwrap();
+    let e = session.tool("refused", json!({})).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the server refuses the token it just issued"),
+        "{e}"
+    );
+    let after = server.stats().await;
+    let grew = |key: &str| after[key].as_u64().unwrap() - before[key].as_u64().unwrap();
+    assert_eq!(grew("refused"), 3, "{after}");
+    assert_eq!(grew("refreshes"), 1, "{after}");
+    assert_eq!(grew("authorizations"), 1, "{after}");
+    assert_eq!(grew("registrations"), 0, "{after}");
+    // The server's other tools take the new token.
+    assert_eq!(session.echo("still").await.unwrap(), "echo: still");
+}
+
 #[tokio::test]
 async fn step_up_asks_for_the_union_of_scopes_then_gives_up() {
     let Some((server, _sc, cfg, state)) = started(3600).await else {

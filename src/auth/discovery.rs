@@ -129,7 +129,7 @@ pub fn resource_matches(resource: &str, server: &Url) -> bool {
 
 /// `issuer` as published vs the one the metadata URL was built from; a lone trailing slash
 /// aside, they must be equal.
-fn same_issuer(published: &str, expected: &str) -> bool {
+pub fn same_issuer(published: &str, expected: &str) -> bool {
     published.trim_end_matches('/') == expected.trim_end_matches('/')
 }
 

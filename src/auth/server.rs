@@ -64,6 +64,8 @@ struct FlowState {
     step_up_scopes: Vec<String>,
     last_login: Option<Instant>,
     last_refresh: Option<Instant>,
+    /// When a login last followed the server to another authorization server.
+    last_move: Option<Instant>,
 }
 
 /// What `openpact auth status` and `config check` show for a server: never a token.
@@ -324,16 +326,26 @@ impl Credentials for ServerAuth {
                     }
                 }
             }
-            if flow.last_login.is_some_and(|at| at.elapsed() < FRESH_LOGIN) {
-                return Err(i.failed(
-                    "the server refuses the token it just issued (401 right after a login)".into(),
-                ));
-            }
+            let discovered = if flow.last_login.is_some_and(|at| at.elapsed() < FRESH_LOGIN) {
+                // Refused right after a login: a broken server, unless it has moved to
+                // another authorization server meanwhile (SEP-2352), whose registration and
+                // login we then need.
+                let discovered = i.discover(&challenge).await?;
+                i.moved(&mut flow, &discovered)?;
+                Some(discovered)
+            } else {
+                None
+            };
             if !i.interactive {
                 return Err(i.needs_login(&[]));
             }
             let opener = i.opener();
-            i.login_locked(&mut flow, &challenge, &[], &opener).await
+            let discovered = match discovered {
+                Some(d) => d,
+                None => i.discover(&challenge).await?,
+            };
+            i.login_with(&mut flow, discovered, &challenge, &[], &opener)
+                .await
         })
     }
 }
@@ -446,6 +458,29 @@ impl Inner {
         Ok(d)
     }
 
+    /// After a 401 right after a login, with discovery run again: Ok when the server now
+    /// names another authorization server than the one that issued the refused token (once
+    /// within [`FRESH_LOGIN`]: a server that keeps moving is refused like one that refuses
+    /// its tokens).
+    fn moved(&self, flow: &mut FlowState, discovered: &Discovered) -> Result<(), AuthError> {
+        let was = self.current().map(|t| t.issuer).unwrap_or_default();
+        let now = &discovered.server.issuer;
+        if discovery::same_issuer(now, &was) {
+            return Err(self.failed(
+                "the server refuses the token it just issued (401 right after a login)".into(),
+            ));
+        }
+        if flow.last_move.is_some_and(|at| at.elapsed() < FRESH_LOGIN) {
+            return Err(self.failed(format!(
+                "the server moved to another authorization server twice in a row ({was} to {now}); not logging in again"
+            )));
+        }
+        flow.last_move = Some(Instant::now());
+        tracing::info!(server = %self.server, from = %was, to = %now,
+            "the server moved to another authorization server; registering and logging in there");
+        Ok(())
+    }
+
     async fn login_locked(
         &self,
         flow: &mut FlowState,
@@ -454,6 +489,19 @@ impl Inner {
         opener: &Opener,
     ) -> Result<(), AuthError> {
         let discovered = self.discover(challenge).await?;
+        self.login_with(flow, discovered, challenge, extra, opener)
+            .await
+    }
+
+    /// The browser login against what discovery found.
+    async fn login_with(
+        &self,
+        flow: &mut FlowState,
+        discovered: Discovered,
+        challenge: &Challenge,
+        extra: &[String],
+        opener: &Opener,
+    ) -> Result<(), AuthError> {
         let scopes = flow::choose_scopes(
             &self.settings.scopes,
             &challenge.scopes(),
