@@ -483,7 +483,9 @@ fn gemini_model(seen: &Seen) -> Reply {
 
 /// The Responses API as far as one turn of Codex needs it (see [`Agent::model`]), streamed.
 /// Codex offers an MCP server's tools as one namespace (`mcp__openpact`) of functions named
-/// as the hub names them.
+/// as the hub names them, made to fit the Responses API's `^[a-zA-Z0-9_-]+$` (`fx:echo` is
+/// offered as `fx_echo`; Codex maps the call back). The stand-in calls exactly that name, so
+/// a change on either side shows here.
 fn codex_model(seen: &Seen) -> Reply {
     let body = seen.json();
     let echo = body["tools"]
@@ -493,7 +495,7 @@ fn codex_model(seen: &Seen) -> Reply {
         .filter(|t| t["type"] == "namespace" && t["name"] == "mcp__openpact")
         .flat_map(|t| t["tools"].as_array().into_iter().flatten())
         .filter_map(|f| f["name"].as_str())
-        .find(|name| name.ends_with("echo"));
+        .find(|name| *name == "fx_echo");
     let item = match echo {
         Some(name) if !Agent::Codex.answered(&body) => json!({
             "type": "function_call", "id": "fc_1", "call_id": "call_1", "namespace": "mcp__openpact",
