@@ -1,7 +1,8 @@
 //! [`ServerAuth`]: one remote server's credentials, the [`Credentials`] the remote transport
 //! holds. It serves the bearer header, refreshes ahead of expiry and on 401, re-authorizes
 //! with the union of scopes on 403 (a bounded number of times), picks up tokens another
-//! openpact process stored, and either runs the browser login (interactive) or says exactly
+//! openpact process stored, follows a server that moved to another authorization server
+//! (registering there, once), and either runs the browser login (interactive) or says exactly
 //! how to log in (`serve`).
 
 use super::browser::Opener;
