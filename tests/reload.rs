@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 /// Writes the config the way editors save: a temp file renamed over it.
 fn save(path: &Path, servers: &Value, openpact: &Value) {
     let mut op = openpact.clone();
-    op["builtins"] = json!(false);
+    if op.get("builtins").is_none() {
+        op["builtins"] = json!(false);
+    }
     op["toolSearch"] = json!({"mode": "off"});
     op["rateLimits"] = json!({"default": "off"});
     if op.get("permissions").is_none() {
@@ -253,4 +255,132 @@ async fn a_reload_reaches_http_clients_and_openpact_reload_reports_it() {
         .unwrap();
     assert_eq!(health["reload"]["applied"], true, "{health}");
     assert!(health["servers"].as_array().unwrap().len() == 2, "{health}");
+}
+
+/// The secrets a save adds are in place before anything that uses them: a script sees the
+/// new one, and a server added in the same save has its first stderr line and its tool list
+/// redacted (the hub applies secrets and policy before it starts servers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_puts_new_secrets_in_place_before_the_servers_and_scripts_that_see_them() {
+    const S2: &str = "second-secret-5b7f0e1c2d";
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let scripts = sc.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::write(
+        scripts.join("names.star"),
+        "# @description: Names the secrets\ndef main():\n    return secrets.list()\n",
+    )
+    .unwrap();
+    let mut servers = json!({"a": fx("a")});
+    let mut openpact = json!({
+        "builtins": {"scripts": {"dir": "scripts"}},
+        "secrets": {"env": ["OPENPACT_TEST_S1"]},
+    });
+    save(&config, &servers, &openpact);
+    run(&config, &["scripts", "approve", "names"])
+        .await
+        .expect_code(0);
+    let mut hub = serve_with(
+        &config,
+        &[],
+        &[
+            ("OPENPACT_TEST_S1", "first-secret-9a8c7e6d"),
+            ("OPENPACT_TEST_S2", S2),
+        ],
+    )
+    .await;
+    hub.client.initialize().await;
+    wait_for_tool(&mut hub.client, "a:echo", WAIT).await;
+    let secret_names = |r: &Value| -> Value {
+        let body: Value = serde_json::from_str(&text(r)).unwrap_or_else(|e| panic!("{e}: {r}"));
+        body["value"].clone()
+    };
+    let r = hub
+        .client
+        .call("script_run", json!({"name": "names"}))
+        .await;
+    assert_eq!(secret_names(&r), json!(["OPENPACT_TEST_S1"]), "{r}");
+
+    // One save: a new secret, and a server that says it at once on stderr and in its list.
+    openpact["secrets"]["env"] = json!(["OPENPACT_TEST_S1", "OPENPACT_TEST_S2"]);
+    servers["late"] = json!({
+        "command": "sh",
+        "args": ["-c", format!(
+            "echo \"late says ${{OPENPACT_TEST_S2}}\" >&2; exec {FIXTURE} --name late --echo-description \"echoes ${{OPENPACT_TEST_S2}}\""
+        )],
+    });
+    save(&config, &servers, &openpact);
+    tools_become(&mut hub, |t| has(t, "late:echo"), WAIT).await;
+    let listed = hub.client.list_tools().await;
+    let late = listed
+        .iter()
+        .find(|t| t["name"] == "late:echo")
+        .unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(
+        late["description"], "echoes [REDACTED:OPENPACT_TEST_S2]",
+        "{late}"
+    );
+    hub.wait_log("late says [REDACTED:OPENPACT_TEST_S2]", WAIT)
+        .await;
+    let r = hub
+        .client
+        .call("script_run", json!({"name": "names"}))
+        .await;
+    assert_eq!(
+        secret_names(&r),
+        json!(["OPENPACT_TEST_S1", "OPENPACT_TEST_S2"]),
+        "scripts see the secret the reload added: {r}"
+    );
+    assert!(!hub.stderr().contains(S2), "{}", hub.stderr());
+}
+
+/// A namespace renames a server's tools, so rules must use the new names: a save that adds
+/// one while a rule still names the server is refused (the deny rule keeps working), and
+/// the fixed save moves the remembered decisions to the new names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_never_voids_a_rule_or_a_remembered_decision() {
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let mut servers = json!({"github": fx("github")});
+    let mut openpact = json!({"permissions": {"default": "deny", "deny": ["github:crash"]}});
+    save(&config, &servers, &openpact);
+    let out = run(&config, &["permissions", "allow", "github:echo"]).await;
+    out.expect_code(0);
+    let mut hub = serve_with(&config, &[], &[]).await;
+    hub.client.initialize().await;
+    wait_for_tool(&mut hub.client, "github:echo", WAIT).await;
+    let r = hub
+        .client
+        .call("github:echo", json!({"message": "m"}))
+        .await;
+    assert_eq!(text(&r), "m", "remembered: {r}");
+
+    servers["github"]["namespace"] = json!("gh");
+    save(&config, &servers, &openpact);
+    hub.wait_log("reload (the file changed) not applied", WAIT)
+        .await;
+    assert!(
+        hub.stderr().contains("write \"gh:crash\""),
+        "the refusal says what to write: {}",
+        hub.stderr()
+    );
+    let check = run(&config, &["config", "check"]).await;
+    assert_ne!(check.code, Some(0), "{check}");
+    assert!(check.stderr.contains("write \"gh:crash\""), "{check}");
+    let r = hub.client.call("github:crash", json!({})).await;
+    assert!(text(&r).contains("denied"), "still denied: {r}");
+
+    openpact["permissions"]["deny"] = json!(["gh:crash"]);
+    save(&config, &servers, &openpact);
+    tools_become(&mut hub, |t| has(t, "gh:echo"), WAIT).await;
+    let r = hub.client.call("gh:crash", json!({})).await;
+    assert!(text(&r).contains("denied"), "the rule follows: {r}");
+    let r = hub.client.call("gh:echo", json!({"message": "n"})).await;
+    assert_eq!(text(&r), "n", "the remembered allow moved: {r}");
+    let listed = run(&config, &["permissions", "list", "--json"]).await;
+    assert!(
+        listed.stdout.contains("gh:echo") && !listed.stdout.contains("github:echo"),
+        "{listed}"
+    );
 }

@@ -11,6 +11,7 @@
 //! `relay` carries traffic between servers and sessions; `events` keeps the catalogue
 //! current; `login` logs in to remote servers through the client whose call needs it.
 
+mod assemble;
 pub mod catalog;
 mod events;
 pub mod local;
@@ -32,9 +33,9 @@ pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError}
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
 
-use crate::auth::{Opener, ServerAuth, TokenStore};
+use crate::auth::ServerAuth;
 use crate::builtins::Builtins;
-use crate::config::{Config, HubSettings, Transport};
+use crate::config::{Config, HubSettings};
 use crate::jsonrpc::RawObject;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
@@ -43,7 +44,6 @@ use crate::upstream::{State, Upstream};
 use events::event_loop;
 use relay::HubSink;
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -193,11 +193,14 @@ impl Hub {
         state_dir: &Path,
         pick: impl Fn(&str) -> bool,
     ) -> Arc<Hub> {
-        let auths = Self::auths_of(config, state_dir, &pick);
-        let secrets = Self::secrets_with_tokens(config, auths.iter().flatten());
-        let servers = Self::server_names(config);
-        let policy = Arc::new(Self::policy_for(config, state_dir, &servers, &secrets));
-        let builtins = Arc::new(Self::builtins_for(config, &secrets, state_dir));
+        let mut config = config.clone();
+        for sc in config.servers.iter_mut().filter(|sc| !pick(&sc.name)) {
+            sc.disabled = true;
+        }
+        // Built empty, with the config's rules but no secrets, servers or built-ins yet:
+        // `apply` puts them in place in the same order a reload does.
+        let servers = assemble::server_names(&config);
+        let policy = Policy::new(&config.hub.policy, state_dir, &servers, &[], config.label());
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
         let sink = Arc::new(HubSink(OnceLock::new()));
         let (client_caps, caps_rx) = watch::channel(None);
@@ -208,20 +211,14 @@ impl Hub {
             client_caps: caps_rx,
         };
         let (shutdown, _) = watch::channel(false);
-        let mut builder = catalog::Builder::new(config.hub.tool_names, &builtin_entries(&builtins));
-        let first = Arc::new(builder.build(&[]));
-        let view_specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(config, &|name| {
-            config.servers.iter().position(|s| s.name == name)
-        })
-        .into();
-        let first_views: Arc<[Arc<Catalog>]> =
-            view_specs.iter().map(|v| v.catalog(&first, &[])).collect();
+        let mut builder = catalog::Builder::new(config.hub.tool_names, &[]);
+        let empty = Arc::new(builder.build(&[]));
         let hub = Arc::new(Hub {
             settings: config.hub.clone(),
             upstreams: RwLock::new(Arc::from(Vec::new())),
-            catalog: RwLock::new(first),
-            view_specs: RwLock::new(view_specs),
-            views: RwLock::new(first_views),
+            catalog: RwLock::new(empty.clone()),
+            view_specs: RwLock::new(Arc::from(Vec::new())),
+            views: RwLock::new(Arc::from([empty])),
             changed: watch::channel(0).0,
             events: broadcast::channel(64).0,
             shutdown,
@@ -233,29 +230,28 @@ impl Hub {
             next_token: AtomicU64::new(1),
             log_level: Mutex::new(None),
             subscriptions: Mutex::new(HashMap::new()),
-            policy: RwLock::new(policy),
+            policy: RwLock::new(Arc::new(policy)),
             metrics: Metrics::new(&servers),
             seq: links.seq.clone(),
             rebuilt: AtomicU64::new(0),
-            builtins: RwLock::new(builtins),
+            builtins: RwLock::new(Arc::new(Builtins::default())),
             logins: RwLock::new(Vec::new()),
             waiting: modern::Waiting::new(),
             callers: Mutex::new(Vec::new()),
             next_caller: AtomicU64::new(0),
             builder: Mutex::new(builder),
             links,
-            reloads: reload::Reloads::new(config, state_dir),
+            reloads: reload::Reloads::new(&config, state_dir),
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         crate::sandbox::sweep_stale_temp();
-        let plans = crate::sandbox::plans(config, state_dir);
-        for ((sc, plan), auth) in config.servers.iter().zip(plans).zip(auths) {
-            let mut sc = sc.clone();
-            if !pick(&sc.name) {
-                sc.disabled = true;
-            }
-            hub.put_server(None, sc, plan, auth);
-        }
+        // Nothing runs yet, so nothing is left pending.
+        let _ = hub.apply(
+            None,
+            assemble::Assembly::of(config, state_dir),
+            &mut ReloadReport::default(),
+        );
+        events::rebuild_now(&hub);
         tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
         hub
     }
@@ -309,119 +305,6 @@ impl Hub {
         let (old_stop, old) = supervisors[index].replace((stop, handle))?;
         let _ = old_stop.send(true);
         Some(old)
-    }
-
-    /// What builtins `config` asks for (none when they are turned off).
-    fn builtins_for(config: &Config, secrets: &[(String, String)], state_dir: &Path) -> Builtins {
-        if config.hub.builtins.enabled {
-            crate::builtins::from_settings(&config.hub.builtins, secrets, state_dir)
-        } else {
-            Builtins::default()
-        }
-    }
-
-    /// The secrets of `config` plus the OAuth tokens `auths` hold now.
-    fn secrets_with_tokens<'a>(
-        config: &Config,
-        auths: impl Iterator<Item = &'a ServerAuth>,
-    ) -> Vec<(String, String)> {
-        let mut secrets = Self::secrets_of(config);
-        for auth in auths {
-            let name = token_name(auth);
-            secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
-        }
-        secrets
-    }
-
-    /// The OAuth credentials of each enabled remote server (`None` for the others), over one
-    /// token store. Logins run in the browser where someone can finish them: with a browser
-    /// command configured (`OPENPACT_OAUTH_BROWSER`) or a terminal on stderr; otherwise a
-    /// server that needs one waits as "needs login" and says how.
-    fn auths_of(
-        config: &Config,
-        state_dir: &Path,
-        pick: &impl Fn(&str) -> bool,
-    ) -> Vec<Option<ServerAuth>> {
-        fn remote<'a>(
-            s: &'a crate::config::ServerConfig,
-            pick: &impl Fn(&str) -> bool,
-        ) -> Option<(&'a String, &'a crate::config::OAuthSettings)> {
-            match &s.transport {
-                Transport::Http { url, oauth, .. } if !s.disabled && pick(&s.name) => {
-                    Some((url, oauth))
-                }
-                _ => None,
-            }
-        }
-        if !config.servers.iter().any(|s| remote(s, pick).is_some()) {
-            return config.servers.iter().map(|_| None).collect();
-        }
-        let store = Arc::new(TokenStore::open(state_dir));
-        let interactive =
-            matches!(Opener::from_env(), Opener::Command(_)) || std::io::stderr().is_terminal();
-        config
-            .servers
-            .iter()
-            .map(|s| {
-                remote(s, pick).map(|(url, oauth)| {
-                    ServerAuth::new(&s.name, url, oauth, store.clone(), interactive)
-                })
-            })
-            .collect()
-    }
-
-    /// Secret values to redact: the configured secret variables, every value openpact
-    /// injects into a server's environment, remote servers' header values and OAuth client
-    /// secrets.
-    fn secrets_of(config: &Config) -> Vec<(String, String)> {
-        let mut secrets: Vec<(String, String)> = config
-            .hub
-            .policy
-            .secrets
-            .env
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.clone(), v)))
-            .collect();
-        for s in &config.servers {
-            match &s.transport {
-                Transport::Stdio { injected, .. } => secrets.extend(injected.iter().cloned()),
-                Transport::Http { headers, oauth, .. } => {
-                    let upper = s.name.to_ascii_uppercase();
-                    secrets.extend(headers.iter().map(|(k, v)| {
-                        (
-                            format!("{upper}_HEADER_{}", k.to_ascii_uppercase()),
-                            v.clone(),
-                        )
-                    }));
-                    if let Some(secret) = &oauth.client_secret {
-                        secrets.push((format!("{upper}_CLIENT_SECRET"), secret.clone()));
-                    }
-                }
-            }
-        }
-        secrets
-    }
-
-    /// The configured servers' names in order, then the built-ins'.
-    fn server_names(config: &Config) -> Vec<String> {
-        let mut servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
-        servers.push(catalog::BUILTIN_SERVER.to_string());
-        servers
-    }
-
-    fn policy_for(
-        config: &Config,
-        state_dir: &Path,
-        servers: &[String],
-        secrets: &[(String, String)],
-    ) -> Policy {
-        Policy::new(
-            &config.hub.policy,
-            state_dir,
-            servers,
-            secrets,
-            config.label(),
-        )
     }
 
     /// The name of server `i` (`openpact` for the built-ins).

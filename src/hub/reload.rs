@@ -1,13 +1,13 @@
-//! Applying a changed config to the running hub, and only the difference: a server added
-//! starts, one removed stops, one whose start changed (command, args, env, cwd, url,
-//! headers, protocol, sandbox…) restarts, one changed only in what applies in place
-//! (namespace, timeout, tool filters) keeps its process, and the rest are not touched. The
-//! policy and built-ins are rebuilt for the next call; settings that cannot change live are
-//! reported. The caller checks the config first: one with errors never gets here.
+//! Applying a changed config to the running hub, and only the difference ([`Hub::apply`],
+//! the same path a hub starts by): a server added starts, one removed stops, one whose start
+//! changed (command, args, env, cwd, url, headers, protocol, sandbox…) restarts, one changed
+//! only in what applies in place (namespace, timeout, tool filters) keeps its process, and
+//! the rest are not touched. Settings that cannot change live are kept and reported. The
+//! caller checks the config first: one with errors never gets here.
 
-use super::{Hub, HubEvent, read, views, write};
-use crate::config::{Config, ServerConfig};
-use crate::sandbox::Plan;
+use super::assemble::Assembly;
+use super::{Hub, HubEvent};
+use crate::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -76,40 +76,9 @@ impl ReloadReport {
     }
 }
 
-/// What in-flight calls of a removed server fail with (after its name).
-pub const REMOVED: &str = "was removed from the config";
-/// What in-flight calls of a server restarted for a config change fail with.
-pub const RESTARTED: &str = "was restarted because its entry in the config changed";
-
 /// How long a reload waits for the servers it stops before it rebuilds the catalogue (a
 /// server that takes longer drops out of it when it does stop).
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// How a server's new entry differs from what runs.
-#[derive(Debug, PartialEq)]
-enum Change {
-    None,
-    InPlace,
-    Restart,
-}
-
-fn change(old: &ServerConfig, old_plan: &Plan, new: &ServerConfig, new_plan: &Plan) -> Change {
-    if old_plan != new_plan {
-        return Change::Restart;
-    }
-    if old == new {
-        return Change::None;
-    }
-    let mut tuned = old.clone();
-    tuned.namespace.clone_from(&new.namespace);
-    tuned.timeout = new.timeout;
-    tuned.tool_filter = new.tool_filter.clone();
-    if tuned == *new {
-        Change::InPlace
-    } else {
-        Change::Restart
-    }
-}
 
 /// What the hub runs of `new`: `new` with the settings read only at start kept as in `old`,
 /// and the names of those that differ (they wait for a restart). Kept as they run, a later
@@ -148,59 +117,24 @@ impl Hub {
     /// Applies `new` (already checked) as the difference from the config the hub runs.
     pub async fn reload(self: &Arc<Self>, new: Config) -> ReloadReport {
         let mut current = self.reloads.current.lock().await;
-        let state_dir = self.reloads.state_dir.clone();
         let (new, needs_restart) = as_running(&current, new);
         let mut report = ReloadReport {
             needs_restart,
             ..ReloadReport::default()
         };
-        let plans = crate::sandbox::plans(&new, &state_dir);
-        let auths = Self::auths_of(&new, &state_dir, &|_: &str| true);
-        let table = self.upstreams();
-        let live = |name: &str| {
-            table
-                .iter()
-                .find(|u| !u.is_removed() && u.name() == name)
-                .cloned()
-        };
-        // Supervisors told to stop: waited for below, so the catalogue is rebuilt once.
-        let mut stopping = Vec::new();
-        for up in table.iter().filter(|u| !u.is_removed()) {
-            if !new.servers.iter().any(|s| s.name == up.name()) {
-                up.retire(REMOVED);
-                stopping.extend(self.stop_server(up.index));
-                report.removed.push(up.name().to_string());
-            }
-        }
-        for ((sc, plan), auth) in new.servers.iter().zip(plans).zip(auths) {
-            match live(&sc.name) {
-                None => {
-                    stopping.extend(self.put_server(None, sc.clone(), plan, auth));
-                    report.added.push(sc.name.clone());
-                }
-                Some(up) => match change(&up.config(), up.sandbox(), sc, &plan) {
-                    Change::None => {}
-                    Change::InPlace => {
-                        up.retune(sc.clone()).await;
-                        report.retuned.push(sc.name.clone());
-                    }
-                    Change::Restart => {
-                        up.retire(RESTARTED);
-                        stopping.extend(self.put_server(Some(up.index), sc.clone(), plan, auth));
-                        report.restarted.push(sc.name.clone());
-                    }
-                },
-            }
+        let next = Assembly::of(new.clone(), &self.reloads.state_dir);
+        let pending = self.apply(Some(&current), next, &mut report);
+        for (up, sc) in pending.retune {
+            up.retune(sc).await;
         }
         let stopped = async {
-            for handle in stopping {
+            for handle in pending.stopping {
                 let _ = handle.await;
             }
         };
         if tokio::time::timeout(STOP_WAIT, stopped).await.is_err() {
             tracing::warn!("some servers the reload stops have not stopped yet");
         }
-        self.apply_hub_settings(&current, &new);
         // The servers' own events rebuild the catalogue as they start and stop; names,
         // filters, built-ins and views changed here need a rebuild now.
         super::events::rebuild_now(self);
@@ -244,35 +178,10 @@ impl Hub {
 
     /// Tells server `i`'s supervisor to stop (the server stays in the table, stopped), and
     /// returns it.
-    fn stop_server(&self, i: usize) -> Option<tokio::task::JoinHandle<()>> {
+    pub(super) fn stop_server(&self, i: usize) -> Option<tokio::task::JoinHandle<()>> {
         let (stop, handle) = super::lock(&self.supervisors).get_mut(i)?.take()?;
         let _ = stop.send(true);
         Some(handle)
-    }
-
-    /// The policy, built-ins and views of `new`, for the next call and listing.
-    fn apply_hub_settings(&self, old: &Config, new: &Config) {
-        let seats: Vec<_> = read(&self.logins).into_iter().flatten().collect();
-        let secrets = Self::secrets_with_tokens(new, seats.iter().map(|s| s.auth()));
-        let servers = Self::server_names(new);
-        let policy = self
-            .policy()
-            .reconfigured(&new.hub.policy, &servers, &secrets, new.label());
-        *write(&self.policy) = Arc::new(policy);
-        if old.hub.builtins != new.hub.builtins {
-            let builtins = Arc::new(Self::builtins_for(new, &secrets, &self.reloads.state_dir));
-            super::lock(&self.builder).set_builtins(&super::builtin_entries(&builtins));
-            *write(&self.builtins) = builtins;
-        }
-        let table = self.upstreams();
-        let index_of = |name: &str| {
-            table
-                .iter()
-                .find(|u| !u.is_removed() && u.name() == name)
-                .map(|u| u.index)
-        };
-        let specs: Arc<[views::ViewSpec]> = views::ViewSpec::all(new, &index_of).into();
-        *write(&self.view_specs) = specs;
     }
 }
 

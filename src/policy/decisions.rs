@@ -194,6 +194,38 @@ impl DecisionStore {
         })
     }
 
+    /// Moves the decisions about the tools of prefix `from` (`from:…`) to prefix `to` (`""`:
+    /// no prefix), for a server whose tools were renamed by a `namespace`: under the old
+    /// names they would never be looked up again. A decision already stored under the new
+    /// name is newer and stays. Returns how many were moved; the file is only written when
+    /// some are.
+    pub fn move_prefix(&self, from: &str, to: &str) -> Result<usize, DecisionError> {
+        let old = format!("{from}:");
+        let renamed = |key: &str| {
+            key.strip_prefix(&old).map(|rest| match to {
+                "" => rest.to_string(),
+                to => format!("{to}:{rest}"),
+            })
+        };
+        if !self.with_current(|m| m.keys().any(|k| renamed(k).is_some()))? {
+            return Ok(0);
+        }
+        self.update(|m| {
+            let keys: Vec<String> = m.keys().filter(|k| k.starts_with(&old)).cloned().collect();
+            let mut moved = 0;
+            for key in keys {
+                let (Some(new), Some(decision)) = (renamed(&key), m.remove(&key)) else {
+                    continue;
+                };
+                if let std::collections::btree_map::Entry::Vacant(slot) = m.entry(new) {
+                    slot.insert(decision);
+                    moved += 1;
+                }
+            }
+            moved
+        })
+    }
+
     /// Returns whether there was a decision to forget.
     pub fn forget(&self, name: &str) -> Result<bool, DecisionError> {
         self.update(|m| m.remove(name).is_some())
@@ -203,6 +235,41 @@ impl DecisionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decisions_move_to_a_new_prefix_and_newer_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DecisionStore::new(dir.path());
+        store
+            .remember("github:get_me", Remember::Allow, "sha256:1")
+            .unwrap();
+        store
+            .remember("github:crash", Remember::Deny, "sha256:2")
+            .unwrap();
+        store
+            .remember("gh:crash", Remember::Allow, "sha256:3")
+            .unwrap();
+        store
+            .remember("githubber:x", Remember::Allow, "sha256:4")
+            .unwrap();
+        assert_eq!(store.move_prefix("github", "gh").unwrap(), 1);
+        let all = store.all().unwrap();
+        let keys: Vec<&str> = all.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["gh:crash", "gh:get_me", "githubber:x"]);
+        assert_eq!(
+            all["gh:crash"].decision,
+            Remember::Allow,
+            "the newer one stays"
+        );
+        assert_eq!(all["gh:get_me"].definition, "sha256:1");
+        assert_eq!(
+            store.move_prefix("github", "gh").unwrap(),
+            0,
+            "nothing left"
+        );
+        assert_eq!(store.move_prefix("gh", "").unwrap(), 2);
+        assert!(store.lookup("get_me").unwrap().is_some());
+    }
 
     #[test]
     fn remember_lookup_forget_and_concurrent_writers() {

@@ -1,6 +1,6 @@
 //! The hub settings (`openpact`): naming, message and page sizes, list wait, restarts,
-//! handing the policy and built-in sections to their readers; and the warning for policy
-//! rules that name no configured server.
+//! handing the policy and built-in sections to their readers; and the check of the server
+//! each tool glob names.
 
 use super::{Builder, HUB_KEYS, kind_of};
 use crate::config::suggest::{child, closest_key};
@@ -12,15 +12,13 @@ const RESTART_KEYS: &[&str] = &["initialBackoff", "maxBackoff", "maxCrashes", "w
 const RESERVED_HUB_KEYS: &[&str] = &["builtins", "oauth"];
 
 impl Builder<'_> {
-    /// Warns about policy rules that name a server no entry defines (a typo would otherwise
-    /// silently never match). Tool names are checked once the servers have listed them.
+    /// Checks the server each tool glob of the hub settings names. A tool's name starts
+    /// with its server's prefix (its `namespace`, else its name), so that is what a glob
+    /// must name: one written with the name of a server whose tools go by another prefix
+    /// would silently never match — a deny rule that denies nothing — so it is an error that
+    /// says what to write. A name no server has is only warned about (a server may be
+    /// added later). Tool names themselves are checked once the servers have listed them.
     pub(super) fn rule_targets(&mut self, hub: &HubSettings, servers: &[ServerConfig]) {
-        let known = |prefix: &str| {
-            servers
-                .iter()
-                .any(|s| s.prefix() == prefix || s.name == prefix)
-        };
-        let literal = |s: &str| !s.contains(['*', '?', '[', '{']);
         let p = &hub.policy;
         let mut globs: Vec<(String, &str)> = Vec::new();
         for (list, key) in [
@@ -45,22 +43,70 @@ impl Builder<'_> {
                 .iter()
                 .map(|(g, _)| ("openpact.rateLimits.tools".to_string(), g.as_str())),
         );
+        globs.extend(
+            hub.tool_search
+                .always_load
+                .patterns
+                .iter()
+                .map(|g| ("openpact.toolSearch.alwaysLoad".to_string(), g.as_str())),
+        );
         for (path, glob) in globs {
-            // A name without `:` is a built-in tool (`workspace_read`), not a server.
-            let Some((server, _)) = glob.split_once(':') else {
-                continue;
-            };
-            if literal(server) && !known(server) {
-                self.warn(&path, format!("\"{glob}\" names server \"{server}\", which is not configured; the rule will never match"));
-            }
+            self.tool_glob(&path, glob, servers);
         }
         for (name, _) in &p.rate_limits.servers {
-            if !known(name) {
-                self.warn(
+            if servers.iter().any(|s| s.name == *name) {
+                continue;
+            }
+            match servers.iter().find(|s| s.prefix() == name) {
+                // Server buckets are kept by the server's name, as `mcpServers` has it.
+                Some(s) => self.error(
+                    "openpact.rateLimits.servers",
+                    format!(
+                        "\"{name}\" is the namespace of server \"{}\"; limits per server name the server as mcpServers does: write \"{}\"",
+                        s.name, s.name
+                    ),
+                ),
+                None => self.warn(
                     "openpact.rateLimits.servers",
                     format!("\"{name}\" is not a configured server; the limit will never apply"),
+                ),
+            }
+        }
+    }
+
+    /// Checks the server a tool glob (`server:tool`, `!server:tool` in a profile) names:
+    /// an error when it is the name of a server whose tools go by another prefix, a warning
+    /// when no server has it. Globs without `:` (built-ins, servers without a prefix) and
+    /// globs whose server part is itself a pattern are left alone.
+    pub(super) fn tool_glob(&mut self, path: &str, glob: &str, servers: &[ServerConfig]) {
+        let bare = glob.trim_start_matches('!');
+        let Some((server, tool)) = bare.split_once(':') else {
+            return;
+        };
+        if server.contains(['*', '?', '[', '{']) || servers.iter().any(|s| s.prefix() == server) {
+            return;
+        }
+        let negated = &glob[..glob.len() - bare.len()];
+        match servers.iter().find(|s| s.name == server) {
+            Some(s) => {
+                let (fix, named) = match s.prefix() {
+                    "" => (format!("{negated}{tool}"), "have no prefix (namespace \"\")".to_string()),
+                    prefix => (
+                        format!("{negated}{prefix}:{tool}"),
+                        format!("are named \"{prefix}:…\" (its namespace)"),
+                    ),
+                };
+                self.error(
+                    path,
+                    format!(
+                        "\"{glob}\" names server \"{server}\" by its config name, but its tools {named}, so it would never match; write \"{fix}\""
+                    ),
                 );
             }
+            None => self.warn(
+                path,
+                format!("\"{glob}\" names server \"{server}\", which is not configured; it will never match"),
+            ),
         }
     }
 

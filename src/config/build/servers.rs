@@ -143,7 +143,8 @@ impl Builder<'_> {
                 "a remote server is not a process openpact starts, so it cannot be sandboxed; remove `sandbox`",
             );
         }
-        let tool_filter = self.tool_filter(entry, path);
+        let prefix = namespace.as_deref().unwrap_or(name);
+        let tool_filter = self.tool_filter(entry, path, name, prefix);
         // Problems inside one entry keep that server from starting, not the whole hub: an
         // editor's only MCP entry must not lose every tool over one missing `uvx`.
         let unavailable = self.problems[errors_before..].to_vec();
@@ -170,8 +171,37 @@ impl Builder<'_> {
         })
     }
 
-    /// `enabledTools` / `disabledTools`: globs over the server's own tool names.
-    fn tool_filter(&mut self, entry: &Map<String, Value>, path: &str) -> ToolFilter {
+    /// `enabledTools` / `disabledTools`: globs over the server's own tool names. A glob that
+    /// starts with the server's name or prefix (`github:get_*`) would never match one of
+    /// them: an error that says what to write.
+    fn tool_filter(
+        &mut self,
+        entry: &Map<String, Value>,
+        path: &str,
+        name: &str,
+        prefix: &str,
+    ) -> ToolFilter {
+        for key in ["enabledTools", "disabledTools"] {
+            for glob in get(entry, key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                let own = [name, prefix]
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .find_map(|p| glob.strip_prefix(&format!("{p}:")));
+                if let Some(tool) = own {
+                    self.error(
+                        &child(path, key),
+                        format!(
+                            "\"{glob}\" would never match: {key} names the server's own tools, without a prefix; write \"{tool}\""
+                        ),
+                    );
+                }
+            }
+        }
         let enabled = get(entry, "enabledTools").map(|v| {
             let p = child(path, "enabledTools");
             let globs = self.globs(v, &p);

@@ -154,18 +154,27 @@ impl Builder<'_> {
     }
 
     /// Every server a profile names must be configured (a typo would hide a server from
-    /// the clients of that profile without a word); tool globs naming an unknown server
-    /// are only warned about, like policy rules.
+    /// the clients of that profile without a word); its tool globs are checked like policy
+    /// rules ([`Builder::tool_glob`]).
     pub(super) fn profile_targets(&mut self, profiles: &[Profile], servers: &[ServerConfig]) {
         let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
         for profile in profiles {
             let path = child("openpact.profiles", &profile.name);
             for (i, server) in profile.servers.iter().flatten().enumerate() {
                 if !names.contains(&server.as_str()) {
-                    let hint = match closest_key(server, &names) {
-                        Some(near) => format!("; did you mean \"{near}\"?"),
-                        None if names.is_empty() => "; the config defines no servers".into(),
-                        None => format!("; the configured servers are {}", names.join(", ")),
+                    let namespace_of = servers.iter().find(|s| s.prefix() == server);
+                    let hint = match (namespace_of, closest_key(server, &names)) {
+                        (Some(s), _) => format!(
+                            " (it is the namespace of server \"{0}\"; a profile names servers as mcpServers does: write \"{0}\")",
+                            s.name
+                        ),
+                        (None, Some(near)) => format!("; did you mean \"{near}\"?"),
+                        (None, None) if names.is_empty() => {
+                            "; the config defines no servers".into()
+                        }
+                        (None, None) => {
+                            format!("; the configured servers are {}", names.join(", "))
+                        }
                     };
                     self.error(
                         &index(&child(&path, "servers"), i),
@@ -173,27 +182,19 @@ impl Builder<'_> {
                     );
                 }
             }
-            let globs = profile
-                .tools
-                .include
-                .patterns
-                .iter()
-                .chain(&profile.tools.exclude.patterns);
-            for glob in globs {
-                let Some((server, _)) = glob.split_once(':') else {
-                    continue;
-                };
-                let literal = !server.contains(['*', '?', '[', '{']);
-                if literal
-                    && !servers
-                        .iter()
-                        .any(|s| s.prefix() == server || s.name == server)
-                {
-                    self.warn(
-                        &child(&path, "tools"),
-                        format!("\"{glob}\" names server \"{server}\", which is not configured; it will never match"),
-                    );
-                }
+            let tools = child(&path, "tools");
+            for glob in &profile.tools.include.patterns {
+                self.tool_glob(&tools, glob, servers);
+            }
+            for glob in &profile.tools.exclude.patterns {
+                self.tool_glob(&tools, &format!("!{glob}"), servers);
+            }
+            for glob in &profile.tool_search.always_load.patterns {
+                self.tool_glob(
+                    &child(&child(&path, "toolSearch"), "alwaysLoad"),
+                    glob,
+                    servers,
+                );
             }
         }
     }

@@ -73,3 +73,58 @@ fn policy_settings_parse_with_defaults_and_checks() {
     assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     assert!(c.warnings[0].contains("\"tiem:*\" names server \"tiem\", which is not configured"));
 }
+
+/// A server with a `namespace` is named by it in every tool glob (its tools are
+/// `gh:…`): a glob that uses the server's config name would never match, so it is an error
+/// that says what to write, wherever it is — permissions, cache, rate limits, profiles,
+/// alwaysLoad, the server's own filters — and a limit per server names the server as
+/// mcpServers does.
+#[test]
+fn a_glob_naming_a_namespaced_server_by_its_config_name_is_an_error_with_the_fix() {
+    let f = Fixture::new();
+    let errs = f.err_short(
+        r#"{
+          "mcpServers": {
+            "github": {"command": "tool", "namespace": "gh", "disabledTools": ["github:delete_*"]},
+            "plain": {"command": "tool", "namespace": ""}
+          },
+          "openpact": {
+            "permissions": {"allow": ["github:get_*", "gh:list_*"], "deny": ["github:crash", "plain:rm"]},
+            "cache": {"rules": {"github:x": "1m"}},
+            "rateLimits": {"servers": {"gh": {"perSecond": 1, "burst": 1}}, "tools": {"github:y": {"perSecond": 1, "burst": 1}}},
+            "toolSearch": {"alwaysLoad": ["github:get_me"]},
+            "profiles": {"p": {"servers": ["gh"], "tools": ["!github:create_*"], "toolSearch": {"alwaysLoad": ["github:z"]}}}
+          }
+        }"#,
+        &[],
+    );
+    let expect = [
+        r#"openpact.permissions.allow: "github:get_*" names server "github" by its config name, but its tools are named "gh:…" (its namespace), so it would never match; write "gh:get_*""#,
+        r#"openpact.permissions.deny: "github:crash" names server "github" by its config name, but its tools are named "gh:…" (its namespace), so it would never match; write "gh:crash""#,
+        r#"openpact.permissions.deny: "plain:rm" names server "plain" by its config name, but its tools have no prefix (namespace ""), so it would never match; write "rm""#,
+        r#"write "gh:x""#,
+        r#"write "gh:y""#,
+        r#"openpact.rateLimits.servers: "gh" is the namespace of server "github"; limits per server name the server as mcpServers does: write "github""#,
+        r#"openpact.toolSearch.alwaysLoad: "github:get_me""#,
+        r#"openpact.profiles.p.servers[0]: "gh" is not a configured server (it is the namespace of server "github"; a profile names servers as mcpServers does: write "github")"#,
+        r#"openpact.profiles.p.tools: "!github:create_*" names server "github" by its config name, but its tools are named "gh:…" (its namespace), so it would never match; write "!gh:create_*""#,
+        r#"openpact.profiles.p.toolSearch.alwaysLoad: "github:z""#,
+        r#"mcpServers.github.disabledTools: "github:delete_*" would never match: disabledTools names the server's own tools, without a prefix; write "delete_*""#,
+    ];
+    for e in expect {
+        assert!(
+            errs.iter().any(|p| p.contains(e)),
+            "missing {e}\nin {errs:#?}"
+        );
+    }
+    assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+    // Named as its tools are, every rule is fine.
+    f.ok(
+        r#"{
+          "mcpServers": {"github": {"command": "tool", "namespace": "gh", "enabledTools": ["get_*"]}},
+          "openpact": {"permissions": {"deny": ["gh:crash"]}, "rateLimits": {"servers": {"github": {"perSecond": 1, "burst": 1}}},
+                       "profiles": {"p": {"servers": ["github"], "tools": ["!gh:create_*"]}}}
+        }"#,
+        &[],
+    );
+}
