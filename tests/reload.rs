@@ -384,3 +384,54 @@ async fn a_namespace_never_voids_a_rule_or_a_remembered_decision() {
         "{listed}"
     );
 }
+
+/// A reload that is refused, or applied with warnings, reaches the user where they are: each
+/// client gets an MCP log message (`notifications/message`, logger `openpact`), and
+/// `openpact reload` asks the hub even when the file no longer parses, then says what it
+/// did — non-zero when it refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_or_warned_reload_reaches_the_clients_and_openpact_reload() {
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let mut servers = json!({"a": fx("a")});
+    let openpact = json!({"reload": false});
+    save(&config, &servers, &openpact);
+    let mut hub = serve_with(&config, &[], &[]).await;
+    hub.client.initialize().await;
+    wait_for_tool(&mut hub.client, "a:echo", WAIT).await;
+    let told = |m: &Option<Value>, level: &str| -> String {
+        let m = m.as_ref().expect("a log message");
+        assert_eq!(m["params"]["level"], level, "{m}");
+        assert_eq!(m["params"]["logger"], "openpact", "{m}");
+        m["params"]["data"].as_str().unwrap_or_default().to_string()
+    };
+
+    // A typo: applied, with the did-you-mean said to the client and by `openpact reload`.
+    servers["b"] = fx("b");
+    servers["b"]["disable"] = json!(true);
+    save(&config, &servers, &openpact);
+    let out = run(&config, &["reload"]).await;
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("added: b") && out.stdout.contains("did you mean `disabled`"),
+        "{out}"
+    );
+    let m = hub.client.wait_for("notifications/message", WAIT).await;
+    let data = told(&m, "warning");
+    assert!(data.contains("did you mean `disabled`"), "{data}");
+
+    // Broken: refused, said to the client, and `openpact reload` reports it and fails.
+    std::fs::write(&config, "{\"mcpServers\": {").unwrap();
+    let out = run(&config, &["reload"]).await;
+    assert_eq!(out.code, Some(1), "{out}");
+    assert!(
+        out.stdout.contains("NOT applied") && out.stdout.contains("serves the last good config"),
+        "{out}"
+    );
+    assert!(out.stdout.contains("mcp.json"), "names the file: {out}");
+    let m = hub.client.wait_for("notifications/message", WAIT).await;
+    let data = told(&m, "error");
+    assert!(data.contains("last good one still serves"), "{data}");
+    let r = hub.client.call("a:echo", json!({"message": "on"})).await;
+    assert_eq!(text(&r), "on", "{r}");
+}

@@ -475,7 +475,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Err(e) => Err(e),
         },
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
-        Command::Reload => reload(&load(&cli.config)?, &state).await,
+        Command::Reload => reload(&cli.config, &state).await,
         Command::Cache { command } => cache(&state, command),
         Command::Scripts { command } => scripts(&load(&cli.config)?, &state, command),
 
@@ -591,17 +591,26 @@ fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) ->
 }
 
 /// Asks the hubs serving this config to reload (SIGHUP) and waits (a little) for their word.
-async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
-    if config.source.is_none() {
+/// A config with errors is theirs to refuse: they say so and keep serving the last good one;
+/// only with no hub to ask are the errors this command's own.
+async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<ExitCode> {
+    let loaded = config::load(config.as_deref());
+    let source = match &loaded {
+        Ok(c) => c.source.clone(),
+        Err(_) => located_config(config),
+    };
+    if source.is_none() && loaded.is_ok() {
         output::nothing_to_reload();
         return Ok(ExitCode::SUCCESS);
     }
-    let ours =
-        |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
+    let ours = |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), source.as_deref());
     let before: Vec<_> = crate::face::status_file::live(state)
         .into_iter()
         .filter(ours)
         .collect();
+    if before.is_empty() {
+        loaded?;
+    }
     for h in &before {
         if let Err(e) = crate::platform::send(h.pid, crate::platform::HubSignal::Reload) {
             tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");

@@ -587,6 +587,9 @@ pub fn reload_line(pid: u32, r: &crate::hub::ReloadStatus) {
         for setting in &r.needs_restart {
             out!("    {setting} changed: applies when this hub restarts");
         }
+        for w in &r.warnings {
+            out!("    warning: {w}");
+        }
     } else {
         out!(
             "  last reload {}: NOT applied, the config has errors; pid {pid} serves the last good config:",

@@ -117,6 +117,21 @@ impl Config {
         })
     }
 
+    /// Why this config may not replace the one a hub runs (`None`: it may): the problems of
+    /// its enabled servers (a command not found, an unset variable). A hub that starts runs
+    /// without such a server and reports it failed, since an editor's only MCP entry must not
+    /// lose every tool over one missing `uvx`; a hub already serving keeps its last good
+    /// config instead. Problems of the file itself never get this far ([`load`] fails).
+    pub fn refusal(&self) -> Option<String> {
+        let problems: Vec<String> = self
+            .servers
+            .iter()
+            .filter(|s| !s.disabled)
+            .flat_map(|s| s.unavailable.iter().map(ToString::to_string))
+            .collect();
+        (!problems.is_empty()).then(|| problems.join("\n"))
+    }
+
     /// Fails with every server-level problem and every ignored key too (what `config check`
     /// reports); the other warnings come along with them.
     pub fn strict(self) -> Result<Config, ConfigError> {

@@ -4,7 +4,7 @@
 //! says why, in the log and in its status (`openpact servers`, `/health`).
 
 use crate::config::{self, Config};
-use crate::hub::Hub;
+use crate::hub::{Hub, NEEDS_RESTART};
 use crate::platform::HubSignal;
 use notify::{RecursiveMode, Watcher};
 use std::path::{Path, PathBuf};
@@ -118,9 +118,7 @@ async fn run(
                 let report = hub.reload(config).await;
                 tracing::info!(config = %path.display(), "reloaded ({why}): {}", report.summary());
                 for setting in &report.needs_restart {
-                    tracing::warn!(
-                        "{setting} changed; it applies when openpact restarts (the running hub keeps the old value)"
-                    );
+                    tracing::warn!("{setting} changed; {NEEDS_RESTART}");
                 }
             }
             Ok(Err(errors)) => {
@@ -136,19 +134,12 @@ async fn run(
 }
 
 /// Reads `path` again. Errors are what keeps a reload from applying: the file cannot be
-/// read or parsed, or a server's entry has a problem (a command not found, an unset
-/// variable). Unknown keys stay warnings, as when `serve` starts.
+/// read or parsed, or [`Config::refusal`] says no. Unknown keys stay warnings, as when
+/// `serve` starts.
 fn load(path: &Path) -> Result<Config, String> {
     let config = config::load(Some(path)).map_err(|e| e.to_string())?;
-    let problems: Vec<String> = config
-        .servers
-        .iter()
-        .filter(|s| !s.disabled)
-        .flat_map(|s| s.unavailable.iter().map(ToString::to_string))
-        .collect();
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(problems.join("\n"))
+    match config.refusal() {
+        None => Ok(config),
+        Some(why) => Err(why),
     }
 }

@@ -28,7 +28,7 @@ pub mod views;
 
 pub use catalog::{Catalog, CatalogTool, Named};
 pub use local::LocalClient;
-pub use reload::{ReloadReport, ReloadStatus};
+pub use reload::{NEEDS_RESTART, ReloadReport, ReloadStatus};
 pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError};
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};

@@ -41,7 +41,14 @@ pub struct ReloadStatus {
     /// Settings that changed in the file but wait for a restart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub needs_restart: Vec<String>,
+    /// What the applied config warns of (an unknown key, with the one it may have meant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
+
+/// What a setting read only at start waits for, after its name.
+pub const NEEDS_RESTART: &str =
+    "it applies when openpact restarts (the running hub keeps the old value)";
 
 /// What a reload did.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -146,24 +153,58 @@ impl Hub {
             // Each session compares its own lists and tells its client only of a real change.
             let _ = self.events.send(event);
         }
-        *current = new;
-        self.record_reload(ReloadStatus {
+        let status = ReloadStatus {
             at: crate::time::rfc3339(std::time::SystemTime::now()),
             applied: true,
             message: report.summary(),
             needs_restart: report.needs_restart.clone(),
-        });
+            warnings: new.warnings.clone(),
+        };
+        *current = new;
+        if !status.warnings.is_empty() || !status.needs_restart.is_empty() {
+            let mut text = format!("openpact reloaded its config ({})", status.message);
+            for w in &status.warnings {
+                text.push_str(&format!("\nwarning: {w}"));
+            }
+            for setting in &status.needs_restart {
+                text.push_str(&format!("\n{setting} changed; {NEEDS_RESTART}"));
+            }
+            self.tell_clients("warning", &text);
+        }
+        self.record_reload(status);
         report
     }
 
-    /// Records a reload that was not applied (the config had errors).
+    /// Records a reload that was not applied (the config had errors), and tells the clients.
     pub fn reload_refused(&self, why: &str) {
+        self.tell_clients(
+            "error",
+            &format!(
+                "openpact did not apply the changed config: it has errors, so the last good one still serves\n{why}"
+            ),
+        );
         self.record_reload(ReloadStatus {
             at: crate::time::rfc3339(std::time::SystemTime::now()),
             applied: false,
             message: why.to_string(),
             needs_restart: Vec::new(),
+            warnings: Vec::new(),
         });
+    }
+
+    /// A log message from openpact itself (logger `openpact`) to every client, as the
+    /// servers' own reach them: where the user is, which the hub's log is not.
+    fn tell_clients(&self, level: &str, text: &str) {
+        let rank = super::log_rank(level).unwrap_or(0);
+        let params = format!(
+            "{{\"level\":{},\"logger\":\"openpact\",\"data\":{}}}",
+            crate::jsonrpc::quote(level),
+            crate::jsonrpc::quote(text)
+        );
+        let line = crate::jsonrpc::notification("notifications/message", Some(&params));
+        for s in self.sessions() {
+            s.deliver_log(rank, &line);
+        }
     }
 
     /// How the last reload went (`None`: none yet).
