@@ -118,7 +118,10 @@ async fn an_unset_token_is_refused_once_and_both_ways_out_work() {
     assert_eq!(wide.code, Some(2), "{wide:#?}");
     assert!(
         wide.stderr
-            .contains("refusing to serve HTTP on 0.0.0.0:0 without a token"),
+            .contains("refusing to serve HTTP on 0.0.0.0:0 without a token")
+            && wide
+                .stderr
+                .contains("\"token\": false, too, serves loopback only"),
         "{}",
         wide.stderr
     );

@@ -46,7 +46,8 @@ pub enum HttpError {
     #[error(
         "refusing to serve HTTP on {0} without a token: that address is reachable from other \
          machines, and anyone reaching it could call every tool. Set openpact.http.token \
-         (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1"
+         (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1 (\"token\": false, too, serves \
+         loopback only)"
     )]
     NoToken(SocketAddr),
     #[error("refusing to serve HTTP without the configured token: {0}")]
