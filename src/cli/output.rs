@@ -655,6 +655,17 @@ pub fn config_human(config: &Config, state_dir: &Path) {
         human_duration(config.hub.list_wait)
     );
     out!("tool search: {}", search_label(&config.hub.tool_search));
+    let http = &config.hub.http;
+    match crate::face::http::preflight(http, None) {
+        Ok(_) => out!(
+            "HTTP face (only `serve --http` uses it): http://{}/mcp, {}",
+            http.address,
+            token_state(&http.token).1
+        ),
+        Err(e) => out!(
+            "HTTP face (only `serve --http` uses it; stdio `serve` and the other commands work): {e}"
+        ),
+    }
     for p in &config.hub.profiles {
         let servers = p
             .servers
@@ -851,6 +862,11 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         },
         "servers": servers,
         "toolSearch": search_json(&config.hub.tool_search),
+        "http": {
+            "address": config.hub.http.address,
+            "token": token_state(&config.hub.http.token).0,
+            "refusal": crate::face::http::preflight(&config.hub.http, None).err().map(|e| e.to_string()),
+        },
         "profiles": config.hub.profiles.iter().map(|p| json!({
             "name": p.name,
             "servers": p.servers,
@@ -864,6 +880,20 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
     });
     out!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// What guards the HTTP face, as `config check --json` and `config check` say it.
+fn token_state(token: &crate::config::HttpToken) -> (&'static str, &'static str) {
+    use crate::config::HttpToken;
+    match token {
+        HttpToken::Bearer(_) => ("required", "bearer token required"),
+        HttpToken::None => ("none", "no token (loopback only)"),
+        HttpToken::Off => (
+            "off",
+            "no token (\"token\": false): any program on this machine can call every tool",
+        ),
+        HttpToken::Missing { .. } => ("missing", "token missing"),
+    }
 }
 
 /// `auto above 40 tools, 8 results, pinned fs:read_*`.

@@ -190,6 +190,17 @@ fn reference(
     Ok(())
 }
 
+/// The variable `text` takes its value from first (`${env:TOKEN:-x}` → `TOKEN`): the one
+/// advice tells the user to set.
+pub(crate) fn first_variable(text: &str) -> Option<&str> {
+    let body = &text[text.find("${")? + 2..];
+    let body = body.strip_prefix("env:").unwrap_or(body);
+    let end = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(body.len());
+    Some(&body[..end]).filter(|name| valid_name(name))
+}
+
 fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -307,6 +318,15 @@ mod tests {
     fn injected_is_deduplicated() {
         let (_, inj) = run("${X}${X}${env:X}", &[("X", "s")]).unwrap();
         assert_eq!(inj, vec![("X".into(), "s".into())]);
+    }
+
+    #[test]
+    fn first_variable_names_what_to_set() {
+        assert_eq!(first_variable("${TOK}"), Some("TOK"));
+        assert_eq!(first_variable("${env:TOK:-}"), Some("TOK"));
+        assert_eq!(first_variable("Bearer ${A:-${B}}"), Some("A"));
+        assert_eq!(first_variable(""), None);
+        assert_eq!(first_variable("${1X}"), None);
     }
 
     #[test]

@@ -314,12 +314,8 @@ impl Default for SharedSettings {
 pub struct HttpSettings {
     /// `host:port` to bind when `--http` names none.
     pub address: String,
-    /// The bearer token every request must carry (expanded from `${VAR}`); required to bind
-    /// a non-loopback address.
-    pub token: Option<String>,
-    /// Why the configured token could not be had (`FILE: openpact.http.token: ${VAR} is
-    /// not set…`): the HTTP face refuses to start rather than serve without it.
-    pub token_unset: Option<String>,
+    /// What guards the face: `openpact.http.token`.
+    pub token: HttpToken,
     /// Origins allowed beside http(s)://localhost, 127.0.0.1 and [::1] (any port), as
     /// `scheme://host[:port]`, lower case, without a trailing slash.
     pub allowed_origins: Vec<String>,
@@ -350,8 +346,7 @@ impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
             address: Self::DEFAULT_ADDRESS.to_string(),
-            token: None,
-            token_unset: None,
+            token: HttpToken::None,
             allowed_origins: Vec::new(),
             max_body_size: HubSettings::DEFAULT_MAX_MESSAGE_SIZE,
             max_sessions: 64,
@@ -361,13 +356,55 @@ impl Default for HttpSettings {
     }
 }
 
+/// `openpact.http.token`. Serving without a token is never what an empty or unset value
+/// silently means: only a config without the key, or with `false`, does that.
+#[derive(Clone, PartialEq, Default)]
+pub enum HttpToken {
+    /// No `token` key: a loopback address serves without one (the default), any other
+    /// address refuses to start.
+    #[default]
+    None,
+    /// `"token": false`: no token, on purpose; still loopback only, and said at start.
+    Off,
+    /// The bearer token every request must carry (expanded from `${VAR}`).
+    Bearer(String),
+    /// A token was configured but none can be had: its variable is unset, or it is empty.
+    /// The HTTP face refuses to start; nothing else needs it.
+    Missing {
+        /// `FILE: openpact.http.token: ${VAR} is not set`.
+        why: String,
+        /// The variable the advice tells the user to set, when the value names one.
+        variable: Option<String>,
+    },
+}
+
+impl HttpToken {
+    /// The token requests must carry, if any.
+    pub fn bearer(&self) -> Option<&str> {
+        match self {
+            HttpToken::Bearer(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 // The token stays out of debug output (`config check`, logs).
+impl fmt::Debug for HttpToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HttpToken::None => f.write_str("None"),
+            HttpToken::Off => f.write_str("Off"),
+            HttpToken::Bearer(_) => f.write_str("Bearer(<set>)"),
+            HttpToken::Missing { why, .. } => f.debug_tuple("Missing").field(why).finish(),
+        }
+    }
+}
+
 impl fmt::Debug for HttpSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpSettings")
             .field("address", &self.address)
-            .field("token", &self.token.as_ref().map(|_| "<set>"))
-            .field("token_unset", &self.token_unset)
+            .field("token", &self.token)
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_size", &self.max_body_size)
             .field("max_sessions", &self.max_sessions)

@@ -225,9 +225,9 @@ async fn an_unset_http_token_breaks_only_the_http_face() {
     let check = cli.run(&["config", "check"]).await;
     check.expect_code(0);
     assert!(
-        check.stderr.contains("${NOPE_VAR} is not set"),
+        check.stdout.contains("${NOPE_VAR} is not set"),
         "{}",
-        check.stderr
+        check.stdout
     );
     let mut hub = support::serve_with(&cli.cfg, &[], &[]).await;
     let init = tokio::time::timeout(support::WAIT, hub.client.initialize())

@@ -14,6 +14,7 @@
 mod call;
 mod config;
 mod first_hour;
+mod http_token;
 mod locations;
 mod readme;
 mod servers;
@@ -45,6 +46,7 @@ fn isolated(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Command {
         .env_remove("OPENPACT_LOG")
         .env_remove("RUST_LOG")
         .env_remove("NOPE_VAR")
+        .env_remove("OPENPACT_HTTP_TOKEN")
         .env("HOME", root.join("home"))
         .env("XDG_CONFIG_HOME", root.join("xdg-config"))
         .env("XDG_STATE_HOME", root.join("xdg-state"))
@@ -57,7 +59,8 @@ fn isolated(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Command {
 
 /// Runs `openpact ARGS` isolated in `scratch`: its working directory is an empty
 /// `scratch/cwd`, `HOME` and the XDG dirs point into the scratch dir, and no `OPENPACT_*`,
-/// log or `NOPE_VAR` variables leak in from the test's environment. `env` is applied last.
+/// log, `NOPE_VAR` or `OPENPACT_HTTP_TOKEN` variables leak in from the test's environment.
+/// `env` is applied last.
 async fn openpact(
     scratch: &Scratch,
     args: &[&str],

@@ -4,7 +4,7 @@
 use super::{Builder, kind_of};
 use crate::config::expand::{self, ExpandError, Unset};
 use crate::config::suggest::{child, closest_key};
-use crate::config::{HttpSettings, units};
+use crate::config::{HttpSettings, HttpToken, units};
 use serde_json::Value;
 
 const HTTP_KEYS: &[&str] = &[
@@ -47,36 +47,7 @@ impl Builder<'_> {
                         ),
                     ),
                 },
-                "token" => {
-                    if v.as_str().is_some_and(|s| !s.contains("${")) {
-                        self.warn(
-                            &p,
-                            "a secret written into the config file; put it in an environment variable and write \"${VAR}\"",
-                        );
-                    }
-                    let mut discard = Vec::new();
-                    let expanded = v
-                        .as_str()
-                        .map(|text| expand::expand(text, self.env, Unset::Fail, &mut discard));
-                    match expanded {
-                        // Only `serve --http` needs the token: an unset variable must not
-                        // break stdio serving or the other commands, so the face refuses to
-                        // start instead (see `HttpSettings::token_unset`).
-                        Some(Err(e @ ExpandError::Unset { .. })) => {
-                            let why = format!(
-                                "{}; `serve --http` refuses to start until it is set",
-                                e.message()
-                            );
-                            http.token_unset = Some(format!("{}: {p}: {why}", self.label));
-                            self.warn(&p, why);
-                        }
-                        _ => {
-                            http.token = self
-                                .expanded(v, &p, Unset::Fail, &mut discard)
-                                .filter(|t| !t.is_empty());
-                        }
-                    }
-                }
+                "token" => http.token = self.http_token(v, &p),
                 "allowedOrigins" => http.allowed_origins = self.origins(v, &p),
                 "maxBodySize" => match units::size(v).map(usize::try_from) {
                     Ok(Ok(n)) if n >= 1024 => http.max_body_size = n,
@@ -101,6 +72,48 @@ impl Builder<'_> {
             }
         }
         http
+    }
+
+    /// `openpact.http.token`. A token that cannot be had (unset or empty) is not a problem of
+    /// the config: only `serve --http` needs it, and it refuses to start (saying why, once);
+    /// every other command and stdio `serve` work and say nothing about it.
+    fn http_token(&mut self, v: &Value, path: &str) -> HttpToken {
+        let Value::String(text) = v else {
+            if *v == Value::Bool(false) {
+                return HttpToken::Off;
+            }
+            self.error(
+                path,
+                format!(
+                    "{v} is not a token; write \"${{OPENPACT_HTTP_TOKEN}}\" (the variable holding it), or false to serve without one"
+                ),
+            );
+            return HttpToken::None;
+        };
+        if !text.trim().is_empty() && !text.contains("${") {
+            self.warn(
+                path,
+                "a secret written into the config file; put it in an environment variable and write \"${VAR}\"",
+            );
+        }
+        let variable = expand::first_variable(text).map(String::from);
+        let missing = |why: String| HttpToken::Missing {
+            why: format!("{}: {path}: {why}", self.label),
+            variable: variable.clone(),
+        };
+        let mut discard = Vec::new();
+        match expand::expand(text, self.env, Unset::Fail, &mut discard) {
+            Ok(token) if !token.trim().is_empty() => HttpToken::Bearer(token),
+            Ok(_) if variable.is_some() => missing(format!(
+                "{text:?} is empty (its variable is unset or empty), and an empty token would let every request in"
+            )),
+            Ok(_) => missing("is empty, and an empty token would let every request in".to_string()),
+            Err(ExpandError::Unset { reference, .. }) => missing(format!("{reference} is not set")),
+            Err(e) => {
+                self.error(path, e.message());
+                HttpToken::None
+            }
+        }
     }
 
     fn origins(&mut self, value: &Value, path: &str) -> Vec<String> {

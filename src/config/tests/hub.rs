@@ -245,3 +245,62 @@ fn a_profile_naming_an_unknown_server_is_an_error_at_its_json_path() {
     assert!(all.contains("openpact.toolSearch.mode"), "{all}");
     assert!(all.contains("openpact.toolSearch.limit"), "{all}");
 }
+
+/// `openpact.http.token`: a token that cannot be had is `Missing` (the HTTP face refuses),
+/// never no token; it is no warning either, since only `serve --http` needs it. `false` is
+/// the one way to say "no token" on purpose.
+#[test]
+fn http_token_forms() {
+    use crate::config::HttpToken;
+    let f = Fixture::new();
+    let token = |value: &str, env: &[(&str, &str)]| {
+        let c = f.ok(
+            &format!(r#"{{"mcpServers": {{}}, "openpact": {{"http": {{"token": {value}}}}}}}"#),
+            env,
+        );
+        assert!(c.warnings.is_empty(), "{value}: {:?}", c.warnings);
+        c.hub.http.token
+    };
+    let missing = |value: &str, env: &[(&str, &str)]| match token(value, env) {
+        HttpToken::Missing { why, variable } => (
+            why.replacen(&f.file().display().to_string(), "mcp.json", 1),
+            variable,
+        ),
+        other => panic!("{value}: {other:?}"),
+    };
+    assert_eq!(
+        token(r#""${T}""#, &[("T", "s3cret")]),
+        HttpToken::Bearer("s3cret".into())
+    );
+    assert_eq!(token("false", &[]), HttpToken::Off);
+    assert_eq!(token("null", &[]), HttpToken::None);
+    let x = Some("T".to_string());
+    assert_eq!(
+        missing(r#""${T}""#, &[]),
+        (
+            "mcp.json: openpact.http.token: ${T} is not set".into(),
+            x.clone()
+        )
+    );
+    for (value, env) in [(r#""${T:-}""#, &[][..]), (r#""${env:T}""#, &[("T", "")])] {
+        let (why, variable) = missing(value, env);
+        assert!(why.contains("is empty (its variable is unset or empty), and an empty token would let every request in"), "{why}");
+        assert_eq!(variable, x);
+    }
+    assert_eq!(
+        missing(r#""""#, &[]),
+        ("mcp.json: openpact.http.token: is empty, and an empty token would let every request in".into(), None)
+    );
+    for bad in ["true", "1"] {
+        let errs = f.err_short(
+            &format!(r#"{{"mcpServers": {{}}, "openpact": {{"http": {{"token": {bad}}}}}}}"#),
+            &[],
+        );
+        assert_eq!(
+            errs,
+            [format!(
+                "mcp.json: openpact.http.token: {bad} is not a token; write \"${{OPENPACT_HTTP_TOKEN}}\" (the variable holding it), or false to serve without one"
+            )]
+        );
+    }
+}

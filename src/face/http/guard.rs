@@ -46,7 +46,7 @@ impl Guard {
         Guard {
             allowed_origins: settings.allowed_origins.clone(),
             allowed_hosts,
-            token: settings.token.clone(),
+            token: settings.token.bearer().map(String::from),
         }
     }
 
@@ -112,6 +112,7 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::HttpToken;
     use axum::http::HeaderValue;
 
     fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
@@ -124,7 +125,7 @@ mod tests {
 
     fn guard(token: Option<&str>, origins: &[&str], loopback: bool) -> Guard {
         let settings = HttpSettings {
-            token: token.map(String::from),
+            token: token.map_or(HttpToken::None, |t| HttpToken::Bearer(t.to_string())),
             allowed_origins: origins.iter().map(|o| o.to_string()).collect(),
             ..HttpSettings::default()
         };

@@ -17,7 +17,7 @@ mod stream;
 
 pub use command::serve_stdio_command;
 
-use crate::config::HttpSettings;
+use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
 use crate::jsonrpc::{self, Kind, Message, code, parse_frame};
 use axum::body::Bytes;
@@ -46,11 +46,12 @@ pub enum HttpError {
     #[error(
         "refusing to serve HTTP on {0} without a token: that address is reachable from other \
          machines, and anyone reaching it could call every tool. Set openpact.http.token \
-         (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1"
+         (e.g. \"${{OPENPACT_HTTP_TOKEN}}\") or bind 127.0.0.1 (\"token\": false, too, serves \
+         loopback only)"
     )]
     NoToken(SocketAddr),
     #[error("refusing to serve HTTP without the configured token: {0}")]
-    TokenUnset(String),
+    TokenMissing(String),
     #[error("could not listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
 }
@@ -62,20 +63,34 @@ pub struct Bound {
     loopback: bool,
 }
 
-/// Checks the settings and binds: `address` overrides `openpact.http.address`. Done before
-/// the hub starts, so a refusal costs no child process.
-pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Bound, HttpError> {
+/// Why `serve --http` (on `address`, else `openpact.http.address`) would refuse to start,
+/// without binding: also what `config check` reports about the HTTP face. `Ok`: the address
+/// and whether it is loopback.
+pub fn preflight(
+    settings: &HttpSettings,
+    address: Option<&str>,
+) -> Result<(SocketAddr, bool), HttpError> {
     let text = address.unwrap_or(&settings.address);
     let addr: SocketAddr = text
         .parse()
         .map_err(|_| HttpError::Address(text.to_string()))?;
     let loopback = addr.ip().is_loopback();
-    if let Some(why) = &settings.token_unset {
-        return Err(HttpError::TokenUnset(why.clone()));
+    if let HttpToken::Missing { why, variable } = &settings.token {
+        return Err(HttpError::TokenMissing(format!(
+            "{why}. {}",
+            token_advice(variable.as_deref(), loopback)
+        )));
     }
-    if !loopback && settings.token.is_none() {
+    if !loopback && settings.token.bearer().is_none() {
         return Err(HttpError::NoToken(addr));
     }
+    Ok((addr, loopback))
+}
+
+/// Checks the settings ([`preflight`]) and binds: `address` overrides `openpact.http.address`.
+/// Done before the hub starts, so a refusal costs no child process.
+pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Bound, HttpError> {
+    let (addr, loopback) = preflight(settings, address)?;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| HttpError::Bind(addr, e))?;
@@ -87,6 +102,26 @@ pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Boun
         addr,
         loopback,
     })
+}
+
+/// What to do about a configured token that cannot be had; each way ends in a face that
+/// serves (`"token": false` only where it may: on loopback).
+fn token_advice(variable: Option<&str>, loopback: bool) -> String {
+    let set = match variable {
+        Some(v) => format!(
+            "Set {v} (e.g. `export {v}=$(openssl rand -hex 32)`) and give clients the header \
+             `Authorization: Bearer <its value>`"
+        ),
+        None => "Write \"token\": \"${OPENPACT_HTTP_TOKEN}\", set OPENPACT_HTTP_TOKEN (e.g. \
+                 `export OPENPACT_HTTP_TOKEN=$(openssl rand -hex 32)`) and give clients the \
+                 header `Authorization: Bearer <its value>`"
+            .to_string(),
+    };
+    if loopback {
+        format!("{set}; or write \"token\": false to serve on this machine without one")
+    } else {
+        set
+    }
 }
 
 struct Face {
@@ -135,6 +170,13 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
         "serving MCP over HTTP on http://{}/mcp{profiles} (health: /health, metrics: /metrics)",
         bound.addr
     );
+    if settings.token == HttpToken::Off {
+        tracing::warn!(
+            "openpact.http.token is false: no token guards http://{}/mcp; any program on this \
+             machine can call every tool through it",
+            bound.addr
+        );
+    }
     HttpFace {
         face,
         server,

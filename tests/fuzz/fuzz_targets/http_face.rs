@@ -58,7 +58,7 @@ fn world() -> &'static World {
         let (local, wide) = rt.block_on(async {
             let hub: Arc<Hub> = Hub::start(&config, &state);
             let wide = openpact::face::http::router(hub.clone(), &settings, false);
-            settings.token = None;
+            settings.token = openpact::config::HttpToken::None;
             let local = openpact::face::http::router(hub, &settings, true);
             (local, wide)
         });
