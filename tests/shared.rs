@@ -296,6 +296,81 @@ async fn killed_hub(relay: bool) {
     assert!(gone(new_hub, Duration::from_secs(10)).await);
 }
 
+/// What an editor does on `list_changed`: asks for the tools at once. The answer to that.
+async fn relist_on_notice(c: &mut crate::support::Client) -> Value {
+    assert!(
+        c.wait_for("notifications/tools/list_changed", WAIT)
+            .await
+            .is_some(),
+        "no list_changed after the hub was killed"
+    );
+    c.request("tools/list", json!({})).await
+}
+
+/// A killed hub's exit races the hand-over to the next one (its listener outlives the
+/// connections `connect` watches): whichever wins, a request sent after the restart notice is
+/// the new hub's to answer, and only calls in flight fail. Twenty kills, two windows asking
+/// at once each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_after_a_hub_restart_is_answered_by_the_new_hub() {
+    rekilled(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_after_a_hub_restart_is_answered_by_the_new_hub_when_connect_relays() {
+    rekilled(true).await;
+}
+
+async fn rekilled(relay: bool) {
+    let sc = Scratch::new();
+    let config = shared_config(&sc, &format!("rekilled-{relay}-{}", std::process::id()));
+    let runtime = sc.path().join("run");
+    let mut a = window_with(&config, &runtime, relay);
+    let mut b = window_with(&config, &runtime, relay);
+    for w in [&mut a, &mut b] {
+        w.client.initialize().await;
+        wait_for_tool(&mut w.client, "fx:add", WAIT).await;
+    }
+    for round in 0..20 {
+        // The hub serving the windows now (one that lost a start race may still be leaving).
+        let deadline = Instant::now() + WAIT;
+        let hub = loop {
+            let hubs: Vec<i32> = pids_with(&["serve --shared", &config.to_string_lossy()])
+                .into_iter()
+                .filter(|&pid| relay || holds_stdin_of(pid, &a))
+                .collect();
+            if let [hub] = hubs[..] {
+                break hub;
+            }
+            assert!(Instant::now() < deadline, "round {round}: {hubs:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // What the last hub announced of its own is not this round's notice.
+        a.client.inbox.clear();
+        b.client.inbox.clear();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(hub),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let (ra, rb) = tokio::join!(
+            relist_on_notice(&mut a.client),
+            relist_on_notice(&mut b.client)
+        );
+        for r in [ra, rb] {
+            assert!(r["result"]["tools"].is_array(), "round {round}: {r}");
+        }
+        for w in [&mut a, &mut b] {
+            // The new hub's servers are up before the next kill.
+            wait_for_tool(&mut w.client, "fx:add", WAIT).await;
+        }
+    }
+    for w in [&mut a, &mut b] {
+        assert!(!w.stderr().contains("ERROR"), "{}", w.stderr());
+        w.close().await;
+    }
+}
+
 /// An editor that kills its `connect` (as editors stop a server) sees its stdout end at
 /// once, though the hub held the other end of it; the other window carries on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
 //! What only Linux has, on the platform seam: the inotify watch that tells a file's readers,
-//! without a `stat`, that it changed (with `statfs` to trust it only on local filesystems).
+//! without a `stat`, that it changed (with `statfs` to trust it only on local filesystems),
+//! and a pidfd that tells when another process has exited.
 //! The sandbox's Landlock, seccomp and capabilities are the sandbox's own seam
 //! (`src/sandbox/linux.rs`).
 
@@ -86,6 +87,42 @@ impl FileWatch {
             }
         }
         Look::Unwatched
+    }
+}
+
+/// Another process's exit, awaited on a pidfd: it becomes readable once the whole process has
+/// exited, after the kernel closed every descriptor it held (a listening socket, a lock).
+/// Taken while the process runs, it names that process even if its pid is later reused.
+pub struct ProcessEnd(std::os::fd::OwnedFd);
+
+impl ProcessEnd {
+    /// Watches `pid`; `None` when it has gone already (or pidfds are unavailable).
+    pub fn of(pid: u32) -> Option<ProcessEnd> {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .ok()
+            .map(ProcessEnd)
+    }
+
+    /// Waits until the process has exited, at most `limit`: whether it has. (On a thread of
+    /// the blocking pool: registering a descriptor with the runtime takes `unsafe`.)
+    pub async fn exited(&self, limit: std::time::Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let Ok(fd) = self.0.try_clone() else {
+            return false;
+        };
+        let Ok(timeout) = Timespec::try_from(limit) else {
+            return false;
+        };
+        let polled = tokio::task::spawn_blocking(move || {
+            loop {
+                match poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&timeout)) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    done => return done.is_ok_and(|n| n > 0),
+                }
+            }
+        });
+        polled.await.unwrap_or(false)
     }
 }
 
