@@ -353,7 +353,7 @@ async fn pass(
 }
 
 /// Sends the hello with the editor's pipes on `stream` and waits for the hub's word that it
-/// has taken them: `None` when the hub closed the connection first.
+/// has taken them: `None` when the hub closed the connection first, `Err` when it refused.
 async fn offer(
     stream: UnixStream,
     hello: &str,
@@ -374,18 +374,22 @@ async fn offer(
     };
     let ready = tokio::time::timeout(REPLAY_WAIT, async {
         while let Some(mut lines) = notes.next().await {
+            if let Some(why) = lines.iter().find_map(|l| handoff::refused(l)) {
+                return Err(why);
+            }
             if let Some(at) = lines.iter().position(|l| l.contains(handoff::READY)) {
                 // What came with it is the session's first news.
                 notes.early = lines.split_off(at + 1);
-                return true;
+                return Ok(true);
             }
         }
-        false
+        Ok(false)
     })
     .await;
     match ready {
-        Ok(true) => Ok(Some(notes)),
-        Ok(false) => Ok(None),
+        Ok(Ok(true)) => Ok(Some(notes)),
+        Ok(Ok(false)) => Ok(None),
+        Ok(Err(why)) => Err(why),
         Err(_) => Err(format!(
             "the shared hub did not take the editor's pipes within {}s; see its log",
             REPLAY_WAIT.as_secs()
@@ -654,8 +658,9 @@ async fn open(
         let link = Link::over(reach(target).await?, max, editor).map_err(|e| e.to_string())?;
         link.out.send(hello(target, replay, false, &[]));
         let hub = match set_up(link, editor).await {
-            Ok(link) => return Ok(link),
-            Err(hub) => hub,
+            SetUp::Ready(link) => return Ok(link),
+            SetUp::Refused(why) => return Err(why),
+            SetUp::Closed(hub) => hub,
         };
         tracing::info!(
             "the shared hub closed the connection before the session was set up (it was exiting); trying again once it has exited"
@@ -668,14 +673,26 @@ async fn open(
     )
 }
 
-/// Waits for the hub's word that the session is set up: `Err` with the hub's process when
-/// the connection closed.
-async fn set_up(mut link: Link, editor: &Outbox) -> Result<Link, Option<platform::ProcessEnd>> {
+/// How a relayed session's setting up ended.
+enum SetUp {
+    Ready(Link),
+    /// The hub closed the connection first (the hub's process, to wait for).
+    Closed(Option<platform::ProcessEnd>),
+    /// The hub will not serve this window, for this reason.
+    Refused(String),
+}
+
+/// Waits for the hub's word that the session is set up.
+async fn set_up(mut link: Link, editor: &Outbox) -> SetUp {
     let ready = tokio::time::timeout(REPLAY_WAIT, async {
         while let Some(frame) = link.frames.recv().await {
             let Frame::Line(line) = frame else { continue };
-            match Message::parse(String::from_utf8_lossy(&line).into()) {
-                Ok(m) if m.method() == handoff::READY => return true,
+            let line = String::from_utf8_lossy(&line);
+            if let Some(why) = handoff::refused(&line) {
+                return Err(why);
+            }
+            match Message::parse(line.into()) {
+                Ok(m) if m.method() == handoff::READY => return Ok(true),
                 // What the replayed session released (it cannot answer the editor yet).
                 Ok(m) => {
                     editor.send(m.into_text());
@@ -683,13 +700,13 @@ async fn set_up(mut link: Link, editor: &Outbox) -> Result<Link, Option<platform
                 Err(_) => {}
             }
         }
-        false
+        Ok(false)
     })
     .await;
-    if ready == Ok(true) {
-        Ok(link)
-    } else {
-        Err(link.hub)
+    match ready {
+        Ok(Ok(true)) => SetUp::Ready(link),
+        Ok(Err(why)) => SetUp::Refused(why),
+        _ => SetUp::Closed(link.hub),
     }
 }
 
@@ -795,6 +812,12 @@ async fn reconnect(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Whether a shared hub listens on `target`'s socket now. (It takes the connection closed
+/// without a word for the question.)
+pub fn hub_listens(target: &Target) -> bool {
+    std::os::unix::net::UnixStream::connect(&target.socket).is_ok()
 }
 
 /// The hub's socket and log for `config` (as loaded) and `state_dir`.
