@@ -3,9 +3,10 @@
 //! or sockets (what editors give), it hands them to the hub and only watches
 //! ([`super::handoff`]); otherwise it relays each message. Either way it keeps just enough of
 //! the session to stand in for the editor when the hub goes away: it fails the requests that
-//! were in flight with an error that says so, starts a new hub, has it replay the editor's
-//! `initialize`, log level and subscriptions, and announces `list_changed` — the editor's
-//! pipe stays open throughout.
+//! were in flight with an error that says so, waits for the old hub's process to be gone,
+//! starts a new hub, has it replay the editor's `initialize`, log level and subscriptions,
+//! and announces `list_changed` — the editor's pipe stays open throughout, and what the
+//! editor sends meanwhile waits in it for the new hub.
 
 use super::handoff;
 use super::socket::{self, HELLO};

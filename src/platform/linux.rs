@@ -161,6 +161,21 @@ fn what_changed(mut events: &[u8], file: &[u8]) -> Look {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_process_end_is_seen_when_it_exits_before_anyone_reaps_it() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .unwrap();
+        let end = ProcessEnd::of(child.id()).unwrap();
+        let short = std::time::Duration::from_millis(50);
+        assert!(!end.exited(short).await, "still running");
+        assert!(end.exited(std::time::Duration::from_secs(10)).await);
+        // Exited, not reaped yet: a zombie, which the pidfd counts as gone.
+        assert!(end.exited(short).await);
+        child.wait().unwrap();
+    }
+
     #[test]
     fn events_are_read_for_the_file_and_for_the_end_of_the_watch() {
         let event = |mask: AddWatchFlags, name: &[u8]| {
