@@ -535,11 +535,7 @@ pub fn empty() -> Config {
 /// directory; no file found gives [`empty`].
 pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
     let env = |name: &str| std::env::var(name).ok();
-    let cwd = std::env::current_dir().map_err(|e| Problem {
-        file: explicit.map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string()),
-        path: String::new(),
-        message: format!("cannot determine the current directory: {e}"),
-    })?;
+    let cwd = working_dir(explicit)?;
     let Some(path) = locate(explicit, &env, &cwd)? else {
         tracing::debug!("no config file found; starting with no servers");
         return Ok(empty());
@@ -552,6 +548,21 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
         message: format!("cannot read the config file: {e}"),
     })?;
     build::parse(&text, &path, &label, &env)
+}
+
+/// The config file [`load`] reads, not read: `openpact connect` finds the shared hub of a
+/// file it cannot load by it.
+pub fn file(explicit: Option<&Path>) -> Result<Option<PathBuf>, ConfigError> {
+    let env = |name: &str| std::env::var(name).ok();
+    locate(explicit, &env, &working_dir(explicit)?)
+}
+
+fn working_dir(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    Ok(std::env::current_dir().map_err(|e| Problem {
+        file: explicit.map_or_else(|| FILE_NAME.to_string(), |p| p.display().to_string()),
+        path: String::new(),
+        message: format!("cannot determine the current directory: {e}"),
+    })?)
 }
 
 /// How the file is named in messages: as the user gave it, or relative to the

@@ -3,9 +3,10 @@
 //! or sockets (what editors give), it hands them to the hub and only watches
 //! ([`super::handoff`]); otherwise it relays each message. Either way it keeps just enough of
 //! the session to stand in for the editor when the hub goes away: it fails the requests that
-//! were in flight with an error that says so, starts a new hub, has it replay the editor's
-//! `initialize`, log level and subscriptions, and announces `list_changed` — the editor's
-//! pipe stays open throughout.
+//! were in flight with an error that says so, waits for the old hub's process to be gone,
+//! starts a new hub, has it replay the editor's `initialize`, log level and subscriptions,
+//! and announces `list_changed` — the editor's pipe stays open throughout, and what the
+//! editor sends meanwhile waits in it for the new hub.
 
 use super::handoff;
 use super::socket::{self, HELLO};
@@ -28,6 +29,12 @@ pub const RESTARTED: &str = "the shared openpact hub stopped while this request 
 const START_WAIT: Duration = Duration::from_secs(15);
 /// How long a hub may take to take over the editor's pipes (replaying its session first).
 const REPLAY_WAIT: Duration = Duration::from_secs(30);
+/// How long a hub that went away may take to exit (one asked to stop stops its servers
+/// first) before the next one is reached or started anyway.
+const EXIT_WAIT: Duration = Duration::from_secs(15);
+/// How many hubs in a row may let the connection go before the session is set up (each
+/// waited for until it has exited) before `connect` gives up on this try.
+const SETUP_TRIES: usize = 5;
 /// While the hub has the editor's pipes: how long its notes gather before they are read, so
 /// that `connect` wakes a few times a second however many calls go by.
 const NOTES_PAUSE: Duration = Duration::from_millis(20);
@@ -132,12 +139,15 @@ fn not_running(id: &str, why: &str) -> String {
 struct Link {
     out: Outbox,
     frames: mpsc::UnboundedReceiver<Frame>,
+    /// The hub's process, waited for once it lets the connection go.
+    hub: Option<platform::ProcessEnd>,
 }
 
 impl Link {
     /// Reads the hub only while `editor` takes what it sends (a window that does not read
     /// makes the hub stop reading it, rather than this process hold its answers).
     fn over(stream: UnixStream, max: usize, editor: &Outbox) -> std::io::Result<Link> {
+        let hub = hub_process(&stream);
         let (reader, writer) = halves(stream)?;
         let (out, _) = spawn_writer(writer, "shared hub".into());
         let (tx, frames) = mpsc::unbounded_channel();
@@ -154,7 +164,7 @@ impl Link {
             )
             .await;
         });
-        Ok(Link { out, frames })
+        Ok(Link { out, frames, hub })
     }
 }
 
@@ -233,6 +243,8 @@ async fn hand_over(target: &Target, stdin: OwnedFd, stdout: OwnedFd) -> Result<(
         }
         tracing::warn!("the shared hub went away; starting a new one");
         stand_in(&stdout, &mut kept).await?;
+        // What the editor sends from here on waits in its pipe for the next hub.
+        exited(notes.hub.as_ref()).await;
         restarts += 1;
     }
 }
@@ -305,7 +317,11 @@ async fn answer_meanwhile(
 const MAX_BEGUN: usize = 64 << 20;
 
 /// Gives the editor's pipes to the hub (starting one if none runs) with the session to
-/// replay, and waits until it has taken them.
+/// replay, and waits until it has taken them. A hub that lets the connection go first has
+/// read none of the editor's bytes (it sends [`handoff::READY`] before it reads), so the
+/// pipes are offered again once that hub has exited: it is one that was still exiting (a
+/// killed process closes its socket's connections before its listener), and the editor's
+/// requests wait in its pipe for the next.
 async fn pass(
     target: &Target,
     kept: &Kept,
@@ -314,30 +330,71 @@ async fn pass(
     stdin: &OwnedFd,
     stdout: &OwnedFd,
 ) -> Result<Notes, String> {
-    let stream = reach(target).await?;
-    let hello = format!("{}\n", hello(target, &kept.replay, resumed, begun));
-    handoff::send_with_fds(&stream, hello.as_bytes(), &[stdin.as_fd(), stdout.as_fd()])
-        .await
-        .map_err(|e| format!("could not hand the editor's pipes to the shared hub: {e}"))?;
+    for _ in 0..SETUP_TRIES {
+        let stream = reach(target).await?;
+        let hub = hub_process(&stream);
+        let hello = format!("{}\n", hello(target, &kept.replay, resumed, begun));
+        match offer(stream, &hello, stdin, stdout).await? {
+            Some(mut notes) => {
+                notes.hub = hub;
+                return Ok(notes);
+            }
+            None => {
+                tracing::info!(
+                    "the shared hub closed the connection before taking the editor's pipes (it was exiting); offering them again once it has exited"
+                );
+                exited(hub.as_ref()).await;
+            }
+        }
+    }
+    Err(
+        "the shared hub keeps closing the connection before taking the editor's pipes; see its log"
+            .into(),
+    )
+}
+
+/// Sends the hello with the editor's pipes on `stream` and waits for the hub's word that it
+/// has taken them: `None` when the hub closed the connection first, `Err` when it refused.
+async fn offer(
+    stream: UnixStream,
+    hello: &str,
+    stdin: &OwnedFd,
+    stdout: &OwnedFd,
+) -> Result<Option<Notes>, String> {
+    if let Err(e) =
+        handoff::send_with_fds(&stream, hello.as_bytes(), &[stdin.as_fd(), stdout.as_fd()]).await
+    {
+        tracing::debug!("could not hand the editor's pipes to the shared hub: {e}");
+        return Ok(None);
+    }
     let socket = stream.into_std().map_err(|e| e.to_string())?;
     let mut notes = Notes {
         reader: handoff::NoteReader::start(socket, NOTES_PAUSE).map_err(|e| e.to_string())?,
         early: Vec::new(),
+        hub: None,
     };
     let ready = tokio::time::timeout(REPLAY_WAIT, async {
         while let Some(mut lines) = notes.next().await {
+            if let Some(why) = lines.iter().find_map(|l| handoff::refused(l)) {
+                return Err(why);
+            }
             if let Some(at) = lines.iter().position(|l| l.contains(handoff::READY)) {
                 // What came with it is the session's first news.
                 notes.early = lines.split_off(at + 1);
-                return true;
+                return Ok(true);
             }
         }
-        false
+        Ok(false)
     })
     .await;
     match ready {
-        Ok(true) => Ok(notes),
-        _ => Err("the shared hub did not take the editor's pipes (the old hub may still have been exiting)".into()),
+        Ok(Ok(true)) => Ok(Some(notes)),
+        Ok(Ok(false)) => Ok(None),
+        Ok(Err(why)) => Err(why),
+        Err(_) => Err(format!(
+            "the shared hub did not take the editor's pipes within {}s; see its log",
+            REPLAY_WAIT.as_secs()
+        )),
     }
 }
 
@@ -346,6 +403,8 @@ struct Notes {
     reader: handoff::NoteReader,
     /// Notes read with [`handoff::READY`], not followed yet.
     early: Vec<String>,
+    /// The hub's process, waited for once it lets the pipes go.
+    hub: Option<platform::ProcessEnd>,
 }
 
 impl Notes {
@@ -429,6 +488,7 @@ async fn relay(target: Target) -> Result<(), ConnectError> {
                     for line in kept.hub_gone() {
                         editor_out.send(line);
                     }
+                    exited(link.hub.as_ref()).await;
                     link = reconnect(&target, max, &kept.replay, &mut from_editor, &editor_out).await;
                     *to_hub.lock().unwrap_or_else(PoisonError::into_inner) = Some(link.out.clone());
                 }
@@ -560,6 +620,30 @@ async fn reach(target: &Target) -> Result<UnixStream, String> {
     }
 }
 
+/// The process of the hub at the other end of `stream` (the socket's listener).
+fn hub_process(stream: &UnixStream) -> Option<platform::ProcessEnd> {
+    let pid = stream.peer_cred().ok()?.pid()?;
+    platform::ProcessEnd::of(u32::try_from(pid).ok()?)
+}
+
+/// Waits until a hub that let its windows go has exited: until then its listener may still
+/// take connections it will never serve, and its lock keeps a new hub from starting (which
+/// would leave, thinking the old one serves).
+async fn exited(hub: Option<&platform::ProcessEnd>) {
+    match hub {
+        Some(hub) => {
+            if !hub.exited(EXIT_WAIT).await {
+                tracing::warn!(
+                    "the shared hub that went away is still running after {}s; trying the socket anyway",
+                    EXIT_WAIT.as_secs()
+                );
+            }
+        }
+        // Its process unknown: a pause, so that trying again does not spin.
+        None => tokio::time::sleep(Duration::from_millis(100)).await,
+    }
+}
+
 /// Connects to the hub to relay (starting it when nobody answers), the session to replay
 /// in its hello.
 async fn open(
@@ -569,17 +653,20 @@ async fn open(
     replay: &Replay,
 ) -> Result<Link, String> {
     // A hub that is being killed may still take a connection: only its word that the
-    // session is set up counts, and a connection closed before it is tried again.
-    for _ in 0..20 {
+    // session is set up counts, and a connection closed before it is tried again once that
+    // hub has exited.
+    for _ in 0..SETUP_TRIES {
         let link = Link::over(reach(target).await?, max, editor).map_err(|e| e.to_string())?;
         link.out.send(hello(target, replay, false, &[]));
-        if let Some(link) = set_up(link, editor).await {
-            return Ok(link);
-        }
+        let hub = match set_up(link, editor).await {
+            SetUp::Ready(link) => return Ok(link),
+            SetUp::Refused(why) => return Err(why),
+            SetUp::Closed(hub) => hub,
+        };
         tracing::info!(
-            "the shared hub closed the connection before the session was set up (the old hub may still have been exiting); trying again"
+            "the shared hub closed the connection before the session was set up (it was exiting); trying again once it has exited"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        exited(hub.as_ref()).await;
     }
     Err(
         "the shared hub keeps closing the connection before the session is set up; see its log"
@@ -587,13 +674,26 @@ async fn open(
     )
 }
 
-/// Waits for the hub's word that the session is set up: `None` when the connection closed.
-async fn set_up(mut link: Link, editor: &Outbox) -> Option<Link> {
+/// How a relayed session's setting up ended.
+enum SetUp {
+    Ready(Link),
+    /// The hub closed the connection first (the hub's process, to wait for).
+    Closed(Option<platform::ProcessEnd>),
+    /// The hub will not serve this window, for this reason.
+    Refused(String),
+}
+
+/// Waits for the hub's word that the session is set up.
+async fn set_up(mut link: Link, editor: &Outbox) -> SetUp {
     let ready = tokio::time::timeout(REPLAY_WAIT, async {
         while let Some(frame) = link.frames.recv().await {
             let Frame::Line(line) = frame else { continue };
-            match Message::parse(String::from_utf8_lossy(&line).into()) {
-                Ok(m) if m.method() == handoff::READY => return true,
+            let line = String::from_utf8_lossy(&line);
+            if let Some(why) = handoff::refused(&line) {
+                return Err(why);
+            }
+            match Message::parse(line.into()) {
+                Ok(m) if m.method() == handoff::READY => return Ok(true),
                 // What the replayed session released (it cannot answer the editor yet).
                 Ok(m) => {
                     editor.send(m.into_text());
@@ -601,10 +701,14 @@ async fn set_up(mut link: Link, editor: &Outbox) -> Option<Link> {
                 Err(_) => {}
             }
         }
-        false
+        Ok(false)
     })
     .await;
-    (ready == Ok(true)).then_some(link)
+    match ready {
+        Ok(Ok(true)) => SetUp::Ready(link),
+        Ok(Err(why)) => SetUp::Refused(why),
+        _ => SetUp::Closed(link.hub),
+    }
 }
 
 /// Starts `openpact serve --shared` detached (its own session, its log in the state dir)
@@ -709,6 +813,12 @@ async fn reconnect(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Whether a shared hub listens on `target`'s socket now. (It takes the connection closed
+/// without a word for the question.)
+pub fn hub_listens(target: &Target) -> bool {
+    std::os::unix::net::UnixStream::connect(&target.socket).is_ok()
 }
 
 /// The hub's socket and log for `config` (as loaded) and `state_dir`.

@@ -12,7 +12,7 @@
 //! again), a stub response for each answer the editor has been *written* (so an answer is
 //! never counted before the editor could read it), [`TORN`] / [`WHOLE`] around a line the
 //! kernel took in pieces, [`READY`] once the session is set up and [`END`] when the editor
-//! closed its end. A hub that dies leaves `connect` its socket's end-of-file instead of
+//! closed its end; or, instead of [`READY`], [`REFUSED`] and the connection's end. A hub that dies leaves `connect` its socket's end-of-file instead of
 //! [`END`]: `connect` then ends a torn line, answers the requests that were in flight, and
 //! hands the pipes to a new hub.
 
@@ -38,6 +38,9 @@ pub const END: &str = "openpact/end";
 pub const TORN: &str = "openpact/torn";
 /// The torn line was finished.
 pub const WHOLE: &str = "openpact/whole";
+/// The hub will not serve this window (`params.message` says why, such as a profile its
+/// config does not define) and closes the connection: not a hub that was exiting.
+pub const REFUSED: &str = "openpact/refused";
 
 /// The longest first line (the hello, with the editor's session to replay) accepted.
 const MAX_HELLO: usize = 16 << 20;
@@ -222,6 +225,27 @@ fn read_batch(
             Err(_) => return true,
         }
     }
+}
+
+/// The line the hub sends a window it will not serve.
+pub fn refusal(why: &str) -> String {
+    jsonrpc::notification(
+        REFUSED,
+        Some(&serde_json::json!({ "message": why }).to_string()),
+    )
+}
+
+/// Why the hub refused a window, if `line` is its [`REFUSED`].
+pub fn refused(line: &str) -> Option<String> {
+    if !line.contains(REFUSED) {
+        return None;
+    }
+    let m = Message::parse(line.into()).ok()?;
+    if m.method() != REFUSED {
+        return None;
+    }
+    let params: serde_json::Value = serde_json::from_str(m.params()?).ok()?;
+    Some(params.get("message")?.as_str()?.to_string())
 }
 
 /// What the hub notes for `connect` about a message the editor sent, if anything: the

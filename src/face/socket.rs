@@ -15,7 +15,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 
@@ -183,8 +183,13 @@ pub fn start(bound: Bound, path: PathBuf, hub: Arc<Hub>) -> SocketFace {
 /// One window: its session, from its hello to the end of its connection. A window whose
 /// hello brought the editor's pipes is served on them ([`serve_handed`]); one without, on
 /// the connection itself.
-async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
+async fn serve_window(mut stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> {
     let (first, rest, fds) = handoff::receive_first_line(&stream).await?;
+    if first.is_empty() && rest.is_empty() && fds.is_empty() {
+        // Closed without a word: `connect` asking whether a hub listens (see
+        // `connect::hub_listens`).
+        return Ok(());
+    }
     let hello = hello_of(&first);
     let view = match view_of(&hub, hello.as_ref()) {
         Ok(view) => view,
@@ -193,6 +198,18 @@ async fn serve_window(stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<()> 
             tracing::warn!(
                 "a window asked for profile \"{unknown}\", which this hub's config does not define; its connection is closed"
             );
+            let known = hub.profile_names();
+            let hint = if known.is_empty() {
+                "it defines none (openpact.profiles)".to_string()
+            } else {
+                format!("the profiles are {}", known.join(", "))
+            };
+            // Said, so that `connect` does not take the closed connection for a hub that
+            // was exiting and wait for it.
+            let why =
+                format!("no profile \"{unknown}\" in the config the shared hub serves: {hint}");
+            let line = format!("{}\n", handoff::refusal(&why));
+            stream.write_all(line.as_bytes()).await?;
             return Ok(());
         }
     };

@@ -1,5 +1,6 @@
 //! What only Linux has, on the platform seam: the inotify watch that tells a file's readers,
-//! without a `stat`, that it changed (with `statfs` to trust it only on local filesystems).
+//! without a `stat`, that it changed (with `statfs` to trust it only on local filesystems),
+//! and a pidfd that tells when another process has exited.
 //! The sandbox's Landlock, seccomp and capabilities are the sandbox's own seam
 //! (`src/sandbox/linux.rs`).
 
@@ -89,6 +90,42 @@ impl FileWatch {
     }
 }
 
+/// Another process's exit, awaited on a pidfd: it becomes readable once the whole process has
+/// exited, after the kernel closed every descriptor it held (a listening socket, a lock).
+/// Taken while the process runs, it names that process even if its pid is later reused.
+pub struct ProcessEnd(std::os::fd::OwnedFd);
+
+impl ProcessEnd {
+    /// Watches `pid`; `None` when it has gone already (or pidfds are unavailable).
+    pub fn of(pid: u32) -> Option<ProcessEnd> {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+            .ok()
+            .map(ProcessEnd)
+    }
+
+    /// Waits until the process has exited, at most `limit`: whether it has. (On a thread of
+    /// the blocking pool: registering a descriptor with the runtime takes `unsafe`.)
+    pub async fn exited(&self, limit: std::time::Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let Ok(fd) = self.0.try_clone() else {
+            return false;
+        };
+        let Ok(timeout) = Timespec::try_from(limit) else {
+            return false;
+        };
+        let polled = tokio::task::spawn_blocking(move || {
+            loop {
+                match poll(&mut [PollFd::new(&fd, PollFlags::IN)], Some(&timeout)) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    done => return done.is_ok_and(|n| n > 0),
+                }
+            }
+        });
+        polled.await.unwrap_or(false)
+    }
+}
+
 /// Reads a buffer of `struct inotify_event`s: `Unwatched` if the watch ended (the dir removed
 /// or moved, so its path may now name another dir), `Changed` if an event names `file` or
 /// events were lost.
@@ -123,6 +160,21 @@ fn what_changed(mut events: &[u8], file: &[u8]) -> Look {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_process_end_is_seen_when_it_exits_before_anyone_reaps_it() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .unwrap();
+        let end = ProcessEnd::of(child.id()).unwrap();
+        let short = std::time::Duration::from_millis(50);
+        assert!(!end.exited(short).await, "still running");
+        assert!(end.exited(std::time::Duration::from_secs(10)).await);
+        // Exited, not reaped yet: a zombie, which the pidfd counts as gone.
+        assert!(end.exited(short).await);
+        child.wait().unwrap();
+    }
 
     #[test]
     fn events_are_read_for_the_file_and_for_the_end_of_the_watch() {

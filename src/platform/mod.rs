@@ -22,6 +22,7 @@
 //! | a child's process group, killed whole | `platform::{new_process_group, signal_group}`, [`GroupSignal`] (`transport::child`: every stdio server; `face::connect`: the detached shared hub) | `setpgid(0)`, `killpg` SIGTERM then SIGKILL | same | `CREATE_NEW_PROCESS_GROUP` (+ `DETACHED_PROCESS` for the hub) and a Job Object per server: no SIGTERM, so close stdin, wait, then `TerminateJobObject` |
 //! | reading stdin from the background | `platform::{fail_background_reads, is_background_read}` (`transport::stdio`'s reading thread) | SIGTTIN blocked on that thread, EIO read as the end | same | nothing to do (no job control): `Ok(())` and `false` |
 //! | the terminal for permission prompts | `platform::{terminal, TerminalMode}` (`policy::prompt`) | `/dev/tty`, termios saved and restored | same | `CONIN$` / `CONOUT$`, `GetConsoleMode` / `SetConsoleMode` |
+//! | another process's exit, awaited | [`ProcessEnd`] (`face::connect`: the shared hub that died, before a new one is reached or started) | a pidfd, readable once the process has exited | the null signal, polled every 10 ms (a zombie counts as running) | `OpenProcess` + `WaitForSingleObject` |
 //! | a file's changes seen without a `stat` | [`FileWatch`] (`policy::decisions`, on every call without a rule) | inotify on the state dir, trusted only on local filesystems (`statfs` type) | none: every look is a `stat` of the file, the fallback Linux takes on NFS (kqueue could do better) | none, as macOS (`ReadDirectoryChangesW` could do better) |
 //! | longest socket path | `platform::SOCKET_PATH_MAX` (`face::socket`) | 107 bytes | 103 bytes | not used (named pipes have other names) |
 //! | stdio on the runtime | `transport::stdio::pollable`, module `#[cfg(unix)]` (`transport::stdio::{stdout, read_stdin}`) | pipes and sockets on epoll, `O_NONBLOCK` put back at the end | same (kqueue) | anonymous pipes cannot be polled: `Pollable::open` answering `Ok(None)` sends stdio to the thread fallback that serves terminals and files today |
@@ -53,7 +54,7 @@ mod linux;
 mod unix;
 
 #[cfg(target_os = "linux")]
-pub use linux::FileWatch;
+pub use linux::{FileWatch, ProcessEnd};
 #[cfg(unix)]
 pub use unix::{
     SOCKET_PATH_MAX, SignalStream, TerminalMode, create_dir_all, create_mode,
@@ -61,7 +62,7 @@ pub use unix::{
     private_to_user, send, set_file_mode, set_mode, signal_group, terminal, uid,
 };
 #[cfg(not(target_os = "linux"))]
-pub use unwatched::FileWatch;
+pub use unwatched::{FileWatch, ProcessEnd};
 
 /// What another process (`openpact reload`, `openpact cache clear`, a service manager, the
 /// terminal) may ask a running hub.
@@ -109,7 +110,8 @@ pub enum Look {
 }
 
 /// Outside Linux there is no change watch: [`FileWatch::start`] says so, and every look at
-/// the file is a `stat`, as on Linux where the filesystem is not local.
+/// the file is a `stat`, as on Linux where the filesystem is not local. Nor a pidfd: a
+/// [`ProcessEnd`] is polled.
 #[cfg(not(target_os = "linux"))]
 mod unwatched {
     use super::Look;
@@ -124,6 +126,28 @@ mod unwatched {
 
         pub fn look(&self) -> Look {
             match *self {}
+        }
+    }
+
+    /// Another process's exit, asked with the null signal every few milliseconds (no
+    /// pidfd): a zombie still counts as running, and a pid reused meanwhile is waited for
+    /// until `limit`.
+    pub struct ProcessEnd(u32);
+
+    impl ProcessEnd {
+        pub fn of(pid: u32) -> Option<ProcessEnd> {
+            (super::liveness(pid) == super::Liveness::Running).then_some(ProcessEnd(pid))
+        }
+
+        pub async fn exited(&self, limit: std::time::Duration) -> bool {
+            let deadline = tokio::time::Instant::now() + limit;
+            while super::liveness(self.0) == super::Liveness::Running {
+                if tokio::time::Instant::now() > deadline {
+                    return false;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            true
         }
     }
 }
