@@ -920,11 +920,7 @@ async fn servers(
 
 /// The config file the command line names or the look-up finds, without reading it.
 fn located_config(explicit: &Option<PathBuf>) -> Option<PathBuf> {
-    let env = |k: &str| std::env::var(k).ok();
-    let cwd = std::env::current_dir().ok()?;
-    config::locate(explicit.as_deref(), &env, &cwd)
-        .ok()
-        .flatten()
+    config::file(explicit.as_deref()).ok().flatten()
 }
 
 /// Whether a running hub's config (as it published it) is the file `ours` names.
