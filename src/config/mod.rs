@@ -25,6 +25,7 @@ pub use builtins::{
     BuiltinsSettings, CalendarFeed, CalendarSource, ChatProvider, ChatSettings, GithubSettings,
     ScriptsSettings, VaultSettings, WebSettings,
 };
+pub use expand::looks_secret;
 pub use paths::{FILE_NAME, data_dir, locate, state_dir, user_config_file};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,

@@ -80,43 +80,7 @@ const PROXY: &[&str] = &[
     "no_proxy",
 ];
 
-/// Whether a variable's name says it holds a credential. Such variables reach a confined
-/// server only through its entry's `env` or by exact name in `sandbox.env`, never through a
-/// glob or the base set.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    const INSIDE: &[&str] = &[
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "PRIVATE",
-        "API_KEY",
-        "APIKEY",
-        "ACCESS_KEY",
-        "AUTH",
-        "COOKIE",
-        "SESSION",
-    ];
-    const ENDS: &[&str] = &["_KEY", "_PAT", "_PASS", "_PWD", "_DSN", "DATABASE_URL"];
-    const STARTS: &[&str] = &[
-        "AWS_",
-        "AZURE_",
-        "GCP_",
-        "GCLOUD_",
-        "GOOGLE_APPLICATION_CREDENTIALS",
-        "VAULT_",
-        "KUBECONFIG",
-        "SSH_AUTH_SOCK",
-        "SSH_AGENT",
-        "GPG_AGENT",
-        "DBUS_SESSION",
-    ];
-    INSIDE.iter().any(|w| upper.contains(w))
-        || ENDS.iter().any(|w| upper.ends_with(w))
-        || STARTS.iter().any(|w| upper.starts_with(w))
-}
+pub use crate::config::looks_secret;
 
 /// `NODE_*` matches `NODE_OPTIONS`; a name without `*` matches only itself.
 pub fn glob_matches(pattern: &str, name: &str) -> bool {

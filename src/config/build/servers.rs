@@ -171,6 +171,28 @@ impl Builder<'_> {
         })
     }
 
+    /// A secret expanded into a command line can be read by every process of the user
+    /// (`/proc/PID/cmdline`, `ps`), confined servers included: warned about, with the way to
+    /// pass it instead, and redacted like a secret given in `env`.
+    fn secret_in_args<'a>(
+        &mut self,
+        path: &str,
+        taken: &mut dyn Iterator<Item = &'a (String, String)>,
+        injected: &mut Vec<(String, String)>,
+    ) {
+        for (name, value) in taken.filter(|(name, _)| crate::config::looks_secret(name)) {
+            self.warn(
+                path,
+                format!(
+                    "puts ${{{name}}}, which looks like a secret, on the server's command line, where every process of yours can read it (/proc/PID/cmdline); pass it in \"env\" instead (a remote server: in \"headers\")"
+                ),
+            );
+            if !injected.iter().any(|(n, _)| n == name) {
+                injected.push((name.clone(), value.clone()));
+            }
+        }
+    }
+
     /// `enabledTools` / `disabledTools`: globs over the server's own tool names. A glob that
     /// starts with the server's name or prefix (`github:get_*`) would never match one of
     /// them: an error that says what to write.
@@ -393,10 +415,12 @@ impl Builder<'_> {
             None => {}
             Some(Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
-                    if let Some(s) = self.expanded(item, &index(&args_path, i), unset, &mut discard)
-                    {
+                    let arg_path = index(&args_path, i);
+                    let taken = discard.len();
+                    if let Some(s) = self.expanded(item, &arg_path, unset, &mut discard) {
                         args.push(s);
                     }
+                    self.secret_in_args(&arg_path, &mut discard[taken..].iter(), &mut injected);
                 }
             }
             Some(v) => self.error(

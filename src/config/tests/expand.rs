@@ -128,3 +128,32 @@ fn input_variables_and_unterminated_references_are_errors() {
         errs[1]
     );
 }
+
+/// A secret expanded into `args` is on a command line every process of the user can read:
+/// warned about with the way to pass it instead, and redacted like one given in `env`. A
+/// plain variable in `args` is neither.
+#[test]
+fn a_secret_expanded_into_args_is_warned_about_and_redacted() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {"remote": {"command": "tool", "args": ["--header", "Authorization: Bearer ${API_TOKEN}", "--dir", "${WORK}"]}}}"#,
+        &[("API_TOKEN", "tok-5e3a9c"), ("WORK", "/w")],
+    );
+    let warned: Vec<&String> = c
+        .warnings
+        .iter()
+        .filter(|w| w.contains("command line"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{:#?}", c.warnings);
+    assert!(
+        warned[0]
+            .contains("mcpServers.remote.args[1]: puts ${API_TOKEN}, which looks like a secret")
+            && warned[0].contains("pass it in \"env\""),
+        "{warned:?}"
+    );
+    let (_, _, _, _, _, injected) = stdio(&c.servers[0]);
+    assert_eq!(
+        injected,
+        [("API_TOKEN".to_string(), "tok-5e3a9c".to_string())]
+    );
+}
