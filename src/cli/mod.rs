@@ -185,9 +185,10 @@ pub enum PermissionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Always allow a tool or prompt (SERVER:NAME), bound to its current definition.
+    /// Always allow a tool or prompt (SERVER:NAME), bound to its current definition, or a
+    /// resource (SERVER:URI).
     Allow { name: String },
-    /// Always deny a tool or prompt (SERVER:NAME).
+    /// Always deny a tool or prompt (SERVER:NAME), or a resource (SERVER:URI).
     Deny { name: String },
     /// Forget the decision about SERVER:NAME, so openpact asks again.
     Forget { name: String },
@@ -548,11 +549,12 @@ async fn permissions(
         .tools
         .find(&name)
         .or_else(|| catalog.prompts.find(&name))
-        .map(|n| (n.qualified.clone(), n.definition().to_string()));
+        .map(|n| (n.qualified.clone(), n.definition().to_string()))
+        .or_else(|| resource_named(&hub, &catalog, &name));
     hub.shutdown().await;
     let Some((qualified, definition)) = found else {
         bail!(
-            "no tool or prompt is named {name} (see `openpact tools` and `openpact prompts`); for patterns, use openpact.permissions rules in the config"
+            "no tool, prompt or resource is named {name} (see `openpact tools`, `openpact prompts` and `openpact resources`; a resource is SERVER:URI); for patterns, use openpact.permissions rules in the config"
         );
     };
     // Rules come before remembered decisions: a decision a rule overrides would do nothing,
@@ -563,8 +565,28 @@ async fn permissions(
         return Ok(ExitCode::from(1));
     }
     store.remember(&qualified, decision, &definition)?;
-    output::remembered(&qualified, decision, rule.as_ref());
+    output::remembered(&qualified, decision, rule.as_ref(), &definition);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `SERVER:URI` when a read of URI goes to that server: the name and (empty) definition a
+/// resource's permission is checked under (`hub::session` `by_uri`). Only a URI (with a
+/// scheme) may take the route of last resort, the only server with resources: a tool name
+/// misspelt is not a resource.
+fn resource_named(
+    hub: &Hub,
+    catalog: &crate::hub::Catalog,
+    name: &str,
+) -> Option<(Arc<str>, String)> {
+    let (prefix, uri) = name.split_once(':')?;
+    let upstreams = hub.upstreams();
+    let index = match catalog.route_uri_listed(uri) {
+        Some(index) => index,
+        None if url::Url::parse(uri).is_ok() => catalog.route_uri(uri, &upstreams, |_| true)?,
+        None => return None,
+    };
+    let up = upstreams.iter().find(|u| u.index == index)?;
+    (up.config().prefix() == prefix).then(|| (name.into(), String::new()))
 }
 
 fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) -> Result<ExitCode> {

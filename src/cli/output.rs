@@ -1023,11 +1023,11 @@ pub fn decisions(
     }
     for (name, r) in map {
         let d = remember_label(r.decision);
-        out!(
-            "{name:<40} {d:<6} since {}  ({})",
-            r.at,
-            &r.definition[..r.definition.len().min(19)]
-        );
+        let definition = match r.definition.get(..r.definition.len().min(19)) {
+            Some("") | None => "a resource",
+            Some(hash) => hash,
+        };
+        out!("{name:<40} {d:<6} since {}  ({definition})", r.at);
         match ruled(name, r, rules) {
             Some((m, false)) => out!("    overridden: {} decides instead", m.describe()),
             Some((m, true)) => out!("    (also {} by {})", d, m.describe()),
@@ -1052,18 +1052,23 @@ pub fn forgot(name: &str, existed: bool) {
     }
 }
 
+/// `definition`: what the decision is bound to (empty for a resource, which has none).
 pub fn remembered(
     name: &str,
     decision: crate::policy::decisions::Remember,
     rule: Option<&crate::policy::rules::Matched>,
+    definition: &str,
 ) {
     let d = match decision {
         crate::policy::decisions::Remember::Allow => "allowed",
         crate::policy::decisions::Remember::Deny => "denied",
     };
-    out!(
-        "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
-    );
+    let until = if definition.is_empty() {
+        ""
+    } else {
+        "until its definition changes; "
+    };
+    out!("{name} is now always {d} ({until}`openpact permissions forget {name}` undoes this)");
     if let Some(m) = rule {
         out!(
             "note: {} already has it {d}, and decides first",
