@@ -150,7 +150,7 @@ pub enum Command {
         #[command(subcommand)]
         command: PermissionsCommand,
     },
-    /// The result cache of the running `openpact serve` processes.
+    /// The result cache of the running `openpact serve` processes of this config.
     Cache {
         #[command(subcommand)]
         command: CacheCommand,
@@ -196,13 +196,13 @@ pub enum PermissionsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
-    /// Hits, misses, entries and bytes of each running `openpact serve`.
+    /// Hits, misses, entries and bytes of each running `openpact serve` of this config.
     Stats {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
-    /// Empty the cache of each running `openpact serve` (it is sent SIGUSR1).
+    /// Empty the cache of each running `openpact serve` of this config (it is sent SIGUSR1).
     Clear,
 }
 
@@ -455,11 +455,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(config) => servers(&config, &state, json, start).await,
             // A running hub serves its last good config: show it, and what is wrong now.
             Err(e) if !start => {
-                let path = located_config(&cli.config);
-                let live: Vec<_> = crate::face::status_file::live(&state)
-                    .into_iter()
-                    .filter(|h| same_config(h.config.as_deref(), path.as_deref()))
-                    .collect();
+                let live = hubs_of(&state, located_config(&cli.config).as_deref());
                 if live.is_empty() {
                     return Err(e);
                 }
@@ -477,7 +473,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
         Command::Reload => reload(&load(&cli.config)?, &state).await,
-        Command::Cache { command } => cache(&state, command),
+        Command::Cache { command } => {
+            cache(&state, located_config(&cli.config).as_deref(), command)
+        }
         Command::Scripts { command } => scripts(&load(&cli.config)?, &state, command),
 
         Command::Audit {
@@ -618,12 +616,7 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
         output::nothing_to_reload();
         return Ok(ExitCode::SUCCESS);
     }
-    let ours =
-        |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), config.source.as_deref());
-    let before: Vec<_> = crate::face::status_file::live(state)
-        .into_iter()
-        .filter(ours)
-        .collect();
+    let before = hubs_of(state, config.source.as_deref());
     for h in &before {
         if let Err(e) = crate::platform::send(h.pid, crate::platform::HubSignal::Reload) {
             tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
@@ -668,8 +661,13 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
     })
 }
 
-fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
-    let live = crate::face::status_file::live(state);
+/// `config`: the config file named or found (read or not): only its hubs are reached.
+fn cache(
+    state: &std::path::Path,
+    config: Option<&std::path::Path>,
+    command: CacheCommand,
+) -> Result<ExitCode> {
+    let live = hubs_of(state, config);
     match command {
         CacheCommand::Stats { json } => output::cache_stats(&live, json)?,
         CacheCommand::Clear => {
@@ -857,12 +855,7 @@ async fn servers(
     start: bool,
 ) -> Result<ExitCode> {
     if !start {
-        // Only the hubs serving this very config: another config's servers are not the ones
-        // asked about.
-        let live: Vec<_> = crate::face::status_file::live(state_dir)
-            .into_iter()
-            .filter(|h| same_config(h.config.as_deref(), config.source.as_deref()))
-            .collect();
+        let live = hubs_of(state_dir, config.source.as_deref());
         if !live.is_empty() {
             if json {
                 output::hubs_json(&live, true)?;
@@ -903,6 +896,18 @@ fn located_config(explicit: &Option<PathBuf>) -> Option<PathBuf> {
     config::locate(explicit.as_deref(), &env, &cwd)
         .ok()
         .flatten()
+}
+
+/// The running hubs serving the config file `config` (none: no file, the built-ins alone).
+/// Only those: another config's hubs are not the ones a command is about.
+fn hubs_of(
+    state: &std::path::Path,
+    config: Option<&std::path::Path>,
+) -> Vec<crate::hub::HubStatus> {
+    crate::face::status_file::live(state)
+        .into_iter()
+        .filter(|h| same_config(h.config.as_deref(), config))
+        .collect()
 }
 
 /// Whether a running hub's config (as it published it) is the file `ours` names.

@@ -1107,7 +1107,7 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     if hubs.is_empty() {
-        out!("no openpact serve is running (the cache lives in its process)");
+        out!("no openpact serve is running with this config (the cache lives in its process)");
     }
     for h in hubs {
         let c = h.cache.unwrap_or_default();
@@ -1131,7 +1131,7 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
 
 pub fn cache_cleared(n: usize) {
     match n {
-        0 => out!("no openpact serve is running; nothing to clear"),
+        0 => out!("no openpact serve is running with this config; nothing to clear"),
         n => out!("asked {n} running openpact serve process(es) to clear their cache"),
     }
 }
