@@ -400,3 +400,32 @@ async fn cache_stats_and_clear_keep_to_the_given_config() {
         a.stderr()
     );
 }
+
+/// The status file `cache stats` reads is rewritten when the counters change, at most every
+/// 100 ms — not only when a server changes or every 5 s, as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_stats_right_after_calls_count_them() {
+    let sc = Scratch::new();
+    let (mut hub, config, pid) = caching_echo(&sc).await;
+    // Past the start, when a burst of changes rewrites the status file anyway.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for round in 1..=3u64 {
+        hub.client.call("fx:echo", json!({"message": "m"})).await;
+        hub.client.call("fx:echo", json!({"message": "m"})).await;
+        let want = (json!(2 * round - 1), json!(1), json!(1));
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            let stats = stats_of(&config).await;
+            let c = &stats[&u64::from(pid)];
+            let got = (c["hits"].clone(), c["misses"].clone(), c["entries"].clone());
+            if got == want && c["bytes"].as_u64() > Some(0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: (hits, misses, entries) {got:?}, not {want:?}, 500 ms after the calls: {c}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
