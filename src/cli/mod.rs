@@ -89,8 +89,13 @@ pub enum Command {
         /// Rank the tools for a task in plain words, as the search_tools meta-tool does.
         #[arg(long, value_name = "QUERY")]
         search: Option<String>,
-        /// With --search: how many matches (default: openpact.toolSearch.limit).
-        #[arg(long, value_name = "N", requires = "search")]
+        /// With --search: how many matches, 1 to 50 (default: openpact.toolSearch.limit).
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "search",
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::config::ToolSearch::MAX_LIMIT as u64)
+        )]
         limit: Option<usize>,
     },
     /// Call a tool: `openpact call SERVER:TOOL '{"arg": 1}'` (use `-` to read the arguments from stdin).
@@ -736,9 +741,8 @@ async fn search_tools(
     if query.trim().is_empty() {
         bail!("--search needs words: the task in plain words, like --search \"make a folder\"");
     }
-    let limit = limit
-        .unwrap_or(config.hub.tool_search.limit)
-        .clamp(1, crate::config::ToolSearch::MAX_LIMIT);
+    // Both are checked to be 1..=MAX_LIMIT (the argument by clap, the setting by config).
+    let limit = limit.unwrap_or(config.hub.tool_search.limit);
     let hub = Hub::start(config, state);
     hub.declare_client(None);
     settle(&hub).await;
