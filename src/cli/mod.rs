@@ -635,7 +635,7 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
         h.reload.as_ref().filter(|r| Some(*r) != old).cloned()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut answers: Vec<(u32, Option<crate::hub::ReloadStatus>)>;
+    let mut answers: Vec<(&crate::hub::HubStatus, Option<crate::hub::ReloadStatus>)>;
     loop {
         let now: Vec<_> = crate::face::status_file::live(state)
             .into_iter()
@@ -643,12 +643,7 @@ async fn reload(config: &Config, state: &std::path::Path) -> Result<ExitCode> {
             .collect();
         answers = before
             .iter()
-            .map(|b| {
-                (
-                    b.pid,
-                    now.iter().find(|h| h.pid == b.pid).and_then(reported),
-                )
-            })
+            .map(|b| (b, now.iter().find(|h| h.pid == b.pid).and_then(reported)))
             .collect();
         if answers.iter().all(|(_, r)| r.is_some()) || std::time::Instant::now() > deadline {
             break;

@@ -555,18 +555,24 @@ fn remote_of(s: &ServerStatus) -> Option<RemoteStatus> {
     serde_json::from_value(v.get("remote")?.clone()).ok()
 }
 
+/// What a running hub is: the shared hub of its config (`serve --shared`, which `connect`
+/// starts; only it publishes a socket) or an `openpact serve` of its own.
+fn hub_kind(h: &HubStatus) -> &'static str {
+    if h.socket.is_some() {
+        "shared hub"
+    } else {
+        "openpact serve"
+    }
+}
+
 pub fn live_human(hubs: &[HubStatus]) {
     for (i, h) in hubs.iter().enumerate() {
         if i > 0 {
             out!();
         }
         out!(
-            "openpact {} (pid {}, config {}, since {}, updated {}):",
-            if h.socket.is_some() {
-                "shared hub"
-            } else {
-                "serve"
-            },
+            "{} (pid {}, config {}, since {}, updated {}):",
+            hub_kind(h),
             h.pid,
             h.config.as_deref().unwrap_or("none"),
             h.started_at,
@@ -603,19 +609,20 @@ pub fn nothing_to_reload() {
 }
 
 /// `openpact reload`: what each hub did.
-pub fn reloaded(asked: &[(u32, Option<crate::hub::ReloadStatus>)]) {
+pub fn reloaded(asked: &[(&HubStatus, Option<crate::hub::ReloadStatus>)]) {
     if asked.is_empty() {
         out!("no openpact serve is running with this config; nothing to reload");
         return;
     }
-    for (pid, status) in asked {
+    for (hub, status) in asked {
+        let (kind, pid) = (hub_kind(hub), hub.pid);
         match status {
             Some(r) => {
-                out!("openpact serve (pid {pid}):");
-                reload_line(*pid, r);
+                out!("{kind} (pid {pid}):");
+                reload_line(pid, r);
             }
             None => {
-                out!("openpact serve (pid {pid}): asked to reload; it has not reported back yet")
+                out!("{kind} (pid {pid}): asked to reload; it has not reported back yet")
             }
         }
     }
@@ -1118,7 +1125,8 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
             c.hits as f64 * 100.0 / total as f64
         };
         out!(
-            "openpact serve pid {}: {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
+            "{} (pid {}): {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
+            hub_kind(h),
             h.pid,
             c.hits,
             c.misses,
