@@ -435,3 +435,54 @@ async fn a_refused_or_warned_reload_reaches_the_clients_and_openpact_reload() {
     let r = hub.client.call("a:echo", json!({"message": "on"})).await;
     assert_eq!(text(&r), "on", "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openpact_reload_names_the_shared_hub_and_what_waits_for_a_restart_in_camel_case() {
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let servers = json!({"fx": fx("fx")});
+    // Watching off: only `openpact reload` reloads.
+    let mut openpact = json!({"reload": false, "shared": {"idleExit": "2s"}});
+    save(&config, &servers, &openpact);
+    // A window through `connect`, which starts the shared hub of this config.
+    let mut window = openpact_for(&config, None);
+    window
+        .arg("connect")
+        .env("XDG_RUNTIME_DIR", sc.path().join("run"))
+        .env("OPENPACT_LOG", "info,openpact=debug")
+        .kill_on_drop(true);
+    let mut window = Hub::spawn(window);
+    window.client.initialize().await;
+    wait_for_tool(&mut window.client, "fx:echo", WAIT).await;
+    let status = run(&config, &["servers", "--json"]).await.json();
+    let pid = status[0]["pid"].as_u64().unwrap();
+    assert!(status[0]["socket"].is_string(), "a shared hub: {status}");
+
+    openpact["pageSize"] = json!(7);
+    save(&config, &servers, &openpact);
+    let out = run(&config, &["reload"]).await;
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains(&format!("shared hub (pid {pid}):"))
+            && !out.stdout.contains("openpact serve"),
+        "{out}"
+    );
+    assert!(
+        out.stdout
+            .contains("openpact.pageSize changed: applies when this hub restarts"),
+        "{out}"
+    );
+    let status = run(&config, &["servers", "--json"]).await.json();
+    let reload = &status[0]["reload"];
+    assert_eq!(
+        reload["needsRestart"],
+        json!(["openpact.pageSize"]),
+        "{status}"
+    );
+    assert!(reload.get("needs_restart").is_none(), "{status}");
+    let out = run(&config, &["cache", "stats"]).await;
+    assert!(
+        out.stdout.contains(&format!("shared hub (pid {pid}):")),
+        "{out}"
+    );
+}

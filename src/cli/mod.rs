@@ -89,8 +89,13 @@ pub enum Command {
         /// Rank the tools for a task in plain words, as the search_tools meta-tool does.
         #[arg(long, value_name = "QUERY")]
         search: Option<String>,
-        /// With --search: how many matches (default: openpact.toolSearch.limit).
-        #[arg(long, value_name = "N", requires = "search")]
+        /// With --search: how many matches, 1 to 50 (default: openpact.toolSearch.limit).
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "search",
+            value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=crate::config::ToolSearch::MAX_LIMIT as u64)
+        )]
         limit: Option<usize>,
     },
     /// Call a tool: `openpact call SERVER:TOOL '{"arg": 1}'` (use `-` to read the arguments from stdin).
@@ -150,7 +155,7 @@ pub enum Command {
         #[command(subcommand)]
         command: PermissionsCommand,
     },
-    /// The result cache of the running `openpact serve` processes.
+    /// The result cache of the running `openpact serve` processes of this config.
     Cache {
         #[command(subcommand)]
         command: CacheCommand,
@@ -185,9 +190,10 @@ pub enum PermissionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Always allow a tool or prompt (SERVER:NAME), bound to its current definition.
+    /// Always allow a tool or prompt (SERVER:NAME), bound to its current definition, or a
+    /// resource (SERVER:URI).
     Allow { name: String },
-    /// Always deny a tool or prompt (SERVER:NAME).
+    /// Always deny a tool or prompt (SERVER:NAME), or a resource (SERVER:URI).
     Deny { name: String },
     /// Forget the decision about SERVER:NAME, so openpact asks again.
     Forget { name: String },
@@ -195,13 +201,13 @@ pub enum PermissionsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum CacheCommand {
-    /// Hits, misses, entries and bytes of each running `openpact serve`.
+    /// Hits, misses, entries and bytes of each running `openpact serve` of this config.
     Stats {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
-    /// Empty the cache of each running `openpact serve` (it is sent SIGUSR1).
+    /// Empty the cache of each running `openpact serve` of this config (it is sent SIGUSR1).
     Clear,
 }
 
@@ -460,11 +466,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(config) => servers(&config, &state, json, start).await,
             // A running hub serves its last good config: show it, and what is wrong now.
             Err(e) if !start => {
-                let path = located_config(&cli.config);
-                let live: Vec<_> = crate::face::status_file::live(&state)
-                    .into_iter()
-                    .filter(|h| same_config(h.config.as_deref(), path.as_deref()))
-                    .collect();
+                let live = hubs_of(&state, located_config(&cli.config).as_deref());
                 if live.is_empty() {
                     return Err(e);
                 }
@@ -482,7 +484,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         },
         Command::Permissions { command } => permissions(&cli.config, &state, command).await,
         Command::Reload => reload(&cli.config, &state).await,
-        Command::Cache { command } => cache(&state, command),
+        Command::Cache { command } => {
+            cache(&state, located_config(&cli.config).as_deref(), command)
+        }
         Command::Scripts { command } => scripts(&load(&cli.config)?, &state, command),
 
         Command::Audit {
@@ -554,11 +558,12 @@ async fn permissions(
         .tools
         .find(&name)
         .or_else(|| catalog.prompts.find(&name))
-        .map(|n| (n.qualified.clone(), n.definition().to_string()));
+        .map(|n| (n.qualified.clone(), n.definition().to_string()))
+        .or_else(|| resource_named(&hub, &catalog, &name));
     hub.shutdown().await;
     let Some((qualified, definition)) = found else {
         bail!(
-            "no tool or prompt is named {name} (see `openpact tools` and `openpact prompts`); for patterns, use openpact.permissions rules in the config"
+            "no tool, prompt or resource is named {name} (see `openpact tools`, `openpact prompts` and `openpact resources`; a resource is SERVER:URI); for patterns, use openpact.permissions rules in the config"
         );
     };
     // Rules come before remembered decisions: a decision a rule overrides would do nothing,
@@ -569,8 +574,28 @@ async fn permissions(
         return Ok(ExitCode::from(1));
     }
     store.remember(&qualified, decision, &definition)?;
-    output::remembered(&qualified, decision, rule.as_ref());
+    output::remembered(&qualified, decision, rule.as_ref(), &definition);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `SERVER:URI` when a read of URI goes to that server: the name and (empty) definition a
+/// resource's permission is checked under (`hub::session` `by_uri`). Only a URI (with a
+/// scheme) may take the route of last resort, the only server with resources: a tool name
+/// misspelt is not a resource.
+fn resource_named(
+    hub: &Hub,
+    catalog: &crate::hub::Catalog,
+    name: &str,
+) -> Option<(Arc<str>, String)> {
+    let (prefix, uri) = name.split_once(':')?;
+    let upstreams = hub.upstreams();
+    let index = match catalog.route_uri_listed(uri) {
+        Some(index) => index,
+        None if url::Url::parse(uri).is_ok() => catalog.route_uri(uri, &upstreams, |_| true)?,
+        None => return None,
+    };
+    let up = upstreams.iter().find(|u| u.index == index)?;
+    (up.config().prefix() == prefix).then(|| (name.into(), String::new()))
 }
 
 fn scripts(config: &Config, state: &std::path::Path, command: ScriptsCommand) -> Result<ExitCode> {
@@ -609,11 +634,7 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
         output::nothing_to_reload();
         return Ok(ExitCode::SUCCESS);
     }
-    let ours = |h: &crate::hub::HubStatus| same_config(h.config.as_deref(), source.as_deref());
-    let before: Vec<_> = crate::face::status_file::live(state)
-        .into_iter()
-        .filter(ours)
-        .collect();
+    let before = hubs_of(state, source.as_deref());
     if before.is_empty() {
         loaded?;
     }
@@ -630,7 +651,7 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
         h.reload.as_ref().filter(|r| Some(*r) != old).cloned()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut answers: Vec<(u32, Option<crate::hub::ReloadStatus>)>;
+    let mut answers: Vec<(&crate::hub::HubStatus, Option<crate::hub::ReloadStatus>)>;
     loop {
         let now: Vec<_> = crate::face::status_file::live(state)
             .into_iter()
@@ -638,12 +659,7 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
             .collect();
         answers = before
             .iter()
-            .map(|b| {
-                (
-                    b.pid,
-                    now.iter().find(|h| h.pid == b.pid).and_then(reported),
-                )
-            })
+            .map(|b| (b, now.iter().find(|h| h.pid == b.pid).and_then(reported)))
             .collect();
         if answers.iter().all(|(_, r)| r.is_some()) || std::time::Instant::now() > deadline {
             break;
@@ -661,8 +677,13 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
     })
 }
 
-fn cache(state: &std::path::Path, command: CacheCommand) -> Result<ExitCode> {
-    let live = crate::face::status_file::live(state);
+/// `config`: the config file named or found (read or not): only its hubs are reached.
+fn cache(
+    state: &std::path::Path,
+    config: Option<&std::path::Path>,
+    command: CacheCommand,
+) -> Result<ExitCode> {
+    let live = hubs_of(state, config);
     match command {
         CacheCommand::Stats { json } => output::cache_stats(&live, json)?,
         CacheCommand::Clear => {
@@ -760,9 +781,8 @@ async fn search_tools(
     if query.trim().is_empty() {
         bail!("--search needs words: the task in plain words, like --search \"make a folder\"");
     }
-    let limit = limit
-        .unwrap_or(config.hub.tool_search.limit)
-        .clamp(1, crate::config::ToolSearch::MAX_LIMIT);
+    // Both are checked to be 1..=MAX_LIMIT (the argument by clap, the setting by config).
+    let limit = limit.unwrap_or(config.hub.tool_search.limit);
     let hub = Hub::start(config, state);
     hub.declare_client(None);
     settle(&hub).await;
@@ -879,12 +899,7 @@ async fn servers(
     start: bool,
 ) -> Result<ExitCode> {
     if !start {
-        // Only the hubs serving this very config: another config's servers are not the ones
-        // asked about.
-        let live: Vec<_> = crate::face::status_file::live(state_dir)
-            .into_iter()
-            .filter(|h| same_config(h.config.as_deref(), config.source.as_deref()))
-            .collect();
+        let live = hubs_of(state_dir, config.source.as_deref());
         if !live.is_empty() {
             if json {
                 output::hubs_json(&live, true)?;
@@ -921,6 +936,18 @@ async fn servers(
 /// The config file the command line names or the look-up finds, without reading it.
 fn located_config(explicit: &Option<PathBuf>) -> Option<PathBuf> {
     config::file(explicit.as_deref()).ok().flatten()
+}
+
+/// The running hubs serving the config file `config` (none: no file, the built-ins alone).
+/// Only those: another config's hubs are not the ones a command is about.
+fn hubs_of(
+    state: &std::path::Path,
+    config: Option<&std::path::Path>,
+) -> Vec<crate::hub::HubStatus> {
+    crate::face::status_file::live(state)
+        .into_iter()
+        .filter(|h| same_config(h.config.as_deref(), config))
+        .collect()
 }
 
 /// Whether a running hub's config (as it published it) is the file `ours` names.

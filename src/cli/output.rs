@@ -555,18 +555,24 @@ fn remote_of(s: &ServerStatus) -> Option<RemoteStatus> {
     serde_json::from_value(v.get("remote")?.clone()).ok()
 }
 
+/// What a running hub is: the shared hub of its config (`serve --shared`, which `connect`
+/// starts; only it publishes a socket) or an `openpact serve` of its own.
+fn hub_kind(h: &HubStatus) -> &'static str {
+    if h.socket.is_some() {
+        "shared hub"
+    } else {
+        "openpact serve"
+    }
+}
+
 pub fn live_human(hubs: &[HubStatus]) {
     for (i, h) in hubs.iter().enumerate() {
         if i > 0 {
             out!();
         }
         out!(
-            "openpact {} (pid {}, config {}, since {}, updated {}):",
-            if h.socket.is_some() {
-                "shared hub"
-            } else {
-                "serve"
-            },
+            "{} (pid {}, config {}, since {}, updated {}):",
+            hub_kind(h),
             h.pid,
             h.config.as_deref().unwrap_or("none"),
             h.started_at,
@@ -606,19 +612,20 @@ pub fn nothing_to_reload() {
 }
 
 /// `openpact reload`: what each hub did.
-pub fn reloaded(asked: &[(u32, Option<crate::hub::ReloadStatus>)]) {
+pub fn reloaded(asked: &[(&HubStatus, Option<crate::hub::ReloadStatus>)]) {
     if asked.is_empty() {
         out!("no openpact serve is running with this config; nothing to reload");
         return;
     }
-    for (pid, status) in asked {
+    for (hub, status) in asked {
+        let (kind, pid) = (hub_kind(hub), hub.pid);
         match status {
             Some(r) => {
-                out!("openpact serve (pid {pid}):");
-                reload_line(*pid, r);
+                out!("{kind} (pid {pid}):");
+                reload_line(pid, r);
             }
             None => {
-                out!("openpact serve (pid {pid}): asked to reload; it has not reported back yet")
+                out!("{kind} (pid {pid}): asked to reload; it has not reported back yet")
             }
         }
     }
@@ -1056,11 +1063,11 @@ pub fn decisions(
     }
     for (name, r) in map {
         let d = remember_label(r.decision);
-        out!(
-            "{name:<40} {d:<6} since {}  ({})",
-            r.at,
-            &r.definition[..r.definition.len().min(19)]
-        );
+        let definition = match r.definition.get(..r.definition.len().min(19)) {
+            Some("") | None => "a resource",
+            Some(hash) => hash,
+        };
+        out!("{name:<40} {d:<6} since {}  ({definition})", r.at);
         match ruled(name, r, rules) {
             Some((m, false)) => out!("    overridden: {} decides instead", m.describe()),
             Some((m, true)) => out!("    (also {} by {})", d, m.describe()),
@@ -1085,18 +1092,23 @@ pub fn forgot(name: &str, existed: bool) {
     }
 }
 
+/// `definition`: what the decision is bound to (empty for a resource, which has none).
 pub fn remembered(
     name: &str,
     decision: crate::policy::decisions::Remember,
     rule: Option<&crate::policy::rules::Matched>,
+    definition: &str,
 ) {
     let d = match decision {
         crate::policy::decisions::Remember::Allow => "allowed",
         crate::policy::decisions::Remember::Deny => "denied",
     };
-    out!(
-        "{name} is now always {d} (until its definition changes; `openpact permissions forget {name}` undoes this)"
-    );
+    let until = if definition.is_empty() {
+        ""
+    } else {
+        "until its definition changes; "
+    };
+    out!("{name} is now always {d} ({until}`openpact permissions forget {name}` undoes this)");
     if let Some(m) = rule {
         out!(
             "note: {} already has it {d}, and decides first",
@@ -1135,7 +1147,7 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     if hubs.is_empty() {
-        out!("no openpact serve is running (the cache lives in its process)");
+        out!("no openpact serve is running with this config (the cache lives in its process)");
     }
     for h in hubs {
         let c = h.cache.unwrap_or_default();
@@ -1146,7 +1158,8 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
             c.hits as f64 * 100.0 / total as f64
         };
         out!(
-            "openpact serve pid {}: {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
+            "{} (pid {}): {} hits, {} misses ({rate:.0}% hits), {} entries, {} bytes",
+            hub_kind(h),
             h.pid,
             c.hits,
             c.misses,
@@ -1159,7 +1172,7 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
 
 pub fn cache_cleared(n: usize) {
     match n {
-        0 => out!("no openpact serve is running; nothing to clear"),
+        0 => out!("no openpact serve is running with this config; nothing to clear"),
         n => out!("asked {n} running openpact serve process(es) to clear their cache"),
     }
 }

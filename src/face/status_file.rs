@@ -24,6 +24,8 @@ pub fn publish(
     let task_path = path.clone();
     let task = tokio::spawn(async move {
         let mut changes = hub.watch_changes();
+        // The same cache across reloads (its size bound needs a restart).
+        let cache = hub.policy().cache.clone();
         loop {
             let status = HubStatus {
                 pid: std::process::id(),
@@ -31,7 +33,7 @@ pub fn publish(
                 started_at: started_at.clone(),
                 updated_at: rfc3339(SystemTime::now()),
                 servers: hub.status(),
-                cache: Some(hub.policy().cache.stats().await),
+                cache: Some(cache.stats().await),
                 reload: hub.last_reload(),
                 socket: socket.clone(),
             };
@@ -49,15 +51,19 @@ pub fn publish(
                 }
                 Err(e) => tracing::debug!("could not encode the status: {e}"),
             }
-            // Rewritten on every change, and every few seconds for the cache counters.
-            if let Ok(Err(_)) =
-                tokio::time::timeout(Duration::from_secs(5), changes.changed()).await
-            {
-                return;
-            }
-
-            // Coalesce a burst of changes (a restart is several) into one write.
+            // At most one write per 100 ms: a burst of changes (a restart is several, calls
+            // under load many) is one write, and the first change after a quiet spell is
+            // written at once, so `cache stats` right after a call counts it.
             tokio::time::sleep(Duration::from_millis(100)).await;
+            // Rewritten on every change of a server or of the cache counters, and every few
+            // seconds (entries expire without a word).
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() {
+                    return;
+                },
+                () = cache.counted() => {}
+                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
             changes.borrow_and_update();
         }
     });

@@ -32,14 +32,20 @@ impl Reloads {
 
 /// The last reload, as `openpact servers` and `/health` show it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct ReloadStatus {
     /// RFC 3339.
     pub at: String,
     pub applied: bool,
     /// What changed (applied) or why nothing was (not applied).
     pub message: String,
-    /// Settings that changed in the file but wait for a restart.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Settings that changed in the file but wait for a restart. (Read under its old name
+    /// too: the status file of a hub started before the rename.)
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        alias = "needs_restart"
+    )]
     pub needs_restart: Vec<String>,
     /// What the applied config warns of (an unknown key, with the one it may have meant).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -257,5 +263,23 @@ mod tests {
         assert_eq!(again, waiting, "reported again by the next reload");
         let (_, none) = as_running(&old, old.clone());
         assert!(none.is_empty());
+    }
+
+    /// Every key camelCase, as in the rest of the status file; a file written before the
+    /// rename still reads.
+    #[test]
+    fn reload_status_keys_are_camel_case_and_the_old_name_still_reads() {
+        let status = ReloadStatus {
+            at: "2026-01-01T00:00:00Z".into(),
+            applied: true,
+            message: "no server changed".into(),
+            needs_restart: vec!["openpact.pageSize".into()],
+            warnings: Vec::new(),
+        };
+        let v = serde_json::to_value(&status).unwrap();
+        assert_eq!(v["needsRestart"], serde_json::json!(["openpact.pageSize"]));
+        assert!(v.get("needs_restart").is_none(), "{v}");
+        let old = r#"{"at":"2026-01-01T00:00:00Z","applied":true,"message":"no server changed","needs_restart":["openpact.pageSize"]}"#;
+        assert_eq!(serde_json::from_str::<ReloadStatus>(old).unwrap(), status);
     }
 }

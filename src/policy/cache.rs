@@ -155,6 +155,9 @@ pub struct ResultCache {
     storer: OnceLock<bool>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Told of every count and result handed over, for the one task that publishes the
+    /// counters (the status file `openpact cache stats` reads).
+    counted: tokio::sync::Notify,
 }
 
 /// What the storing thread shares with the calls.
@@ -345,7 +348,19 @@ impl ResultCache {
             storer: OnceLock::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            counted: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Returns once a call was counted, a result handed over to be stored, or the cache
+    /// cleared since the last return (at once if that happened meanwhile). One waiter only.
+    pub async fn counted(&self) {
+        self.counted.notified().await;
+    }
+
+    fn miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        self.counted.notify_one();
     }
 
     fn in_flight(&self) -> MutexGuard<'_, FastMap<Key, Arc<Slot>>> {
@@ -355,6 +370,7 @@ impl ResultCache {
     /// Hands a result to the storing thread (started on first use), or stores it here if
     /// that thread could not be started.
     fn defer(&self, store: Store) {
+        self.counted.notify_one();
         let running = *self.storer.get_or_init(|| {
             let (tables, pending) = (self.tables.clone(), self.pending.clone());
             let spawned = std::thread::Builder::new()
@@ -399,7 +415,7 @@ impl ResultCache {
                         let slot = Arc::new(Slot::default());
                         map.insert(key.clone(), slot.clone());
                         drop(map);
-                        self.misses.fetch_add(1, Ordering::Relaxed);
+                        self.miss();
                         return Lookup::Claimed(Claim {
                             cache: self,
                             key: Some(key),
@@ -413,7 +429,7 @@ impl ResultCache {
                 Some(Ok(result)) => return Lookup::Hit(self.hit(result)),
                 Some(Err(other)) => {
                     if let Ok(outcome) = other.downcast::<T>() {
-                        self.misses.fetch_add(1, Ordering::Relaxed);
+                        self.miss();
                         return Lookup::Failed(outcome);
                     }
                     // Another kind of outcome: nothing to share; try again, perhaps first.
@@ -426,6 +442,7 @@ impl ResultCache {
 
     fn hit(&self, result: Arc<str>) -> Arc<str> {
         self.hits.fetch_add(1, Ordering::Relaxed);
+        self.counted.notify_one();
         result
     }
 
@@ -447,6 +464,7 @@ impl ResultCache {
         tables.forget_settled(|_| true);
         lock(&tables.stored_for).clear();
         tables.cache.invalidate_all();
+        self.counted.notify_one();
     }
 
     /// Counters, after storing what waits to be stored and applying moka's pending

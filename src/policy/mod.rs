@@ -310,16 +310,22 @@ impl Policy {
             description: first_line(t.description, 200),
             arguments: self.preview(t.arguments),
             changed,
+            // Remembered answers are never read for these (see `permission`).
+            rememberable: !t.ask_every_time && self.rules.matching(t.qualified) != Some(Rule::Ask),
         };
+        // A denial whose "remember it?" had no answer in time: denied, not remembered.
+        let mut unremembered = false;
         let answer = if elicit {
             asker
-                .elicit(q.text(), prompt::ELICITATION_SCHEMA, timeout)
+                .elicit(q.text(), q.schema(), timeout)
                 .await
                 .map(|result| prompt::parse_elicitation(&result))
         } else if prompt::has_terminal() {
             let q2 = q.clone();
             let saved = prompt::TerminalState::save();
-            let blocking = tokio::task::spawn_blocking(move || prompt::ask_terminal(&q2));
+            let chosen = Arc::new(std::sync::Mutex::new(None));
+            let chosen2 = chosen.clone();
+            let blocking = tokio::task::spawn_blocking(move || prompt::ask_terminal(&q2, &chosen2));
             match tokio::time::timeout(timeout, blocking).await {
                 Ok(Ok(Some(a))) => Some(a),
                 Ok(_) => None,
@@ -329,7 +335,9 @@ impl Policy {
                     if let Some(saved) = saved {
                         saved.restore();
                     }
-                    None
+                    let chosen = *chosen.lock().unwrap_or_else(PoisonError::into_inner);
+                    unremembered = chosen.is_some();
+                    chosen
                 }
             }
         } else {
@@ -357,6 +365,7 @@ impl Policy {
                 ),
             );
         };
+        let answer = q.effective(answer);
         let remember = match answer {
             Answer::Always => Some(Remember::Allow),
             Answer::Deny { remember: true } => Some(Remember::Deny),
@@ -373,6 +382,15 @@ impl Policy {
         }
         match answer {
             Answer::Always | Answer::Once => Verdict::Allow(Source::Prompt),
+            Answer::Deny { .. } if unremembered => Verdict::Deny(
+                Source::Prompt,
+                format!(
+                    "openpact denied {} {}: denied at the prompt; not remembered, as \"Remember this denial?\" had no answer within {}",
+                    t.kind,
+                    t.qualified,
+                    crate::upstream::human_duration(timeout)
+                ),
+            ),
             Answer::Deny { .. } => Verdict::Deny(
                 Source::Prompt,
                 format!(

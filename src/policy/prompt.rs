@@ -28,6 +28,9 @@ pub struct Question {
     pub arguments: String,
     /// Why we ask again, if a remembered decision no longer applies.
     pub changed: Option<String>,
+    /// Whether an answer can be remembered. Not when an `ask` rule matches or the tool asks
+    /// on every call: those ask whatever was remembered, so "always" would be a lie.
+    pub rememberable: bool,
 }
 
 impl Question {
@@ -45,12 +48,38 @@ impl Question {
         if let Some(why) = &self.changed {
             t.push_str(&format!("  {why}\n"));
         }
+        if !self.rememberable {
+            t.push_str("  (openpact asks about it on every call, so no answer is remembered)\n");
+        }
         t
+    }
+
+    /// The elicitation form for this question.
+    pub fn schema(&self) -> &'static str {
+        if self.rememberable {
+            ELICITATION_SCHEMA
+        } else {
+            ELICITATION_SCHEMA_ONCE
+        }
+    }
+
+    /// `answer` as it can take effect: one that would be remembered is not, when nothing
+    /// can be (a client may answer a choice the form did not offer).
+    pub fn effective(&self, answer: Answer) -> Answer {
+        match answer {
+            _ if self.rememberable => answer,
+            Answer::Always => Answer::Once,
+            Answer::Deny { .. } => Answer::Deny { remember: false },
+            Answer::Once => Answer::Once,
+        }
     }
 }
 
 /// The elicitation form: exactly one required string property, `decision`.
 pub const ELICITATION_SCHEMA: &str = r#"{"type":"object","properties":{"decision":{"type":"string","title":"Decision","description":"always: allow and remember; once: allow this call only; deny: refuse this call","enum":["always","once","deny"]}},"required":["decision"]}"#;
+
+/// The form when no answer can be remembered: once or deny.
+pub const ELICITATION_SCHEMA_ONCE: &str = r#"{"type":"object","properties":{"decision":{"type":"string","title":"Decision","description":"once: allow this call; deny: refuse this call (asked again on every call)","enum":["once","deny"]}},"required":["decision"]}"#;
 
 /// Reads an `elicitation/create` result: accept with a decision; decline, cancel or anything
 /// unexpected is a denial.
@@ -127,32 +156,47 @@ pub fn has_terminal() -> bool {
 }
 
 /// Asks on the terminal (blocking: run it off the async threads). None when there is no
-/// terminal or it failed.
-pub fn ask_terminal(q: &Question) -> Option<Answer> {
+/// terminal or it failed. A denial is put in `chosen` as soon as it is chosen, before the
+/// question whether to remember it: the caller's timeout may end this thread's wait there,
+/// and the user did answer.
+pub fn ask_terminal(q: &Question, chosen: &std::sync::Mutex<Option<Answer>>) -> Option<Answer> {
     let (read, write) = crate::platform::terminal()?;
     let term = console::Term::read_write_pair(read, write);
     let _ = term.write_line("");
     let _ = term.write_str(&q.text());
+    let choices: &[(&str, Answer)] = if q.rememberable {
+        &[
+            ("always (remember)", Answer::Always),
+            ("once (this call only)", Answer::Once),
+            ("deny", Answer::Deny { remember: false }),
+        ]
+    } else {
+        &[
+            ("once (this call only)", Answer::Once),
+            ("deny", Answer::Deny { remember: false }),
+        ]
+    };
     let choice = dialoguer::Select::new()
         .with_prompt("Allow?")
-        .items(["always (remember)", "once (this call only)", "deny"])
-        .default(2)
+        .items(choices.iter().map(|(label, _)| *label))
+        .default(choices.len() - 1)
         .interact_on_opt(&term)
         .ok()??;
-    Some(match choice {
-        0 => Answer::Always,
-        1 => Answer::Once,
-        _ => {
-            let remember = dialoguer::Confirm::new()
-                .with_prompt("Remember this denial?")
-                .default(false)
-                .interact_on_opt(&term)
-                .ok()
-                .flatten()
-                .unwrap_or(false);
-            Answer::Deny { remember }
-        }
-    })
+    let answer = choices.get(choice)?.1;
+    if !(q.rememberable && matches!(answer, Answer::Deny { .. })) {
+        return Some(answer);
+    }
+    *chosen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(answer);
+    let remember = dialoguer::Confirm::new()
+        .with_prompt("Remember this denial?")
+        .default(false)
+        .interact_on_opt(&term)
+        .ok()
+        .flatten()
+        .unwrap_or(false);
+    Some(Answer::Deny { remember })
 }
 
 #[cfg(test)]
@@ -190,6 +234,12 @@ mod tests {
         assert_eq!(
             schema["properties"]["decision"]["enum"],
             serde_json::json!(["always", "once", "deny"])
+        );
+        let schema: serde_json::Value = serde_json::from_str(ELICITATION_SCHEMA_ONCE).unwrap();
+        assert_eq!(schema["required"], serde_json::json!(["decision"]));
+        assert_eq!(
+            schema["properties"]["decision"]["enum"],
+            serde_json::json!(["once", "deny"])
         );
     }
 }

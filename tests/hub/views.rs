@@ -388,4 +388,26 @@ async fn the_cli_searches_the_catalogue_in_both_outputs() {
     let out = run(&["tools", "--search", "zebra giraffe"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("No tool matches"));
+    // A limit the search cannot honour is refused, as in the config (toolSearch.limit), not
+    // silently made 1 or 50.
+    for limit in ["0", "51"] {
+        let out = run(&["tools", "--search", "add two numbers", "--limit", limit]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--limit {limit}: {out:?}");
+        assert!(
+            stderr.contains(&format!("invalid value '{limit}' for '--limit <N>'"))
+                && stderr.contains("1..=50"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{out:?}");
+    }
+    let out = run(&[
+        "tools",
+        "--search",
+        "add two numbers",
+        "--limit",
+        "50",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
 }

@@ -2,10 +2,11 @@
 //! changes and restarts, denials never served from it, and `cache stats` / `cache clear`
 //! against a running hub.
 
-use super::{asking, hub, openpact_in, openpact_on, send_call, wait_audit_where, with};
+use super::{asking, hub, openpact_on, send_call, started, wait_audit_where, with};
 use crate::support::{Hub, Scratch, WAIT, is_error, state_dir, text, wait_for_tool};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,23 +246,35 @@ async fn a_denied_tool_is_never_served_from_the_cache() {
 // ---------------------------------------------------------------------------------------
 // cache stats / clear against a running serve
 
-/// A hub caching `fx:echo` for 10 minutes; its state dir and pid.
+/// A hub caching `fx:echo` for 10 minutes; its config and pid.
 async fn caching_echo(sc: &Scratch) -> (Hub, PathBuf, u32) {
-    let (hub, config) = hub(
-        sc,
-        json!({"permissions": {"default": "allow"},
-               "rateLimits": {"default": "off"},
-               "cache": {"rules": {"fx:echo": "10m"}}}),
-    )
-    .await;
+    let (hub, config) = hub(sc, caching_settings()).await;
     let pid = hub.child.id().unwrap();
-    (hub, state_dir(&config), pid)
+    (hub, config, pid)
+}
+
+fn caching_settings() -> Value {
+    json!({"permissions": {"default": "allow"},
+           "rateLimits": {"default": "off"},
+           "cache": {"rules": {"fx:echo": "10m"}}})
+}
+
+/// `cache stats --json` of `config`: pid → counters.
+async fn stats_of(config: &Path) -> BTreeMap<u64, Value> {
+    let ran = openpact_on(config, &["cache", "stats", "--json"]).await;
+    assert_eq!(ran.code, Some(0), "{ran}");
+    let v: Value = serde_json::from_str(&ran.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["pid"].as_u64().unwrap(), h["cache"].clone()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_stats_and_clear_reach_the_running_hub() {
     let sc = Scratch::new();
-    let (mut hub, state, pid) = caching_echo(&sc).await;
+    let (mut hub, config, pid) = caching_echo(&sc).await;
     let c = &mut hub.client;
     let (n, _) = upstream_calls!(c, {
         c.call("fx:echo", json!({"message": "m"})).await;
@@ -270,7 +283,7 @@ async fn cache_stats_and_clear_reach_the_running_hub() {
     assert_eq!(n, 1);
     let deadline = Instant::now() + Duration::from_secs(20);
     let stats = loop {
-        let ran = openpact_in(&state, &["cache", "stats", "--json"]).await;
+        let ran = openpact_on(&config, &["cache", "stats", "--json"]).await;
         assert_eq!(ran.code, Some(0), "{ran}");
         let v: Value = serde_json::from_str(&ran.stdout).unwrap();
         let mine = v
@@ -287,13 +300,13 @@ async fn cache_stats_and_clear_reach_the_running_hub() {
     };
     assert_eq!(stats["cache"]["hits"], 1, "{stats}");
     assert_eq!(stats["cache"]["misses"], 1, "{stats}");
-    let ran = openpact_in(&state, &["cache", "stats"]).await;
+    let ran = openpact_on(&config, &["cache", "stats"]).await;
     assert!(
         ran.stdout.contains(&format!("pid {pid}")) && ran.stdout.contains("1 hits"),
         "{ran}"
     );
 
-    let ran = openpact_in(&state, &["cache", "clear"]).await;
+    let ran = openpact_on(&config, &["cache", "clear"]).await;
     assert_eq!(ran.code, Some(0), "{ran}");
     assert!(ran.stdout.contains("asked 1 running"), "{ran}");
     hub.wait_log("result cache cleared", WAIT).await;
@@ -305,20 +318,20 @@ async fn cache_stats_and_clear_reach_the_running_hub() {
 
     // With no hub running there is nothing to clear.
     hub.close().await;
-    let ran = openpact_in(&state, &["cache", "clear"]).await;
+    let ran = openpact_on(&config, &["cache", "clear"]).await;
     assert!(ran.stdout.contains("no openpact serve is running"), "{ran}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_stats_count_entries_and_bytes() {
     let sc = Scratch::new();
-    let (mut hub, state, pid) = caching_echo(&sc).await;
+    let (mut hub, config, pid) = caching_echo(&sc).await;
     hub.client.call("fx:echo", json!({"message": "m"})).await;
     hub.client.call("fx:echo", json!({"message": "m"})).await;
     // The status file is rewritten at least every 5 s; give it two rounds.
     let deadline = Instant::now() + Duration::from_secs(12);
     loop {
-        let ran = openpact_in(&state, &["cache", "stats", "--json"]).await;
+        let ran = openpact_on(&config, &["cache", "stats", "--json"]).await;
         let v: Value = serde_json::from_str(&ran.stdout).unwrap();
         let c = v
             .as_array()
@@ -335,5 +348,84 @@ async fn cache_stats_count_entries_and_bytes() {
             "one cached entry, reported as {c}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_stats_and_clear_keep_to_the_given_config() {
+    let sc = Scratch::new();
+    let (mut a, config_a, pid_a) = caching_echo(&sc).await;
+    // A second config beside the first: the same state dir, so one command sees both hubs.
+    let config_b = sc.raw_config(
+        "other.json",
+        &serde_json::from_slice::<Value>(&std::fs::read(&config_a).unwrap()).unwrap(),
+    );
+    assert_eq!(state_dir(&config_a), state_dir(&config_b));
+    let b = started(&config_b, &[], json!({}), "policy-test").await;
+    let pid_b = b.child.id().unwrap();
+    a.client.call("fx:echo", json!({"message": "m"})).await;
+    a.client.call("fx:echo", json!({"message": "m"})).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stats = stats_of(&config_a).await;
+        assert_eq!(
+            stats.keys().collect::<Vec<_>>(),
+            [&u64::from(pid_a)],
+            "{stats:?}"
+        );
+        if stats[&u64::from(pid_a)]["hits"] == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no hit reported: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let stats = stats_of(&config_b).await;
+    assert_eq!(
+        stats.keys().collect::<Vec<_>>(),
+        [&u64::from(pid_b)],
+        "{stats:?}"
+    );
+    assert_eq!(stats[&u64::from(pid_b)]["hits"], 0, "{stats:?}");
+
+    // Clearing b's cache leaves a's alone.
+    let ran = openpact_on(&config_b, &["cache", "clear"]).await;
+    assert!(ran.stdout.contains("asked 1 running"), "{ran}");
+    b.wait_log("result cache cleared", WAIT).await;
+    let c = &mut a.client;
+    let (n, _) = upstream_calls!(c, c.call("fx:echo", json!({"message": "m"})).await);
+    assert_eq!(n, 0, "a's cache was cleared too");
+    assert!(
+        !a.stderr().contains("result cache cleared"),
+        "{}",
+        a.stderr()
+    );
+}
+
+/// The status file `cache stats` reads is rewritten when the counters change, at most every
+/// 100 ms — not only when a server changes or every 5 s, as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_stats_right_after_calls_count_them() {
+    let sc = Scratch::new();
+    let (mut hub, config, pid) = caching_echo(&sc).await;
+    // Past the start, when a burst of changes rewrites the status file anyway.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for round in 1..=3u64 {
+        hub.client.call("fx:echo", json!({"message": "m"})).await;
+        hub.client.call("fx:echo", json!({"message": "m"})).await;
+        let want = (json!(2 * round - 1), json!(1), json!(1));
+        let deadline = Instant::now() + Duration::from_millis(500);
+        loop {
+            let stats = stats_of(&config).await;
+            let c = &stats[&u64::from(pid)];
+            let got = (c["hits"].clone(), c["misses"].clone(), c["entries"].clone());
+            if got == want && c["bytes"].as_u64() > Some(0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: (hits, misses, entries) {got:?}, not {want:?}, 500 ms after the calls: {c}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }

@@ -63,7 +63,7 @@ async fn forty_processes_remember_decisions_at_once() {
     assert_ne!(ran.code, Some(0), "{ran}");
     assert!(
         ran.stderr
-            .contains("no tool or prompt is named fx:no_such_tool"),
+            .contains("no tool, prompt or resource is named fx:no_such_tool"),
         "{ran}"
     );
     let ran = openpact_on(&config, &["permissions", "list"]).await;
@@ -92,6 +92,62 @@ async fn forty_processes_remember_decisions_at_once() {
     );
     let r = c.call("fx:tool_0000", json!({"x": "y"})).await;
     assert!(is_error(&r) && text(&r).contains("no way to ask"), "{r}");
+}
+
+/// The command a denial advises, as the words after `openpact`.
+fn advised(message: &str) -> Vec<String> {
+    let start = message
+        .find("`openpact permissions allow ")
+        .unwrap_or_else(|| panic!("no `openpact permissions allow` advised: {message}"));
+    let rest = &message[start + "`openpact ".len()..];
+    let end = rest.find('`').unwrap();
+    rest[..end].split(' ').map(String::from).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_resource_read_is_allowed_by_the_command_its_denial_advises() {
+    let sc = Scratch::new();
+    let config = fx_config(&sc, asking(json!({"default": "ask"})));
+    // A listed resource and one of a template.
+    for (uri, content) in [
+        ("fixture://static/3", "content of fixture://static/3"),
+        ("fixture://item/7", "content of fixture://item/7"),
+    ] {
+        let ran = openpact_on(&config, &["read", uri]).await;
+        assert_eq!(ran.code, Some(1), "{ran}");
+        let words = advised(&ran.stderr);
+        assert_eq!(
+            words,
+            ["permissions", "allow", &format!("fx:{uri}")],
+            "{ran}"
+        );
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let ran = openpact_on(&config, &words).await;
+        assert_eq!(ran.code, Some(0), "the advice fails: {ran}");
+        assert!(ran.stdout.contains("is now always allowed"), "{ran}");
+        let ran = openpact_on(&config, &["read", uri]).await;
+        assert_eq!(ran.code, Some(0), "the advice was followed: {ran}");
+        assert!(ran.stdout.contains(content), "{ran}");
+    }
+    let ran = openpact_on(&config, &["permissions", "list"]).await;
+    assert!(
+        ran.stdout
+            .lines()
+            .any(|l| l.starts_with("fx:fixture://item/7") && l.contains("a resource")),
+        "{ran}"
+    );
+    // A URI under a name that is not its server's is no resource.
+    let ran = openpact_on(
+        &config,
+        &["permissions", "deny", "nosuch:fixture://static/3"],
+    )
+    .await;
+    assert_ne!(ran.code, Some(0), "{ran}");
+    assert!(
+        ran.stderr
+            .contains("no tool, prompt or resource is named nosuch:fixture://static/3"),
+        "{ran}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

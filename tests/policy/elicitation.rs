@@ -137,20 +137,38 @@ async fn elicitation_prompts_are_serialised_and_always_answers_the_waiting_ones(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn elicitation_ask_rule_asks_every_time_even_after_always() {
+async fn elicitation_ask_rule_asks_every_time_and_offers_no_always() {
     let sc = Scratch::new();
-    let (mut hub, _) = eliciting_hub(
+    let (mut hub, config) = eliciting_hub(
         &sc,
         fx(),
         asking(json!({"default": "allow", "ask": ["fx:echo"]})),
     )
     .await;
+    let state = state_dir(&config);
     let c = &mut hub.client;
+    // Nothing remembered would be read: the form offers once or deny, no "always".
+    let id = send_call(c, "fx:echo", json!({"message": "one"})).await;
+    let req = prompt(c).await;
+    let p = &req["params"];
     assert_eq!(
-        text(&call_answering(c, "fx:echo", json!({"message": "one"}), accept("always")).await),
-        "one"
+        p["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["once", "deny"]),
+        "{p}"
     );
-    // Remembered, but the ask rule asks anyway.
+    assert!(
+        p["message"].as_str().unwrap().contains("on every call"),
+        "{p}"
+    );
+    // A client answering "always" anyway gets once: nothing is remembered.
+    answer(c, &req, accept("always")).await;
+    assert_eq!(text(&c.response(&id).await), "one");
+    assert!(
+        decisions(&state).get("fx:echo").is_none(),
+        "{}",
+        decisions(&state)
+    );
+    // The ask rule asks again.
     let id = send_call(c, "fx:echo", json!({"message": "two"})).await;
     let first = c.recv(WAIT).await.expect("a prompt or an answer");
     assert_eq!(

@@ -259,3 +259,62 @@ async fn terminal_is_restored_after_a_prompt_times_out() {
         "the terminal is left in raw mode:\n{out}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_prompt_under_an_ask_rule_offers_once_or_deny() {
+    let sc = Scratch::new();
+    let config = fx_config(&sc, asking(json!({"default": "allow", "ask": ["fx:echo"]})));
+    let state = state_dir(&config);
+    let call = |message: &str| {
+        let args = json!({"message": message}).to_string();
+        Pty::spawn(&call_words(&config, &state, "fx:echo", &args))
+    };
+
+    // Enter on the default, deny: refused at once, no question about remembering it.
+    let mut t = call("hi");
+    t.expect("openpact: allow tool fx:echo?").await;
+    t.expect("Allow?").await;
+    t.keys(&[ENTER]).await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("denied at the prompt"), "{out}");
+    assert!(!out.contains("always (remember)"), "{out}");
+    assert!(!out.contains("Remember this denial?"), "{out}");
+    assert!(out.contains("on every call"), "says why: {out}");
+
+    // Up, Enter: once (the first choice).
+    let mut t = call("hi once");
+    t.expect("Allow?").await;
+    t.keys(&[UP, ENTER]).await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("hi once"), "{out}");
+    assert!(decisions(&state).get("fx:echo").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_remember_question_is_a_denial_not_an_unanswered_prompt() {
+    let sc = Scratch::new();
+    let config = fx_config(
+        &sc,
+        asking(json!({"default": "ask", "promptTimeout": "4s"})),
+    );
+    let state = state_dir(&config);
+    let mut t = Pty::spawn(&call_words(
+        &config,
+        &state,
+        "fx:echo",
+        r#"{"message":"m"}"#,
+    ));
+    t.expect("Allow?").await;
+    t.keys(&[ENTER]).await;
+    t.expect("Remember this denial?").await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("denied at the prompt"), "{out}");
+    assert!(
+        out.contains("not remembered") && !out.contains("no answer to the permission prompt"),
+        "{out}"
+    );
+    assert!(decisions(&state).get("fx:echo").is_none());
+}
