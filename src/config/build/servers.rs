@@ -174,13 +174,16 @@ impl Builder<'_> {
     /// A secret expanded into a command line can be read by every process of the user
     /// (`/proc/PID/cmdline`, `ps`), confined servers included: warned about, with the way to
     /// pass it instead, and redacted like a secret given in `env`.
-    fn secret_in_args<'a>(
+    fn secret_in_args(
         &mut self,
         path: &str,
-        taken: &mut dyn Iterator<Item = &'a (String, String)>,
+        taken: &[(String, String)],
         injected: &mut Vec<(String, String)>,
     ) {
-        for (name, value) in taken.filter(|(name, _)| crate::config::looks_secret(name)) {
+        for (name, value) in taken
+            .iter()
+            .filter(|(name, _)| crate::config::looks_secret(name))
+        {
             self.warn(
                 path,
                 format!(
@@ -420,7 +423,7 @@ impl Builder<'_> {
                     if let Some(s) = self.expanded(item, &arg_path, unset, &mut discard) {
                         args.push(s);
                     }
-                    self.secret_in_args(&arg_path, &mut discard[taken..].iter(), &mut injected);
+                    self.secret_in_args(&arg_path, &discard[taken..], &mut injected);
                 }
             }
             Some(v) => self.error(
