@@ -434,6 +434,14 @@ async fn a_refused_or_warned_reload_reaches_the_clients_and_openpact_reload() {
     assert!(data.contains("last good one still serves"), "{data}");
     let r = hub.client.call("a:echo", json!({"message": "on"})).await;
     assert_eq!(text(&r), "on", "{r}");
+
+    // Fixed: those told of the refusal hear that the fix took.
+    servers["b"].as_object_mut().unwrap().remove("disable");
+    save(&config, &servers, &openpact);
+    run(&config, &["reload"]).await.expect_code(0);
+    let m = hub.client.wait_for("notifications/message", WAIT).await;
+    let data = told(&m, "notice");
+    assert!(data.contains("errors reported before are fixed"), "{data}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

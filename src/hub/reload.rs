@@ -167,8 +167,14 @@ impl Hub {
             warnings: new.warnings.clone(),
         };
         *current = new;
+        // Those told of a refusal hear that the fix took.
+        let fixed = if self.last_reload().is_some_and(|last| !last.applied) {
+            ": the errors reported before are fixed"
+        } else {
+            ""
+        };
         if !status.warnings.is_empty() || !status.needs_restart.is_empty() {
-            let mut text = format!("openpact reloaded its config ({})", status.message);
+            let mut text = format!("openpact reloaded its config ({}){fixed}", status.message);
             for w in &status.warnings {
                 text.push_str(&format!("\nwarning: {w}"));
             }
@@ -176,6 +182,12 @@ impl Hub {
                 text.push_str(&format!("\n{setting} changed; {NEEDS_RESTART}"));
             }
             self.tell_clients("warning", &text);
+        } else if !fixed.is_empty() {
+            let text = format!(
+                "openpact applied the changed config ({}){fixed}",
+                status.message
+            );
+            self.tell_clients("notice", &text);
         }
         self.record_reload(status);
         report
