@@ -2,7 +2,8 @@
 //! appears with `list_changed`, one removed goes, one whose args changed restarts, one whose
 //! filter changed keeps its process, a slow call survives a reload, a save by rename is seen,
 //! a config with errors is not applied and is reported, a permission rule applies to the
-//! next call, and `openpact reload` asks for one by hand.
+//! next call, and `openpact reload` asks for one by hand. With tool search on, the servers
+//! `search_tools` names follow the reloads, and a restart announces no change it did not make.
 
 use crate::http_face::{Http, http_base};
 use crate::support::{
@@ -19,7 +20,9 @@ fn save(path: &Path, servers: &Value, openpact: &Value) {
     if op.get("builtins").is_none() {
         op["builtins"] = json!(false);
     }
-    op["toolSearch"] = json!({"mode": "off"});
+    if op.get("toolSearch").is_none() {
+        op["toolSearch"] = json!({"mode": "off"});
+    }
     op["rateLimits"] = json!({"default": "off"});
     if op.get("permissions").is_none() {
         op["permissions"] = json!({"default": "allow"});
@@ -493,4 +496,142 @@ async fn openpact_reload_names_the_shared_hub_and_what_waits_for_a_restart_in_ca
         out.stdout.contains(&format!("shared hub (pid {pid}):")),
         "{out}"
     );
+}
+
+/// The servers `search_tools`' description names, as listed now.
+async fn searched_servers(hub: &mut Hub) -> String {
+    let tools = hub.client.list_tools().await;
+    let search = tools
+        .iter()
+        .find(|t| t["name"] == "search_tools")
+        .unwrap_or_else(|| panic!("no search_tools listed: {tools:?}"));
+    let description = search["description"].as_str().unwrap();
+    let over = description
+        .split_once("among the tools of ")
+        .and_then(|(_, rest)| rest.split_once(" (only"))
+        .unwrap_or_else(|| panic!("no server list in {description:?}"));
+    over.0.to_string()
+}
+
+/// Waits until `call` of `tool` answers (its server is up), however the list looks.
+async fn callable(hub: &mut Hub, tool: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = hub.client.call(tool, json!({"message": "up"})).await;
+        if text(&r) == "up" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{tool} never answered: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_tools_names_the_servers_of_the_config_as_it_is_reloaded() {
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let mut servers = json!({"time2": fx("time2"), "memory": fx("memory")});
+    let openpact = json!({"toolSearch": {"mode": "on"}});
+    save(&config, &servers, &openpact);
+    let mut hub = serve_with(&config, &[], &[]).await;
+    hub.client.initialize().await;
+    callable(&mut hub, "time2:echo").await;
+    callable(&mut hub, "memory:echo").await;
+    assert_eq!(searched_servers(&mut hub).await, "time2, memory");
+
+    // Removed: the client is told, and the description no longer names it.
+    servers.as_object_mut().unwrap().remove("memory");
+    save(&config, &servers, &openpact);
+    assert!(
+        hub.client
+            .wait_for("notifications/tools/list_changed", WAIT)
+            .await
+            .is_some(),
+        "removing a server in search mode was not announced\n{}",
+        hub.stderr()
+    );
+    hub.wait_log("removed: memory", WAIT).await;
+    assert_eq!(searched_servers(&mut hub).await, "time2");
+
+    // Added again: named once.
+    servers["memory"] = fx("memory");
+    save(&config, &servers, &openpact);
+    assert!(
+        hub.client
+            .wait_for("notifications/tools/list_changed", WAIT)
+            .await
+            .is_some(),
+        "adding a server in search mode was not announced"
+    );
+    callable(&mut hub, "memory:echo").await;
+    assert_eq!(searched_servers(&mut hub).await, "time2, memory");
+}
+
+/// A client that re-lists on every `list_changed` (as editors do) while a server restarts
+/// because its args changed: how many it was sent, once the restarted server answers.
+async fn announcements_of_a_restart(tool_search: &str) -> usize {
+    let sc = Scratch::new();
+    let config = sc.path().join("mcp.json");
+    let mut servers = json!({"a": fx("a"), "b": fx("b")});
+    let openpact = json!({"toolSearch": {"mode": tool_search}});
+    save(&config, &servers, &openpact);
+    let mut hub = serve_with(&config, &[], &[]).await;
+    hub.client.initialize().await;
+    callable(&mut hub, "a:echo").await;
+    callable(&mut hub, "b:echo").await;
+    let before = names(&hub.client.list_tools().await);
+    let pid_a = pid_of(&mut hub, "a").await;
+
+    servers["a"]["args"] = json!(["--name", "a", "--page-size", "7"]);
+    save(&config, &servers, &openpact);
+    let t0 = Instant::now();
+    let mut announced = 0;
+    let mut quiet_since = Instant::now();
+    // Re-listing at once after each announcement, until the new process answers and
+    // nothing has been announced for a while.
+    loop {
+        if hub
+            .client
+            .wait_for(
+                "notifications/tools/list_changed",
+                Duration::from_millis(100),
+            )
+            .await
+            .is_some()
+        {
+            announced += 1;
+            hub.client.list_tools().await;
+            quiet_since = Instant::now();
+            continue;
+        }
+        let r = hub.client.call("a:pids", json!({})).await;
+        let pid = serde_json::from_str::<Value>(&text(&r))
+            .ok()
+            .and_then(|v| v["pid"].as_u64());
+        if pid.is_some_and(|p| p != pid_a) && quiet_since.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < WAIT,
+            "a never restarted: {r}\n{}",
+            hub.stderr()
+        );
+    }
+    assert_eq!(
+        names(&hub.client.list_tools().await),
+        before,
+        "the same tools after the restart"
+    );
+    announced
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_keeps_the_tools_is_not_announced() {
+    for mode in ["on", "off"] {
+        assert_eq!(
+            announcements_of_a_restart(mode).await,
+            0,
+            "toolSearch {mode}: the client's list did not change"
+        );
+    }
 }

@@ -420,24 +420,41 @@ impl Builder {
         self.builtins = Self::new(self.mode, builtin_tools).builtins;
     }
 
-    /// The catalogue of the ready servers (plus the built-ins), in config order.
+    /// The catalogue of the ready servers (plus the built-ins), in config order. A server
+    /// that a reload restarted keeps the lists of the process it replaces until it is ready
+    /// (or fails): a client re-listing in between would otherwise see its tools go and come
+    /// back, two announcements for a restart that changed nothing.
     pub fn build(&mut self, upstreams: &[Arc<Upstream>]) -> Catalog {
         let mode = self.mode;
-        let ready: Vec<(usize, String, Arc<Snapshot>)> = upstreams
+        let listed: Vec<(usize, String, Option<Arc<Snapshot>>)> = upstreams
             .iter()
             .filter_map(|u| {
                 let snap = u.snapshot();
-                (snap.state == State::Ready)
-                    .then(|| (u.index, u.config().prefix().to_string(), snap))
+                let prefix = u.config().prefix().to_string();
+                match snap.state {
+                    State::Ready => Some((u.index, prefix, Some(snap))),
+                    // `Starting` is a process's first start, never a crash's restart: a share
+                    // in its slot is its predecessor's.
+                    State::Starting
+                        if self
+                            .servers
+                            .get(&u.index)
+                            .is_some_and(|s| s.prefix == prefix) =>
+                    {
+                        Some((u.index, prefix, None))
+                    }
+                    _ => None,
+                }
             })
             .collect();
         // A server that is not ready comes back with new lists; its old share is of no use.
         self.servers.retain(|i, shares| {
-            ready
+            listed
                 .iter()
                 .any(|(r, prefix, _)| r == i && *prefix == shares.prefix)
         });
-        for (index, prefix, snap) in &ready {
+        for (index, prefix, snap) in &listed {
+            let Some(snap) = snap else { continue };
             let prefix = prefix.as_str();
             let shares = self.servers.entry(*index).or_insert_with(|| ServerShares {
                 prefix: prefix.to_string(),
@@ -456,7 +473,7 @@ impl Builder {
                 Some(Listed::new(*index, e, true))
             });
         }
-        let in_order = || ready.iter().filter_map(|(i, _, _)| self.servers.get(i));
+        let in_order = || listed.iter().filter_map(|(i, _, _)| self.servers.get(i));
 
         let mut conflicts = Vec::new();
         let tools = NamedList::merge(

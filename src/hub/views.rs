@@ -102,7 +102,7 @@ impl Search {
     fn new(spec: &ViewSpec, view: &Catalog, upstreams: &[Arc<Upstream>]) -> Search {
         let names: Vec<&str> = upstreams
             .iter()
-            .filter(|u| spec.shows_server(u.index) && !u.config().disabled)
+            .filter(|u| spec.shows_server(u.index) && !u.is_removed() && !u.config().disabled)
             .map(|u| u.name())
             .collect();
         let mut listed: Vec<Arc<Named>> = meta_tools(&names)
