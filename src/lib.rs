@@ -44,6 +44,9 @@ pub mod time;
 pub mod transport;
 pub mod upstream;
 
+#[cfg(test)]
+mod layers;
+
 /// Maps looked up on every call, or once per name in a rebuild: foldhash instead of std's
 /// SipHash, which costs a few hundred instructions a look-up. The keys are ids we number
 /// ourselves or names from the configured servers and the client; the per-process seed still

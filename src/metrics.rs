@@ -172,7 +172,7 @@ impl Metrics {
         let mut servers: Vec<PerServer> = servers.iter().map(|n| families.series(n)).collect();
         let builtins = servers
             .pop()
-            .unwrap_or_else(|| families.series(crate::hub::catalog::BUILTIN_SERVER));
+            .unwrap_or_else(|| families.series(crate::config::BUILTIN_SERVER));
         Metrics {
             registry,
             families,

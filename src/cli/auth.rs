@@ -210,7 +210,7 @@ fn details(s: &AuthStatus) -> String {
     let expiry = match (s.expires_in_secs, &s.expires_at) {
         (Some(secs), Some(at)) if secs > 0 => format!(
             "expires in {} ({at})",
-            crate::upstream::human_duration(Duration::from_secs(secs.unsigned_abs()))
+            crate::config::human_duration(Duration::from_secs(secs.unsigned_abs()))
         ),
         (Some(_), Some(at)) if s.refreshable => format!("expired at {at}, will be refreshed"),
         (Some(_), Some(at)) => format!("expired at {at}"),

@@ -4,11 +4,12 @@
 
 use super::Listing;
 use crate::config::display_url;
+use crate::config::human_duration;
 use crate::config::{Config, ConfigError, OAuthSettings, Transport};
 use crate::hub::{Catalog, Hub, HubStatus, ServerStatus};
 use crate::jsonrpc::{Message, RawObject};
 use crate::transport::http::RemoteKind;
-use crate::upstream::{RemoteStatus, State, human_duration};
+use crate::upstream::{RemoteStatus, State};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::path::Path;

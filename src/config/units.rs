@@ -1,4 +1,4 @@
-//! Parsing of durations ("500ms", "30s", "2m", or a number of seconds) and byte sizes ("16MiB", "1MB", or a number of bytes).
+//! Parsing of durations ("500ms", "30s", "2m", or a number of seconds) and byte sizes ("16MiB", "1MB", or a number of bytes), and durations written back the same way for messages.
 
 use serde_json::Value;
 use std::time::Duration;
@@ -77,6 +77,20 @@ pub(crate) fn size(value: &Value) -> Result<u64, String> {
             Ok(bytes as u64)
         }
         _ => Err(format!("expected a size, got {value}; {SIZE_HINT}")),
+    }
+}
+
+/// `1.5s`, `250ms`, `2m` — for messages.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
     }
 }
 

@@ -18,8 +18,7 @@ type Index = FastMap<Arc<str>, usize>;
 pub const BUILTIN: usize = usize::MAX;
 /// The index standing for the search meta-tools (`search_tools`, `call_tool`).
 pub const META: usize = usize::MAX - 1;
-/// The server name built-in tools go by in logs, audit records and listings.
-pub const BUILTIN_SERVER: &str = "openpact";
+pub use crate::config::BUILTIN_SERVER;
 
 /// The name of server `i`, built-ins included.
 pub fn server_name(upstreams: &[Arc<Upstream>], i: usize) -> &str {

@@ -361,7 +361,7 @@ impl Policy {
                     "openpact denied {} {}: no answer to the permission prompt within {}",
                     t.kind,
                     t.qualified,
-                    crate::upstream::human_duration(timeout)
+                    crate::config::human_duration(timeout)
                 ),
             );
         };
@@ -388,7 +388,7 @@ impl Policy {
                     "openpact denied {} {}: denied at the prompt; not remembered, as \"Remember this denial?\" had no answer within {}",
                     t.kind,
                     t.qualified,
-                    crate::upstream::human_duration(timeout)
+                    crate::config::human_duration(timeout)
                 ),
             ),
             Answer::Deny { .. } => Verdict::Deny(

@@ -14,7 +14,7 @@ use tokio::sync::{oneshot, watch};
 /// Why a request got no response from the server.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
-    #[error("server '{server}' did not answer {method} within {}; the request was cancelled", crate::upstream::human_duration(*after))]
+    #[error("server '{server}' did not answer {method} within {}; the request was cancelled", crate::config::human_duration(*after))]
     Timeout {
         server: String,
         method: String,

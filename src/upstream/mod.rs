@@ -20,6 +20,7 @@ pub use connection::{CallError, Connection, Incoming, code};
 pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
 pub use remote::RemoteStatus;
 
+use crate::config::human_duration;
 use crate::config::{HubSettings, Protocol, RestartPolicy, ServerConfig, Transport};
 use crate::jsonrpc::{Message, RawObject};
 use crate::transport::{ChildProc, ChildSpec, StderrLog, read_frames, spawn_writer};
@@ -1114,20 +1115,6 @@ fn backoff(policy: &RestartPolicy, crash_count: u32) -> Duration {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
-}
-
-/// `1.5s`, `250ms`, `2m` — for messages.
-pub fn human_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(60_000) {
-        format!("{}m", ms / 60_000)
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
 }
 
 #[cfg(test)]

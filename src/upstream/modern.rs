@@ -101,7 +101,7 @@ pub async fn discover(conn: &Connection, timeout: Duration) -> Result<Discovery,
         Err(CallError::Timeout { after, .. }) => {
             return Ok(Discovery::Legacy(format!(
                 "did not answer {METHOD} within {}",
-                super::human_duration(after)
+                crate::config::human_duration(after)
             )));
         }
         Err(CallError::Closed { reason, .. }) => return Ok(Discovery::Died(reason)),

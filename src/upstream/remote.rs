@@ -4,9 +4,10 @@
 //! keeps being retried, never parked); start over at once when the server forgets our
 //! session; and wait for a login when it wants one.
 
-use super::{CallError, Connection, HandshakeError, State, Upstream, backoff, human_duration};
+use super::{CallError, Connection, HandshakeError, State, Upstream, backoff};
 use crate::auth::Credentials;
 use crate::config::display_url;
+use crate::config::human_duration;
 use crate::config::{ServerConfig, Transport};
 use crate::jsonrpc::Frame;
 use crate::transport::http::{Link, LinkEnd, RemoteKind, RemoteSpec};
