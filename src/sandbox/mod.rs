@@ -1034,6 +1034,29 @@ mod tests {
     }
 
     #[test]
+    fn private_folders_stay_in_their_roots_and_home_grants_are_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let plans = plans_of(
+            &dir,
+            r#"{"mcpServers": {
+                "../up": {"command": "/bin/sh"},
+                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape"]}}}
+            }}"#,
+            Support::Full,
+        );
+        let up = plans[0].profile.as_ref().unwrap();
+        assert_eq!(up.data, dir.join("data-root/..%2Fup"));
+        assert_eq!(up.tmpdir, dir.join("tmp-root/..%2Fup"));
+        assert!(up.write.contains(&up.data), "{:?}", up.write);
+        let ab = plans[1].profile.as_ref().unwrap();
+        assert_eq!(ab.data, dir.join("data-root/a%2Fb"));
+        // Only below the home folder, never by way of `..`.
+        assert_eq!(ab.create, [dir.join("home/.new/deep")]);
+        assert_eq!(folder_name(".."), "%2E%2E");
+    }
+
+    #[test]
     fn container_launches_pass_the_runtime_and_its_named_variables() {
         assert_eq!(
             container_runtime(
