@@ -493,7 +493,19 @@ async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
         reason.contains("sandbox") && reason.contains("\"filesystem\""),
         "{reason}"
     );
-    assert!(reason.contains("`openpact servers greedy`"), "{reason}");
+    // The command the hint names works, and shows the server's profile.
+    let named = reason
+        .split("`openpact ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no command in {reason}"));
+    let args: Vec<&str> = named.split_whitespace().collect();
+    let (code, _, shown) = cli_json(&config, &args, &[("HOME", s(&home))]).await;
+    assert_eq!(code, 0, "`openpact {named}`: {shown}");
+    assert!(
+        shown.contains("greedy") && shown.contains("write:"),
+        "{shown}"
+    );
 }
 
 /// `"network": false` leaves no way out, not even the proxy; `"network": true` opens TCP and
@@ -572,4 +584,142 @@ async fn server_memory_writes_where_its_entry_says() {
     let r = hub.client.call("memory:read_graph", json!({})).await;
     assert!(r.to_string().contains("works at Acme"), "{r}");
     assert!(std::fs::read_to_string(&file).unwrap().contains("Alice"));
+}
+
+/// A scratch home and data home for the hub, as a user's would be.
+fn home_env(sc: &Scratch) -> (std::path::PathBuf, std::path::PathBuf) {
+    let home = sc.path().join("home");
+    let data = sc.path().join("data");
+    std::fs::create_dir_all(&home).unwrap();
+    (home, data)
+}
+
+/// A granted folder under the home folder that does not exist yet (as `~/.playwright-mcp`
+/// on a first run) is shown as one to be made and made (0700) at each start, so the server
+/// can write there the first time and after the user removed it.
+#[tokio::test]
+async fn a_missing_granted_folder_under_home_is_made_at_each_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let config = sc.servers(
+        json!({"h": {"command": FIXTURE, "args": ["--hostile"],
+            "sandbox": {"filesystem": {"write": ["~/.something/state"]}}}}),
+        None,
+    );
+    let granted = home.join(".something/state");
+    let (code, v, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        v["servers"][0]["sandbox"]["profile"]["create"],
+        json!([s(&granted)]),
+        "{out}"
+    );
+    let (_, _, human) = cli_json(&config, &["config", "check"], &env).await;
+    assert!(
+        human.contains(&format!("{} (missing: made at start)", s(&granted))),
+        "{human}"
+    );
+    assert!(!granted.exists(), "config check makes nothing");
+    for start in 0..2 {
+        let mut hub = serve_with(&config, &[], &env).await;
+        ready(&mut hub.client, &["h:try_write"]).await;
+        let file = granted.join("first.json");
+        let got = try_tool(&mut hub, "h:try_write", json!({"path": s(&file)})).await;
+        assert!(got.starts_with("ok: "), "start {start}: {got}");
+        for dir in [&granted, &home.join(".something")] {
+            let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
+        hub.close().await;
+        // The user removes it between starts.
+        std::fs::remove_dir_all(home.join(".something")).unwrap();
+    }
+}
+
+/// A granted folder elsewhere that does not exist is not made: `config check` refuses it,
+/// saying why and what to do, and the hub logs it when it starts.
+#[tokio::test]
+async fn a_missing_granted_folder_outside_home_is_refused_by_config_check() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let missing = sc.path().join("mnt/drive");
+    let config = sc.servers(
+        json!({"h": {"command": FIXTURE,
+            "sandbox": {"filesystem": {"read": [s(&home)], "write": [s(&missing)]}}}}),
+        None,
+    );
+    let (code, v, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    assert_eq!(code, 1, "{out}");
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("mcpServers.h.sandbox.filesystem.write[0]")
+            && problems.contains("does not exist")
+            && problems.contains(&format!("mkdir -p {}", s(&missing))),
+        "{problems}"
+    );
+    assert!(!missing.exists());
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    assert_eq!(server(&hubs, "h")["state"], "ready", "{out}");
+    assert!(out.contains("does not exist"), "logged at start: {out}");
+    // Following the advice makes the config good.
+    std::fs::create_dir_all(&missing).unwrap();
+    let (code, _, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Each confined server has a data folder of its own (`$OPENPACT_DATA_DIR`, in openpact's
+/// data dir): it may write there without a grant, what it writes is there after a restart,
+/// and another confined server can neither read nor list it.
+#[tokio::test]
+async fn a_server_keeps_its_state_in_its_private_data_folder() {
+    let sc = Scratch::new();
+    let (home, _) = home_env(&sc);
+    // Outside the temp dirs, which are closed to every server anyway: what keeps `b` out is
+    // the data folder's own protection.
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = outside_temp.path().to_path_buf();
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let config = sc.servers(
+        json!({
+            "a": {"command": FIXTURE, "args": ["--hostile"]},
+            "b": {"command": FIXTURE, "args": ["--hostile"]},
+        }),
+        None,
+    );
+    let own = data.join("openpact/servers/a");
+    let kept = own.join("kept.txt");
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["a:try_env", "b:try_read"]).await;
+    let got = try_tool(&mut hub, "a:try_env", json!({"name": "OPENPACT_DATA_DIR"})).await;
+    assert_eq!(got, format!("ok: {}", s(&own)));
+    let got = try_tool(
+        &mut hub,
+        "a:try_write",
+        json!({"path": s(&kept), "text": "remembered"}),
+    )
+    .await;
+    assert!(got.starts_with("ok: "), "{got}");
+    for (tool, path) in [("b:try_read", &kept), ("b:try_list", &own)] {
+        let got = try_tool(&mut hub, tool, json!({"path": s(path)})).await;
+        assert!(got.starts_with("failed: "), "{tool}: {got}");
+    }
+    hub.close().await;
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["a:try_read"]).await;
+    let got = try_tool(&mut hub, "a:try_read", json!({"path": s(&kept)})).await;
+    assert_eq!(got, "ok: remembered");
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    assert_eq!(
+        server(&hubs, "a")["sandbox"]["profile"]["data"],
+        json!(s(&own)),
+        "{out}"
+    );
+    let (_, _, human) = cli_json(&config, &["config", "check"], &env).await;
+    assert!(
+        human.contains(&format!("data: {} (its own", s(&own))),
+        "{human}"
+    );
 }

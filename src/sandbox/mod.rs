@@ -113,6 +113,10 @@ pub struct Profile {
     pub env: Vec<String>,
     /// The server's own temp dir (its `TMPDIR`).
     pub tmpdir: PathBuf,
+    /// The server's own data folder, kept across restarts (its `OPENPACT_DATA_DIR`).
+    pub data: PathBuf,
+    /// Granted folders under the home folder, made (0700) at each start when missing.
+    pub create: Vec<PathBuf>,
     /// Package caches made before it starts (its package runner would otherwise have to
     /// create them in the home directory).
     pub made: Vec<PathBuf>,
@@ -147,6 +151,8 @@ pub struct Context<'a> {
     pub own_dirs: &'a [PathBuf],
     /// Where private temp dirs go (one per server inside).
     pub temp_root: &'a Path,
+    /// Where the servers' private data folders go (one per server inside).
+    pub data_root: &'a Path,
 }
 
 impl Context<'_> {
@@ -166,6 +172,24 @@ pub fn temp_root() -> PathBuf {
         .join(std::process::id().to_string())
 }
 
+/// The variable that names a confined server's own data folder.
+pub const DATA_VAR: &str = "OPENPACT_DATA_DIR";
+
+/// The servers' private data folders: `DATA/servers` in openpact's data dir.
+pub fn data_root(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    crate::config::data_dir(env).join("servers")
+}
+
+/// A server's name as one folder name: a name may hold `/` or be `..`, which must not lead
+/// its private folders out of their root.
+fn folder_name(name: &str) -> String {
+    let escaped = name.replace('%', "%25").replace('/', "%2F");
+    match escaped.as_str() {
+        "." | ".." => escaped.replace('.', "%2E"),
+        _ => escaped,
+    }
+}
+
 /// The hub's environment as text pairs (variables that are not UTF-8 are not passed).
 pub fn hub_env() -> Vec<(String, String)> {
     std::env::vars_os()
@@ -177,9 +201,11 @@ pub fn hub_env() -> Vec<(String, String)> {
 pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
     let hub_env = hub_env();
     let lookup = |k: &str| std::env::var(k).ok();
+    let data_root = data_root(&lookup);
     let own_dirs: Vec<PathBuf> = [
         Some(state_dir.to_path_buf()),
         crate::config::user_config_file(&lookup).and_then(|f| f.parent().map(Path::to_path_buf)),
+        // The servers' data folders lie inside: each is granted to its own server only.
         Some(crate::config::data_dir(&lookup)),
     ]
     .into_iter()
@@ -194,6 +220,7 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
         cwd: &cwd,
         own_dirs: &own_dirs,
         temp_root: &temp_root,
+        data_root: &data_root,
     };
     config.servers.iter().map(|s| plan(s, &cx)).collect()
 }
@@ -248,7 +275,8 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     }
     let home = cx.var("HOME").map(PathBuf::from);
     let home = home.as_deref();
-    let tmpdir = cx.temp_root.join(&server.name);
+    let tmpdir = cx.temp_root.join(folder_name(&server.name));
+    let data = cx.data_root.join(folder_name(&server.name));
     let network = network(&cx.settings.profile, &spec);
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
@@ -263,6 +291,12 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let user_deny = both(|s| &s.deny);
     let explicit_read = both(|s| &s.read);
     let explicit_write = both(|s| &s.write);
+    let mut create: Vec<PathBuf> = explicit_read
+        .iter()
+        .chain(&explicit_write)
+        .filter(|p| places::made_at_start(p, home))
+        .cloned()
+        .collect();
     let mut deny = places::credentials(home);
     deny.extend(cx.own_dirs.iter().cloned());
     deny.extend(user_deny.iter().cloned());
@@ -279,7 +313,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let credential = |p: &Path| deny.iter().any(|d| p.starts_with(d));
     obvious.retain(|p| !places::too_broad(p, home) && !credential(p));
 
-    let mut write = vec![tmpdir.clone(), PathBuf::from("/dev")];
+    let mut write = vec![tmpdir.clone(), data.clone(), PathBuf::from("/dev")];
     let made: Vec<PathBuf> = home
         .map(|h| {
             places::made_caches(program)
@@ -329,6 +363,8 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         dedup(list);
     }
     dedup(&mut deny);
+    create.retain(|p| read.contains(p) || write.contains(p));
+    dedup(&mut create);
 
     let env_recipe = EnvRecipe {
         entry: entry_env.clone(),
@@ -338,7 +374,13 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     // The names the server will get, the proxy's variables included (their value is the
     // proxy's address, known only once it runs).
     let env_names = env_recipe
-        .build(cx.hub_env, &network, &tmpdir, Some("http://127.0.0.1"))
+        .build(
+            cx.hub_env,
+            &network,
+            &tmpdir,
+            &data,
+            Some("http://127.0.0.1"),
+        )
         .vars
         .into_iter()
         .map(|(k, _)| k)
@@ -351,6 +393,8 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         network,
         env: env_names,
         tmpdir,
+        data,
+        create,
         made,
     };
     let mode = match cx.support {
@@ -482,12 +526,14 @@ impl EnvRecipe {
         hub: &[(String, String)],
         network: &Network,
         tmpdir: &Path,
+        data: &Path,
         proxy: Option<&str>,
     ) -> env::Environment {
         let mut ours: Vec<(String, String)> = Vec::new();
         if !self.container {
             let t = tmpdir.display().to_string();
             ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
+            ours.push((DATA_VAR.to_string(), data.display().to_string()));
         }
         if let (Network::Proxy(_), Some(url)) = (network, proxy) {
             for k in [
@@ -534,7 +580,7 @@ pub struct Launch {
 pub enum LaunchError {
     #[error("sandbox: {0}")]
     Refused(String),
-    #[error("sandbox: could not prepare the server's private temp dir {path}: {source}")]
+    #[error("sandbox: could not prepare the server's private folder {path}: {source}")]
     TempDir {
         path: String,
         #[source]
@@ -584,7 +630,7 @@ impl Plan {
         let hub = hub_env();
         let Some(profile) = &self.profile else {
             // A container runtime: only the environment is ours to decide.
-            let env = recipe.build(&hub, &Network::Any, Path::new(""), None);
+            let env = recipe.build(&hub, &Network::Any, Path::new(""), Path::new(""), None);
             return Ok(Launch {
                 env: Some(env.vars),
                 withheld: env.withheld,
@@ -593,7 +639,13 @@ impl Plan {
         };
         prepare_dirs(profile)?;
         let url = proxy.map(proxy::EgressProxy::url);
-        let env = recipe.build(&hub, &profile.network, &profile.tmpdir, url.as_deref());
+        let env = recipe.build(
+            &hub,
+            &profile.network,
+            &profile.tmpdir,
+            &profile.data,
+            url.as_deref(),
+        );
         if self.mode != Mode::Enforced {
             return Ok(Launch {
                 env: Some(env.vars),
@@ -616,8 +668,10 @@ impl Plan {
     }
 }
 
-/// Makes the private temp dir (0700) and the package caches a first `npx`/`uvx` run would
-/// otherwise have to create in the home directory.
+/// Makes the private temp dir and data folder (0700), the granted folders under the home
+/// folder that are missing (0700: at each start, since the user may have removed one), and
+/// the package caches a first `npx`/`uvx` run would otherwise have to create in the home
+/// directory.
 fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
     use crate::platform;
     let err = |path: &Path| {
@@ -633,6 +687,13 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
             return Err(err(base)(std::io::Error::other(
                 "it belongs to another user or is open to others; remove it",
             )));
+        }
+    }
+    platform::create_dir_all(&profile.data, 0o700).map_err(err(&profile.data))?;
+    for dir in profile.create.iter().filter(|d| !d.exists()) {
+        // Not fatal: the server may not need this folder for what it is asked to do.
+        if let Err(e) = platform::create_dir_all(dir, 0o700) {
+            tracing::warn!(path = %dir.display(), error = %e, "sandbox: could not make a granted folder, so the grant does nothing");
         }
     }
     for cache in &profile.made {
@@ -724,6 +785,9 @@ impl Plan {
                         "network": p.network.to_json(),
                         "env": p.env,
                         "tmpdir": p.tmpdir,
+                        "data": p.data,
+                        // Shown while missing: made at the next start.
+                        "create": p.create.iter().filter(|d| !d.exists()).collect::<Vec<_>>(),
                     }),
                 );
             }
@@ -755,18 +819,32 @@ pub fn describe(v: &Value) -> Vec<String> {
         return out;
     };
     let tmpdir = p.get("tmpdir").and_then(Value::as_str).unwrap_or_default();
-    // The temp dir's path holds the hub's pid: shown by what it is.
-    let list = |key: &str| -> String {
+    let data = p.get("data").and_then(Value::as_str).unwrap_or_default();
+    let strings = |key: &str| -> Vec<&str> {
         p.get(key)
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(|s| if s == tmpdir { "its own TMPDIR" } else { s })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default()
+    };
+    let create = strings("create");
+    // The temp dir's path holds the hub's pid: shown by what it is, as is the data folder
+    // (on a line of its own); a folder still to be made says so.
+    let list = |key: &str| -> String {
+        strings(key)
+            .into_iter()
+            .map(|s| {
+                if s == tmpdir {
+                    "its own TMPDIR".to_string()
+                } else if s == data {
+                    "its data folder".to_string()
+                } else if create.contains(&s) {
+                    format!("{s} (missing: made at start)")
+                } else {
+                    s.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let network = match p.get("network") {
         Some(Value::String(s)) if s == "any" => "any host".to_string(),
@@ -795,6 +873,11 @@ pub fn describe(v: &Value) -> Vec<String> {
         format!("network: {network}"),
         format!("env: {}", list("env")),
     ]);
+    if !data.is_empty() {
+        out.push(format!(
+            "data: {data} (its own, kept across restarts; ${DATA_VAR})"
+        ));
+    }
     out
 }
 
@@ -833,6 +916,7 @@ mod tests {
             cwd: dir,
             own_dirs: &[dir.join("state")],
             temp_root: &temp_root,
+            data_root: &dir.join("data-root"),
         };
         config.servers.iter().map(|s| plan(s, &cx)).collect()
     }
@@ -947,6 +1031,29 @@ mod tests {
         );
         assert!(matches!(off[0].mode, Mode::Off { .. }));
         assert_eq!(off[1].mode, Mode::Enforced);
+    }
+
+    #[test]
+    fn private_folders_stay_in_their_roots_and_home_grants_are_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let plans = plans_of(
+            &dir,
+            r#"{"mcpServers": {
+                "../up": {"command": "/bin/sh"},
+                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape"]}}}
+            }}"#,
+            Support::Full,
+        );
+        let up = plans[0].profile.as_ref().unwrap();
+        assert_eq!(up.data, dir.join("data-root/..%2Fup"));
+        assert_eq!(up.tmpdir, dir.join("tmp-root/..%2Fup"));
+        assert!(up.write.contains(&up.data), "{:?}", up.write);
+        let ab = plans[1].profile.as_ref().unwrap();
+        assert_eq!(ab.data, dir.join("data-root/a%2Fb"));
+        // Only below the home folder, never by way of `..`.
+        assert_eq!(ab.create, [dir.join("home/.new/deep")]);
+        assert_eq!(folder_name(".."), "%2E%2E");
     }
 
     #[test]

@@ -633,8 +633,7 @@ impl Upstream {
             return reason;
         }
         format!(
-            "{reason} (it ran in openpact's sandbox: if it needs more files, hosts or variables, widen its profile with \"sandbox\": {{\"filesystem\": {{\"read\"/\"write\": […]}}, \"network\": …, \"env\": […]}}, or set \"sandbox\": false; `openpact servers {}` shows what it may touch)",
-            self.name()
+            "{reason} (it ran in openpact's sandbox: if it needs more files, hosts or variables, widen its profile with \"sandbox\": {{\"filesystem\": {{\"read\"/\"write\": […]}}, \"network\": …, \"env\": […]}}, or set \"sandbox\": false; `openpact servers` shows what each server may touch)"
         )
     }
 

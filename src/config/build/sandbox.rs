@@ -115,6 +115,9 @@ impl Builder<'_> {
                 }
             };
             let paths = self.sandbox_paths(v, &p);
+            if key != "deny" {
+                self.check_grants_exist(&paths, &p);
+            }
             list.extend(paths);
         }
     }
@@ -141,6 +144,29 @@ impl Builder<'_> {
             out.push(resolve::beside(&self.base_dir, &text));
         }
         out
+    }
+
+    /// A grant of a path that does not exist does nothing (the kernel grants only existing
+    /// paths): one under the home folder is made at each start (see
+    /// `crate::sandbox::places::made_at_start`); one elsewhere is reported, since making
+    /// folders outside the user's own is not openpact's to do.
+    fn check_grants_exist(&mut self, paths: &[PathBuf], path: &str) {
+        let home = (self.env)("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        for (i, p) in paths.iter().enumerate() {
+            if p.exists() || crate::sandbox::places::made_at_start(p, home.as_deref()) {
+                continue;
+            }
+            self.ignored(
+                &index(path, i),
+                format!(
+                    "{} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant (openpact makes a missing folder only under your home folder); create it with `mkdir -p {}`, or fix the path",
+                    p.display(),
+                    p.display()
+                ),
+            );
+        }
     }
 
     fn sandbox_network(&mut self, value: &Value, path: &str) -> Option<NetworkSpec> {

@@ -165,6 +165,8 @@ fn restart_policy_is_configurable_and_checked() {
 fn sandbox_settings_are_read_with_their_profile() {
     use crate::config::sandbox::{NetworkSpec, SandboxSpec};
     let f = Fixture::new();
+    // A granted path outside the home folder must exist (tested end to end in tests/sandbox.rs).
+    std::fs::create_dir_all(f.dir.path().join("data")).unwrap();
     let c = f.ok(
         r#"{"openpact": {"sandbox": {"default": "off", "required": true,
             "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]}}}}}"#,
