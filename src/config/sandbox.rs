@@ -62,3 +62,20 @@ impl Default for SandboxSettings {
         }
     }
 }
+
+/// Whether a granted `path` that does not exist is made (0700) before each start: a folder
+/// below the home folder (servers keep their state in `~/.something`, which a first run
+/// would otherwise have to create where it may not write). A name with an extension
+/// (`~/app.db`, `~/notes.md`) is a file to be: made as a folder it would break the server,
+/// and made as an empty file it could too (an empty JSON file does not parse), so it is not
+/// made.
+pub fn made_at_start(path: &std::path::Path, home: Option<&std::path::Path>) -> bool {
+    home.is_some_and(|h| {
+        path.starts_with(h)
+            && path != h
+            && path.extension().is_none()
+            && !path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+    })
+}

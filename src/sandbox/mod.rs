@@ -1041,7 +1041,7 @@ mod tests {
             &dir,
             r#"{"mcpServers": {
                 "../up": {"command": "/bin/sh"},
-                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape"]}}}
+                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape", "~/app.db"]}}}
             }}"#,
             Support::Full,
         );
@@ -1051,7 +1051,7 @@ mod tests {
         assert!(up.write.contains(&up.data), "{:?}", up.write);
         let ab = plans[1].profile.as_ref().unwrap();
         assert_eq!(ab.data, dir.join("data-root/a%2Fb"));
-        // Only below the home folder, never by way of `..`.
+        // Only folders below the home folder, never by way of `..`, never a file to be.
         assert_eq!(ab.create, [dir.join("home/.new/deep")]);
         assert_eq!(folder_name(".."), "%2E%2E");
     }

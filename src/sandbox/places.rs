@@ -78,18 +78,7 @@ pub fn made_caches(program: &Path) -> &'static [&'static str] {
     }
 }
 
-/// Whether a granted `path` that does not exist is made (0700) before each start: a folder
-/// below the home folder (servers keep their state in `~/.something`, which a first run
-/// would otherwise have to create where it may not write).
-pub fn made_at_start(path: &Path, home: Option<&Path>) -> bool {
-    home.is_some_and(|h| {
-        path.starts_with(h)
-            && path != h
-            && !path
-                .components()
-                .any(|c| matches!(c, std::path::Component::ParentDir))
-    })
-}
+pub use crate::config::sandbox::made_at_start;
 
 /// The credential places for this home directory and machine.
 pub fn credentials(home: Option<&Path>) -> Vec<PathBuf> {

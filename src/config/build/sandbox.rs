@@ -147,25 +147,31 @@ impl Builder<'_> {
     }
 
     /// A grant of a path that does not exist does nothing (the kernel grants only existing
-    /// paths): one under the home folder is made at each start (see
-    /// `crate::sandbox::places::made_at_start`); one elsewhere is reported, since making
-    /// folders outside the user's own is not openpact's to do.
+    /// paths): a folder under the home folder is made at each start (see
+    /// [`made_at_start`](crate::config::sandbox::made_at_start)); one elsewhere, or a file
+    /// to be, is reported, since making folders outside the user's own is not openpact's to
+    /// do, and the contents of a file are not openpact's to choose.
     fn check_grants_exist(&mut self, paths: &[PathBuf], path: &str) {
         let home = (self.env)("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         for (i, p) in paths.iter().enumerate() {
-            if p.exists() || crate::sandbox::places::made_at_start(p, home.as_deref()) {
+            if p.exists() || crate::config::sandbox::made_at_start(p, home.as_deref()) {
                 continue;
             }
-            self.ignored(
-                &index(path, i),
+            let under_home = home.as_deref().is_some_and(|h| p.starts_with(h));
+            let message = if under_home && p.extension().is_some() {
                 format!(
-                    "{} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant (openpact makes a missing folder only under your home folder); create it with `mkdir -p {}`, or fix the path",
-                    p.display(),
+                    "{0} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant; openpact makes missing folders under your home folder, but {0} looks like a file: create it (`touch {0}`), or grant the folder it will be in",
                     p.display()
-                ),
-            );
+                )
+            } else {
+                format!(
+                    "{0} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant (openpact makes a missing folder only under your home folder); create it with `mkdir -p {0}`, or fix the path",
+                    p.display()
+                )
+            };
+            self.ignored(&index(path, i), message);
         }
     }
 

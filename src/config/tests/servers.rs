@@ -232,3 +232,20 @@ fn a_broken_server_entry_does_not_stop_the_others() {
             .contains("${NOPE_TOKEN} is not set")
     );
 }
+
+/// A missing grant is made only when it is a folder under the home folder; a file to be
+/// under home is reported with the command that makes it, not made as a folder.
+#[test]
+fn a_missing_file_grant_under_home_is_reported_not_made() {
+    let f = Fixture::new();
+    let home = f.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let text = r#"{"mcpServers": {"s": {"command": "tool", "sandbox": {"filesystem": {"write": ["~/.state", "~/app.db"]}}}}}"#;
+    let errs = f.err(text, &[("HOME", home.to_str().unwrap())]);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].contains("write[1]")
+            && errs[0].contains("app.db looks like a file: create it (`touch "),
+        "{errs:?}"
+    );
+}
