@@ -18,7 +18,7 @@ pub mod workspace;
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A tool's definition as `tools/list` shows it.
 #[derive(Debug, Clone)]
@@ -115,9 +115,8 @@ pub trait Group: Send + Sync {
 #[derive(Default, Clone)]
 pub struct Builtins {
     groups: Vec<Arc<dyn Group>>,
-    /// Every tool with the index of its group and its compiled argument check, built once:
-    /// definitions are fixed at construction, and a call should not rebuild every schema to
-    /// find its tool.
+    /// Every tool with the index of its group and its argument check: definitions are fixed
+    /// at construction, and a call should not rebuild every schema to find its tool.
     tools: Vec<Entry>,
 }
 
@@ -126,7 +125,21 @@ pub struct Builtins {
 struct Entry {
     def: ToolDef,
     group: usize,
-    check: Arc<Result<ArgsCheck, String>>,
+    /// Compiled at the tool's first call: a hub whose clients never call it should not
+    /// carry the validator (its code and its compiled schemas stay out of memory).
+    check: Arc<OnceLock<Result<ArgsCheck, String>>>,
+}
+
+impl Entry {
+    fn check(&self) -> &Result<ArgsCheck, String> {
+        self.check.get_or_init(|| {
+            let check = ArgsCheck::new(&self.def.input_schema);
+            if let Err(e) = &check {
+                tracing::error!("built-in tool {}: {e}", self.def.name);
+            }
+            check
+        })
+    }
 }
 
 impl Builtins {
@@ -135,16 +148,10 @@ impl Builtins {
             .iter()
             .enumerate()
             .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)))
-            .map(|(t, i)| {
-                let check = ArgsCheck::new(&t.input_schema);
-                if let Err(e) = &check {
-                    tracing::error!("built-in tool {}: {e}", t.name);
-                }
-                Entry {
-                    def: t,
-                    group: i,
-                    check: Arc::new(check),
-                }
+            .map(|(t, i)| Entry {
+                def: t,
+                group: i,
+                check: Arc::default(),
             })
             .collect();
         Builtins { groups, tools }
@@ -162,7 +169,7 @@ impl Builtins {
     /// Validates the arguments against the tool's schema, then runs it.
     pub async fn call(&self, tool: &str, args: &Value) -> Option<ToolOutput> {
         let entry = self.tools.iter().find(|e| e.def.name == tool)?;
-        let verdict = match entry.check.as_ref() {
+        let verdict = match entry.check() {
             Ok(check) => check.check(args),
             Err(e) => Err(e.clone()),
         };
@@ -402,9 +409,36 @@ mod tests {
         let builtins = from_settings(&settings, &[], dir.path());
         assert!(builtins.tools.len() >= 18, "{}", builtins.tools.len());
         for e in &builtins.tools {
-            let error = e.check.as_ref().as_ref().err();
+            let error = e.check().as_ref().err();
             assert!(error.is_none(), "{}: {error:?}", e.def.name);
         }
+    }
+
+    /// A hub serves the built-ins' definitions from its start, but compiles a tool's schema
+    /// only when the tool is called: the validator's code and data stay out of its memory.
+    #[tokio::test]
+    async fn a_tools_schema_is_compiled_at_its_first_call_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let builtins = from_settings(
+            &crate::config::BuiltinsSettings::defaults(dir.path()),
+            &[],
+            dir.path(),
+        );
+        assert!(!builtins.tools.is_empty());
+        assert!(
+            builtins.tools.iter().all(|e| e.check.get().is_none()),
+            "no schema compiled before a call"
+        );
+        let first = builtins.tools[0].def.name;
+        let out = builtins.call(first, &json!(7)).await.unwrap();
+        assert!(out.is_error, "not an object: refused by the check");
+        let compiled: Vec<&str> = builtins
+            .tools
+            .iter()
+            .filter(|e| e.check.get().is_some())
+            .map(|e| e.def.name)
+            .collect();
+        assert_eq!(compiled, [first]);
     }
 
     #[test]

@@ -30,9 +30,13 @@ impl Meaning {
     }
 }
 
-/// The embedded model, read once.
+/// The embedded model, read once, when a search first needs it: until then its 3.8 MB stay
+/// on disk, not in the hub's memory (a hub whose views do not search never reads it).
 static MODEL: LazyLock<Option<Model>> = LazyLock::new(|| match Model::read(DATA) {
-    Ok(model) => Some(model),
+    Ok(model) => {
+        tracing::debug!("tool search: the embedded model is read");
+        Some(model)
+    }
     Err(e) => {
         tracing::warn!("tool search works on words alone: the embedded model is unreadable: {e}");
         None

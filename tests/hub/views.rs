@@ -411,3 +411,27 @@ async fn the_cli_searches_the_catalogue_in_both_outputs() {
     ]);
     assert!(out.status.success(), "{out:?}");
 }
+
+/// The search model (3.8 MB embedded in the binary) is read only by a hub whose views search:
+/// with search off, listing and calling never touch it, so it stays out of the hub's memory.
+#[tokio::test]
+async fn the_search_model_is_read_only_where_a_view_searches() {
+    const READ: &str = "tool search: the embedded model is read";
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"fx": fixture(&[])}),
+        Some(json!({"toolSearch": {"mode": "off"}})),
+    );
+    let mut hub = serve_with(&config, &["serve"], &[]).await.owning(sc);
+    ready(&mut hub.client, &["fx:echo"]).await;
+    let r = hub.client.call("fx:echo", json!({"message": "m"})).await;
+    assert_eq!(text(&r), "m");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!hub.stderr().contains(READ), "{}", hub.stderr());
+
+    let sc = Scratch::new();
+    let config = sc.servers(json!({"fx": fixture(&[])}), Some(searching(json!({}))));
+    let mut hub = serve_with(&config, &["serve"], &[]).await.owning(sc);
+    ready(&mut hub.client, &["fx:echo"]).await;
+    hub.wait_log(READ, WAIT).await;
+}
