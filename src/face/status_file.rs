@@ -4,7 +4,7 @@
 
 use crate::hub::{Hub, HubStatus, status::rfc3339};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 pub fn path_for(state_dir: &Path, pid: u32) -> PathBuf {
@@ -22,6 +22,8 @@ pub fn publish(
     let path = path_for(state_dir, std::process::id());
     let started_at = rfc3339(SystemTime::now());
     let task_path = path.clone();
+    let closed = Arc::new(Mutex::new(false));
+    let task_closed = closed.clone();
     let task = tokio::spawn(async move {
         let mut changes = hub.watch_changes();
         // The same cache across reloads (its size bound needs a restart).
@@ -41,7 +43,14 @@ pub fn publish(
                 Ok(bytes) => {
                     // File I/O off the runtime's workers, which are busy starting servers.
                     let path = task_path.clone();
+                    let closed = task_closed.clone();
                     let written = tokio::task::spawn_blocking(move || {
+                        // Aborting the task does not stop a write under way: the guard's
+                        // removal and a write take turns, and none comes after the removal.
+                        let closed = closed.lock().unwrap_or_else(PoisonError::into_inner);
+                        if *closed {
+                            return Ok(());
+                        }
                         crate::state::write_volatile(&path, &bytes)
                     })
                     .await;
@@ -67,17 +76,21 @@ pub fn publish(
             changes.borrow_and_update();
         }
     });
-    StatusFile { path, task }
+    StatusFile { path, task, closed }
 }
 
 pub struct StatusFile {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    /// Set when the file is removed, under the lock each write holds.
+    closed: Arc<Mutex<bool>>,
 }
 
 impl Drop for StatusFile {
     fn drop(&mut self) {
         self.task.abort();
+        let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
+        *closed = true;
         let _ = std::fs::remove_file(&self.path);
     }
 }
