@@ -113,8 +113,8 @@ fn violations(src: &Path) -> Vec<String> {
 #[test]
 fn no_module_imports_a_layer_above_its_own() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    assert!(layer_order(&lib).len() > 10, "lib.rs lists the layers");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    assert!(layer_order(&lib).len() > 10, "src/lib.rs lists the layers");
     let found = violations(&src);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }

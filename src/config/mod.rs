@@ -107,6 +107,15 @@ impl ToolFilter {
     }
 }
 
+/// The sentence that lists the profiles there are, for a name that is none of them.
+pub fn profiles_named(known: &[&str]) -> String {
+    if known.is_empty() {
+        "it defines none (openpact.profiles)".to_string()
+    } else {
+        format!("the profiles are {}", known.join(", "))
+    }
+}
+
 impl Config {
     /// The view of profile `name` (1 for the first profile; 0 is the whole catalogue), or a
     /// sentence that lists the profiles there are.
@@ -115,11 +124,7 @@ impl Config {
             return Ok(i + 1);
         }
         let known: Vec<&str> = self.hub.profiles.iter().map(|p| p.name.as_str()).collect();
-        Err(if known.is_empty() {
-            "it defines none (openpact.profiles)".to_string()
-        } else {
-            format!("the profiles are {}", known.join(", "))
-        })
+        Err(profiles_named(&known))
     }
 
     /// Why this config may not replace the one a hub runs (`None`: it may): the problems of

@@ -12,9 +12,9 @@
 //! again), a stub response for each answer the editor has been *written* (so an answer is
 //! never counted before the editor could read it), [`TORN`] / [`WHOLE`] around a line the
 //! kernel took in pieces, [`READY`] once the session is set up and [`END`] when the editor
-//! closed its end; or, instead of [`READY`], [`REFUSED`] and the connection's end. A hub that dies leaves `connect` its socket's end-of-file instead of
-//! [`END`]: `connect` then ends a torn line, answers the requests that were in flight, and
-//! hands the pipes to a new hub.
+//! closed its end; or, instead of [`READY`], [`REFUSED`] and the connection's end. A hub that
+//! dies leaves `connect` its socket's end-of-file instead of [`END`]: `connect` then ends a
+//! torn line, answers the requests that were in flight, and hands the pipes to a new hub.
 
 use crate::jsonrpc::{self, Kind, Message};
 use crate::transport::Outbox;

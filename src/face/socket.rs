@@ -199,11 +199,8 @@ async fn serve_window(mut stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<
                 "a window asked for profile \"{unknown}\", which this hub's config does not define; its connection is closed"
             );
             let known = hub.profile_names();
-            let hint = if known.is_empty() {
-                "it defines none (openpact.profiles)".to_string()
-            } else {
-                format!("the profiles are {}", known.join(", "))
-            };
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            let hint = crate::config::profiles_named(&known);
             // Said, so that `connect` does not take the closed connection for a hub that
             // was exiting and wait for it.
             let why =

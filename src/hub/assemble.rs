@@ -93,7 +93,8 @@ impl Hub {
             .iter()
             .map(|s| s.auth())
             .chain(next.servers.iter().filter_map(|(_, a)| a.as_ref()));
-        let mut secrets = secrets_of(new);
+        let configured = secrets_of(new);
+        let mut secrets = configured.clone();
         for auth in tokens {
             let name = token_name(auth);
             secrets.extend(auth.secrets().into_iter().map(|v| (name.clone(), v)));
@@ -105,7 +106,7 @@ impl Hub {
         *write(&self.policy) = Arc::new(policy);
         // 2. Built-ins: scripts see the secrets they may use, so new secrets rebuild them too.
         let rebuild = running.is_none_or(|old| {
-            old.hub.builtins != new.hub.builtins || secrets_of(old) != secrets_of(new)
+            old.hub.builtins != new.hub.builtins || secrets_of(old) != configured
         });
         if rebuild {
             let builtins = Arc::new(if new.hub.builtins.enabled {
