@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod output;
+pub mod sandbox;
 
 use crate::config::{self, Config, Transport};
 use crate::hub::{Hub, LocalClient};
@@ -175,10 +176,35 @@ pub enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Widen a server's sandbox: `openpact sandbox allow NAME write ~/.cache/app`.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
     /// Log in to remote servers (OAuth), log out, show the login state.
     Auth {
         #[command(subcommand)]
         command: auth::AuthCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Add a grant to server NAME's `sandbox` in the config file (its comments and layout
+    /// kept), make a granted folder under the home folder (0700), and reload the running
+    /// hubs of this config. KIND: write | read (paths), net (hosts, like api.example.com or
+    /// *.example.com:443), socket (Unix socket paths).
+    Allow {
+        /// The server, as the config names it.
+        name: String,
+        /// write, read, net or socket.
+        kind: String,
+        /// What to allow: paths for write, read and socket; hosts for net.
+        #[arg(required = true, value_name = "VALUE")]
+        values: Vec<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -280,6 +306,9 @@ impl Cli {
             }) => *json,
             Some(Command::Auth {
                 command: auth::AuthCommand::Status { json },
+            })
+            | Some(Command::Sandbox {
+                command: SandboxCommand::Allow { json, .. },
             }) => *json,
             _ => false,
         }
@@ -501,6 +530,15 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             command: ConfigCommand::Check { json },
         } => config_check(&cli.config, &cli.state_dir, json),
         Command::Auth { command } => auth::run(&load(&cli.config)?, &state, command).await,
+        Command::Sandbox {
+            command:
+                SandboxCommand::Allow {
+                    name,
+                    kind,
+                    values,
+                    json,
+                },
+        } => sandbox::allow(&cli.config, &state, &name, &kind, &values, json).await,
     }
 }
 
@@ -638,7 +676,24 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
     if before.is_empty() {
         loaded?;
     }
-    for h in &before {
+    let answers = ask_reload(state, &before).await;
+    output::reloaded(&answers);
+    let failed = answers
+        .iter()
+        .any(|(_, r)| r.as_ref().is_some_and(|r| !r.applied));
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What each hub did, once asked to reload (`None`: it had not reported back within 5 s).
+async fn ask_reload<'h>(
+    state: &std::path::Path,
+    before: &'h [crate::hub::HubStatus],
+) -> Vec<(&'h crate::hub::HubStatus, Option<crate::hub::ReloadStatus>)> {
+    for h in before {
         if let Err(e) = crate::platform::send(h.pid, crate::platform::HubSignal::Reload) {
             tracing::warn!(pid = h.pid, "could not signal openpact serve: {e}");
         }
@@ -666,15 +721,7 @@ async fn reload(config: &Option<PathBuf>, state: &std::path::Path) -> Result<Exi
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    output::reloaded(&answers);
-    let failed = answers
-        .iter()
-        .any(|(_, r)| r.as_ref().is_some_and(|r| !r.applied));
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    answers
 }
 
 /// `config`: the config file named or found (read or not): only its hubs are reached.

@@ -608,6 +608,49 @@ pub fn reload_line(pid: u32, r: &crate::hub::ReloadStatus) {
     }
 }
 
+/// `openpact sandbox allow`: what changed, and whether the running hubs took it.
+pub fn sandbox_allowed(done: &super::sandbox::Allowed, json: bool) -> anyhow::Result<()> {
+    if json {
+        out!("{}", serde_json::to_string_pretty(done)?);
+        return Ok(());
+    }
+    let (server, kind) = (&done.server, done.kind);
+    for v in &done.added {
+        out!("{server}: allowed {kind} {v} (added to {})", done.config);
+    }
+    for v in &done.present {
+        out!("{server}: {kind} {v} is allowed already; nothing changed");
+    }
+    for d in &done.created {
+        out!("made the folder {d} (private: 0700)");
+    }
+    if done.added.is_empty() {
+        return Ok(());
+    }
+    if done.hubs.is_empty() {
+        out!("no openpact serve is running with this config: the servers get it when next started");
+    }
+    for h in &done.hubs {
+        match (h.applied, &h.message) {
+            (Some(true), m) => out!(
+                "openpact serve (pid {}) reloaded: {}",
+                h.pid,
+                m.as_deref().unwrap_or("")
+            ),
+            (Some(false), m) => out!(
+                "openpact serve (pid {}) did NOT apply it: {}",
+                h.pid,
+                m.as_deref().unwrap_or("")
+            ),
+            (None, _) => out!(
+                "openpact serve (pid {}): asked to reload; it has not reported back yet",
+                h.pid
+            ),
+        }
+    }
+    Ok(())
+}
+
 pub fn nothing_to_reload() {
     out!("no config file here (openpact runs on its built-in tools alone); nothing to reload");
 }

@@ -5,6 +5,7 @@
 
 mod build;
 mod builtins;
+pub mod edit;
 mod expand;
 pub mod hosts;
 mod jsonc;
@@ -12,7 +13,7 @@ mod paths;
 mod policy;
 mod resolve;
 pub mod sandbox;
-mod suggest;
+pub(crate) mod suggest;
 mod units;
 pub mod views;
 

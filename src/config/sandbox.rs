@@ -79,3 +79,56 @@ pub fn made_at_start(path: &std::path::Path, home: Option<&std::path::Path>) -> 
                 .any(|c| matches!(c, std::path::Component::ParentDir))
     })
 }
+
+/// What `openpact sandbox allow` adds to a server's `sandbox`, and what a refusal names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// `filesystem.write`
+    Write,
+    /// `filesystem.read`
+    Read,
+    /// `network.allow`
+    Net,
+    /// `unixSockets`
+    Socket,
+}
+
+impl Grant {
+    pub const ALL: [Grant; 4] = [Grant::Write, Grant::Read, Grant::Net, Grant::Socket];
+
+    /// The word the command takes (and prints).
+    pub fn word(self) -> &'static str {
+        match self {
+            Grant::Write => "write",
+            Grant::Read => "read",
+            Grant::Net => "net",
+            Grant::Socket => "socket",
+        }
+    }
+
+    /// The word, or one of the names people reach for first.
+    pub fn parse(word: &str) -> Option<Grant> {
+        match word.to_ascii_lowercase().as_str() {
+            "write" | "w" | "rw" => Some(Grant::Write),
+            "read" | "r" | "ro" => Some(Grant::Read),
+            "net" | "network" | "host" | "hosts" => Some(Grant::Net),
+            "socket" | "sockets" | "unix" | "unixsocket" | "unixsockets" => Some(Grant::Socket),
+            _ => None,
+        }
+    }
+
+    /// Its list inside the `sandbox` object.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            Grant::Write => &["filesystem", "write"],
+            Grant::Read => &["filesystem", "read"],
+            Grant::Net => &["network", "allow"],
+            Grant::Socket => &["unixSockets"],
+        }
+    }
+
+    /// Whether its values are paths (`~` and relative ones resolved).
+    pub fn is_path(self) -> bool {
+        self != Grant::Net
+    }
+}

@@ -1,0 +1,357 @@
+//! Edits of the config file's text in place (`openpact sandbox allow`): a value added to a
+//! list at a JSON path, the missing objects on the way made, and every other byte —
+//! comments, order, indentation, trailing commas — kept.
+//!
+//! The spans come from the text with comments blanked ([`super::jsonc::strip`] keeps every
+//! byte where it was), so they index the original text too.
+
+use super::jsonc;
+use serde_json::Value;
+
+/// The text with comments and trailing commas blanked: JSON to read the config as it is.
+pub fn stripped(text: &str) -> String {
+    jsonc::strip(text).into_owned()
+}
+
+/// Why the text could not be edited.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum EditError {
+    #[error("{line}:{column}: {message}")]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A value on the way is not an object (or the last one not a list).
+    #[error("{path} is {kind}, not {wanted}")]
+    Shape {
+        path: String,
+        kind: &'static str,
+        wanted: &'static str,
+    },
+}
+
+/// What [`add_to_list`] did.
+#[derive(Debug, PartialEq)]
+pub enum Added {
+    /// The new text.
+    Text(String),
+    /// The list holds the value already; nothing changed.
+    Present,
+}
+
+/// Adds the string `value` to the list at `path` (made, with the objects leading to it, when
+/// missing).
+pub fn add_to_list(text: &str, path: &[&str], value: &str) -> Result<Added, EditError> {
+    let quoted = Value::String(value.to_string()).to_string();
+    let stripped = jsonc::strip(text);
+    let root = parse(&stripped)?;
+    let (node, depth) = deepest(&root, path);
+    let shown = |n: usize| path[..n].join(".");
+    if depth == path.len() {
+        let Kind::Array(items) = &node.kind else {
+            return Err(shape(&shown(depth), node, "a list"));
+        };
+        if items
+            .iter()
+            .any(|i| stripped[i.start..i.end] == quoted || decoded(&stripped, i) == Some(value))
+        {
+            return Ok(Added::Present);
+        }
+        return Ok(Added::Text(insert(text, node, &quoted)));
+    }
+    if !matches!(node.kind, Kind::Object(_)) {
+        return Err(shape(&shown(depth), node, "an object"));
+    }
+    // `"a": {"b": ["value"]}` for the rest of the path.
+    let mut member = format!("[{quoted}]");
+    for key in path[depth + 1..].iter().rev() {
+        member = format!("{{{}: {member}}}", Value::String((*key).to_string()));
+    }
+    let member = format!("{}: {member}", Value::String(path[depth].to_string()));
+    Ok(Added::Text(insert(text, node, &member)))
+}
+
+/// Replaces the value at `path` (which must exist) with the JSON text `with`.
+pub fn replace(text: &str, path: &[&str], with: &str) -> Result<String, EditError> {
+    let stripped = jsonc::strip(text);
+    let root = parse(&stripped)?;
+    let (node, depth) = deepest(&root, path);
+    if depth < path.len() {
+        return Err(EditError::Shape {
+            path: path[..=depth].join("."),
+            kind: "missing",
+            wanted: "a value",
+        });
+    }
+    Ok(format!(
+        "{}{with}{}",
+        &text[..node.start],
+        &text[node.end..]
+    ))
+}
+
+fn shape(path: &str, node: &Node, wanted: &'static str) -> EditError {
+    EditError::Shape {
+        path: path.to_string(),
+        kind: match node.kind {
+            Kind::Object(_) => "an object",
+            Kind::Array(_) => "a list",
+            Kind::Scalar => "a single value",
+        },
+        wanted,
+    }
+}
+
+fn decoded<'a>(text: &'a str, node: &Node) -> Option<&'a str> {
+    // Only plain strings (no escapes) can equal a value compared as written.
+    let s = &text[node.start..node.end];
+    s.strip_prefix('"')?.strip_suffix('"')
+}
+
+/// The node `path` leads to as far as it exists, and how many keys of it were found.
+fn deepest<'n>(root: &'n Node, path: &[&str]) -> (&'n Node, usize) {
+    let mut node = root;
+    for (depth, key) in path.iter().enumerate() {
+        let Kind::Object(members) = &node.kind else {
+            return (node, depth);
+        };
+        match members.iter().find(|(k, _)| k == key) {
+            Some((_, child)) => node = child,
+            None => return (node, depth),
+        }
+    }
+    (node, path.len())
+}
+
+/// `item` (a member or an element) put after the last one of `container`, laid out as its
+/// neighbours are: on a line of its own in a container written over several lines.
+fn insert(text: &str, container: &Node, item: &str) -> String {
+    let last = match &container.kind {
+        Kind::Object(m) => m.last().map(|(_, v)| v),
+        Kind::Array(items) => items.last(),
+        Kind::Scalar => None,
+    };
+    let open = container.start;
+    let close = container.end - 1;
+    let multiline = text[open..close].contains('\n');
+    let indent_of = |at: usize| -> String {
+        let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        text[line..]
+            .chars()
+            .take_while(|c| *c == ' ' || *c == '\t')
+            .collect()
+    };
+    let Some(last) = last else {
+        if multiline {
+            let outer = indent_of(close);
+            return format!("{}\n{outer}  {item}{}", &text[..=open], &text[open + 1..]);
+        }
+        return format!("{}{item}{}", &text[..=open], &text[open + 1..]);
+    };
+    // A comma already after the last one (JSONC's trailing comma) stays where it is.
+    let after = text[last.end..close].trim_start();
+    let comma = if after.starts_with(',') { "" } else { "," };
+    if !multiline {
+        return format!("{}{comma} {item}{}", &text[..last.end], &text[last.end..]);
+    }
+    // On the line after the last one's, past any comment that ends its line.
+    let line_end = text[last.end..close]
+        .find('\n')
+        .map_or(last.end, |i| last.end + i);
+    let indent = indent_of(last.start);
+    let trailing = if comma.is_empty() { "," } else { "" };
+    format!(
+        "{}{comma}{}\n{indent}{item}{trailing}{}",
+        &text[..last.end],
+        &text[last.end..line_end],
+        &text[line_end..]
+    )
+}
+
+#[derive(Debug)]
+struct Node {
+    start: usize,
+    /// One past the last byte.
+    end: usize,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Object(Vec<(String, Node)>),
+    Array(Vec<Node>),
+    Scalar,
+}
+
+/// The spans of `text` (comments already blanked); serde_json checks it is JSON first, so
+/// the walk below meets only well-formed input.
+fn parse(text: &str) -> Result<Node, EditError> {
+    if let Err(e) = serde_json::from_str::<Value>(text) {
+        return Err(EditError::Syntax {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        });
+    }
+    let mut p = Spans {
+        b: text.as_bytes(),
+        i: 0,
+        text,
+    };
+    Ok(p.value())
+}
+
+struct Spans<'t> {
+    b: &'t [u8],
+    i: usize,
+    text: &'t str,
+}
+
+impl Spans<'_> {
+    fn blank(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r' | b',')
+        {
+            self.i += 1;
+        }
+    }
+
+    fn string_end(&self, from: usize) -> usize {
+        let mut i = from + 1;
+        while i < self.b.len() && self.b[i] != b'"' {
+            i += if self.b[i] == b'\\' { 2 } else { 1 };
+        }
+        i + 1
+    }
+
+    fn value(&mut self) -> Node {
+        self.blank();
+        let start = self.i;
+        match self.b.get(start) {
+            Some(b'{') => {
+                self.i += 1;
+                let mut members = Vec::new();
+                loop {
+                    self.blank();
+                    if self.b.get(self.i) != Some(&b'"') {
+                        break;
+                    }
+                    let key_end = self.string_end(self.i);
+                    let key = serde_json::from_str::<String>(&self.text[self.i..key_end])
+                        .unwrap_or_default();
+                    self.i = key_end;
+                    self.blank();
+                    self.i += 1; // ':'
+                    members.push((key, self.value()));
+                }
+                self.i += 1; // '}'
+                Node {
+                    start,
+                    end: self.i,
+                    kind: Kind::Object(members),
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                loop {
+                    self.blank();
+                    if matches!(self.b.get(self.i), Some(b']') | None) {
+                        break;
+                    }
+                    items.push(self.value());
+                }
+                self.i += 1;
+                Node {
+                    start,
+                    end: self.i,
+                    kind: Kind::Array(items),
+                }
+            }
+            Some(b'"') => {
+                self.i = self.string_end(start);
+                Node {
+                    start,
+                    end: self.i,
+                    kind: Kind::Scalar,
+                }
+            }
+            _ => {
+                while self.i < self.b.len()
+                    && !matches!(
+                        self.b[self.i],
+                        b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'
+                    )
+                {
+                    self.i += 1;
+                }
+                Node {
+                    start,
+                    end: self.i,
+                    kind: Kind::Scalar,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &[&str] = &["mcpServers", "s", "sandbox", "filesystem", "write"];
+
+    fn added(text: &str, path: &[&str], value: &str) -> String {
+        match add_to_list(text, path, value).unwrap() {
+            Added::Text(t) => {
+                serde_json::from_str::<Value>(&jsonc::strip(&t)).unwrap();
+                t
+            }
+            Added::Present => panic!("present"),
+        }
+    }
+
+    #[test]
+    fn makes_the_missing_objects_keeping_comments() {
+        let text = "{\n  // my servers\n  \"mcpServers\": {\n    \"s\": {\n      \"command\": \"x\" // the tool\n    }\n  }\n}\n";
+        let out = added(text, PATH, "~/.s");
+        assert_eq!(
+            out,
+            "{\n  // my servers\n  \"mcpServers\": {\n    \"s\": {\n      \"command\": \"x\", // the tool\n      \"sandbox\": {\"filesystem\": {\"write\": [\"~/.s\"]}}\n    }\n  }\n}\n"
+        );
+    }
+
+    #[test]
+    fn appends_to_an_existing_list_single_and_multi_line() {
+        let one = r#"{"mcpServers": {"s": {"sandbox": {"filesystem": {"write": ["~/a"]}}}}}"#;
+        assert!(added(one, PATH, "~/b").contains(r#"["~/a", "~/b"]"#));
+        let many = "{\"mcpServers\": {\"s\": {\"sandbox\": {\"filesystem\": {\"write\": [\n  \"~/a\", /* kept */\n]}}}}}";
+        let out = added(many, PATH, "~/b");
+        assert!(out.contains("\"~/a\", /* kept */\n  \"~/b\",\n]"), "{out}");
+        let empty = r#"{"mcpServers": {"s": {"sandbox": {"filesystem": {"write": []}}}}}"#;
+        assert!(added(empty, PATH, "~/b").contains(r#"["~/b"]"#));
+    }
+
+    #[test]
+    fn present_and_wrong_shapes() {
+        let has = r#"{"mcpServers": {"s": {"sandbox": {"filesystem": {"write": ["~/a"]}}}}}"#;
+        assert_eq!(add_to_list(has, PATH, "~/a").unwrap(), Added::Present);
+        let off = r#"{"mcpServers": {"s": {"sandbox": false}}}"#;
+        assert!(matches!(
+            add_to_list(off, PATH, "~/a"),
+            Err(EditError::Shape { .. })
+        ));
+        let broken = "{\n  \"mcpServers\": {,\n}";
+        assert!(matches!(
+            add_to_list(broken, PATH, "~/a"),
+            Err(EditError::Syntax { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn replaces_a_value() {
+        let on = "{\"mcpServers\": {\"s\": {\"sandbox\": true /* on */}}}";
+        let out = replace(on, &["mcpServers", "s", "sandbox"], "{}").unwrap();
+        assert_eq!(out, "{\"mcpServers\": {\"s\": {\"sandbox\": {} /* on */}}}");
+    }
+}
