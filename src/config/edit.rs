@@ -341,7 +341,7 @@ mod tests {
             add_to_list(off, PATH, "~/a"),
             Err(EditError::Shape { .. })
         ));
-        let broken = "{\n  \"mcpServers\": {,\n}";
+        let broken = "{\n  \"mcpServers\": nope\n}";
         assert!(matches!(
             add_to_list(broken, PATH, "~/a"),
             Err(EditError::Syntax { line: 2, .. })
