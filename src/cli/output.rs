@@ -533,6 +533,16 @@ pub fn servers_human(servers: &[ServerStatus]) {
                 out!("{:w$}  {label} {line}", "");
             }
         }
+        for r in &s.refusals {
+            out!(
+                "{:w$}  refused: {} {} at {}; to allow it: {}",
+                "",
+                r.kind,
+                r.what,
+                r.at,
+                r.fix
+            );
+        }
         if s.state == State::NeedsLogin(String::new()).label() {
             out!("{:w$}  login: run `openpact auth login {}`", "", s.name);
         }

@@ -6,6 +6,7 @@ use super::output;
 use crate::config::edit::{self, Added};
 use crate::config::sandbox::{Grant, SandboxChoice};
 use crate::config::{self, Transport};
+use crate::sandbox::refusal::tilde;
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -211,15 +212,6 @@ fn as_written(value: &str, home: Option<&Path>) -> Result<(String, PathBuf)> {
         _ => std::path::absolute(value).with_context(|| format!("{value}: not a path"))?,
     };
     Ok((tilde(&resolved, home), resolved))
-}
-
-/// `path` with the home folder shown as `~`.
-pub fn tilde(path: &Path, home: Option<&Path>) -> String {
-    match home.and_then(|h| path.strip_prefix(h).ok()) {
-        Some(rest) if rest.as_os_str().is_empty() => "~".to_string(),
-        Some(rest) => format!("~/{}", rest.display()),
-        None => path.display().to_string(),
-    }
 }
 
 /// The edited text through the parse and the check a hub and `config check` run: what it

@@ -31,6 +31,9 @@ pub struct ServerStatus {
     /// How the process is contained (`crate::sandbox::Plan::to_json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Value>,
+    /// What the sandbox refused it lately, each with the command that allows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<crate::sandbox::refusal::Refusal>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -83,6 +86,7 @@ impl Hub {
                     stderr: s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
                     remote: s.remote.clone(),
                     sandbox: Some(up.sandbox().to_json()),
+                    refusals: up.refusals().recent(),
                 }
             })
             .collect()

@@ -13,6 +13,7 @@ pub mod env;
 mod linux;
 pub mod places;
 pub mod proxy;
+pub mod refusal;
 mod seam;
 
 pub use seam::{Sandbox, Support, platform};

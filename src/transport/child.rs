@@ -29,7 +29,12 @@ pub struct ChildSpec {
     pub cwd: Option<PathBuf>,
     /// Applied to every stderr line before it is logged or kept (secret redaction).
     pub scrub: Option<Scrub>,
+    /// Shown every stderr line once redacted (the sandbox's refusals are read off them).
+    pub observe: Option<Observe>,
 }
+
+/// Something that reads each (redacted) stderr line of a child.
+pub type Observe = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A text filter for what a child writes to stderr.
 pub type Scrub = Arc<dyn Fn(&str) -> String + Send + Sync>;
@@ -60,6 +65,7 @@ pub struct StderrLog {
     lines: Mutex<VecDeque<String>>,
     /// Applied to every line kept or logged (secret redaction).
     scrub: Option<Scrub>,
+    observe: Option<Observe>,
     /// Set when the pipe reaches EOF, so a crash report can wait for the last words.
     done: tokio::sync::Notify,
     finished: std::sync::atomic::AtomicBool,
@@ -82,9 +88,10 @@ const MAX_LINE: usize = 2000;
 const LOG_RATE: u32 = 200;
 
 impl StderrLog {
-    pub fn new(scrub: Option<Scrub>) -> StderrLog {
+    pub fn new(scrub: Option<Scrub>, observe: Option<Observe>) -> StderrLog {
         StderrLog {
             scrub,
+            observe,
             ..StderrLog::default()
         }
     }
@@ -223,7 +230,10 @@ impl ChildSpec {
         let missing = || err(std::io::Error::other("pipe missing"));
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
-        let stderr = Arc::new(StderrLog::new(self.scrub.clone()));
+        let stderr = Arc::new(StderrLog::new(
+            self.scrub.clone(),
+            self.observe.clone(),
+        ));
         tokio::spawn(drain_stderr(
             stderr_pipe,
             self.label.clone(),
@@ -274,6 +284,9 @@ async fn drain_stderr(pipe: tokio::process::ChildStderr, label: String, log: Arc
                 tracing::warn!(server = %label, "server is flooding stderr: lines past {LOG_RATE}/s are not logged (suppressed lines are counted)");
             }
             suppressed += 1;
+        }
+        if let Some(observe) = &log.observe {
+            observe(&line);
         }
         log.push(line);
     }

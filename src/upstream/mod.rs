@@ -166,6 +166,8 @@ pub struct Upstream {
     listen_uris: watch::Sender<BTreeSet<String>>,
     /// What the process may touch, worked out from the config when the hub started.
     sandbox: crate::sandbox::Plan,
+    /// What the sandbox refused it lately, as it reported (stderr, tool results).
+    refusals: crate::sandbox::refusal::Record,
 }
 
 /// The protocol era a server speaks.
@@ -260,7 +262,45 @@ impl Upstream {
             era: std::sync::Mutex::new(None),
             listen_uris: watch::Sender::new(BTreeSet::new()),
             sandbox,
+            refusals: crate::sandbox::refusal::Record::default(),
         })
+    }
+
+    /// The sandbox's recent refusals of this server.
+    pub fn refusals(&self) -> &crate::sandbox::refusal::Record {
+        &self.refusals
+    }
+
+    /// Files each refusal `text` (a redacted stderr line, a tool result's text) reports, when
+    /// the kernel confines this server: elsewhere a denied path is the file's own mode, which
+    /// no grant changes. Whether any was.
+    pub fn note_refusals(&self, text: &str) -> bool {
+        let (crate::sandbox::Mode::Enforced, Some(profile)) =
+            (&self.sandbox.mode, &self.sandbox.profile)
+        else {
+            return false;
+        };
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from);
+        let judge = crate::sandbox::refusal::Judge {
+            server: &self.name,
+            home: home.as_deref(),
+            profile,
+        };
+        let mut noted = false;
+        for line in text.lines() {
+            if let Some(r) = crate::sandbox::refusal::detect(line).and_then(|s| judge.refusal(&s)) {
+                tracing::warn!(server = %self.name, "{}", r.sentence());
+                self.refusals.note(r);
+                noted = true;
+            }
+        }
+        if noted {
+            // Published like any change, so `servers` and the status file show it.
+            self.update(|_| {});
+        }
+        noted
     }
 
     /// How this server is contained.
@@ -489,6 +529,14 @@ impl Upstream {
                             let sink = self.sink.clone();
                             Some(Arc::new(move |line: &str| sink.scrub(line)))
                         },
+                        observe: {
+                            let me = Arc::downgrade(&self);
+                            Some(Arc::new(move |line: &str| {
+                                if let Some(me) = me.upgrade() {
+                                    me.note_refusals(line);
+                                }
+                            }))
+                        },
                     };
                     (spec, proxy)
                 }
@@ -631,6 +679,9 @@ impl Upstream {
     fn with_sandbox_hint(&self, reason: String) -> String {
         if self.sandbox.profile.is_none() {
             return reason;
+        }
+        if let Some(refused) = self.refusals.recent().last() {
+            return format!("{reason}; {}", refused.sentence());
         }
         format!(
             "{reason} (it ran in openpact's sandbox: if it needs more files, hosts or variables, widen its profile with \"sandbox\": {{\"filesystem\": {{\"read\"/\"write\": […]}}, \"network\": …, \"env\": […]}}, or set \"sandbox\": false; `openpact servers` shows what each server may touch)"

@@ -696,6 +696,7 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
                 "tools": s.tools,
                 "restarts": s.restarts,
                 "sandbox": s.sandbox,
+                "refusals": s.refusals,
             })
         })
         .collect();

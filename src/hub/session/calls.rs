@@ -124,6 +124,10 @@ impl Session {
         };
         audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
         let upstream_params = obj.with("name", &named.original_json);
+        let refused_before = match &route {
+            Route::Server(up) => up.refusals().count(),
+            Route::Builtin => 0,
+        };
         let reply = self
             .dispatch(
                 &route,
@@ -133,6 +137,10 @@ impl Session {
                 &upstream_params,
             )
             .await;
+        let reply = match (&route, kind) {
+            (Route::Server(up), NameKind::Tool) => with_refusals(up, refused_before, reply).await,
+            _ => reply,
+        };
         let outcome = self.note_outcome(&mut audit, &reply);
         let sent = self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
         if let Some((claim, ttl)) = claim {
@@ -406,5 +414,53 @@ mod tests {
         assert!(!is_error_result(
             r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#
         ));
+    }
+}
+
+/// Words a refusal is reported with (see `crate::sandbox::refusal::detect`): a result
+/// without any is passed on untouched.
+const REFUSED_WORDS: [&str; 4] = ["EACCES", "Permission denied", "Errno 13", "os error 13"];
+
+/// A tool result with what the sandbox refused during the call (reported in the result's
+/// text or on the server's stderr) added as one more text block: what was refused and the
+/// command that allows it, where the user reads the result. The server's own content is
+/// kept as it is.
+async fn with_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallReply {
+    let Ok(msg) = &reply else { return reply };
+    let Some(result) = msg.result() else {
+        return reply;
+    };
+    let mentions = REFUSED_WORDS.iter().any(|w| result.contains(w));
+    if mentions {
+        let value: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
+        let texts = value["content"].as_array().into_iter().flatten();
+        let found = texts
+            .filter_map(|c| c["text"].as_str())
+            .fold(false, |found, text| up.note_refusals(text) || found);
+        if !found && up.refusals().count() == before {
+            // The result says "denied" without the place: the server's stderr, a separate
+            // pipe, may name it a moment later.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    let refused = up.refusals().since(before);
+    if refused.is_empty() {
+        return reply;
+    }
+    let Ok(mut value @ serde_json::Value::Object(_)) =
+        serde_json::from_str::<serde_json::Value>(result)
+    else {
+        return reply;
+    };
+    let said: Vec<String> = refused.iter().map(|r| r.sentence()).collect();
+    let block = serde_json::json!({"type": "text", "text": said.join("\n")});
+    match value.get_mut("content").and_then(|c| c.as_array_mut()) {
+        Some(content) => content.push(block),
+        None => value["content"] = serde_json::json!([block]),
+    }
+    let line = jsonrpc::result(msg.id(), &value.to_string());
+    match Message::parse(line.into_boxed_str()) {
+        Ok(changed) => Ok(changed),
+        Err(_) => reply,
     }
 }
