@@ -17,6 +17,7 @@
 //! - `editors`: Claude Code, Gemini CLI and opencode health-check `connect` and `serve`.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
+//! - `sandbox_allow`: a refusal names the command that allows it; following it works.
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
@@ -57,6 +58,7 @@ mod reload;
 mod remote;
 mod remote_faults;
 mod sandbox;
+mod sandbox_allow;
 mod search_clients;
 mod shared;
 mod stdio_socket;

@@ -31,8 +31,24 @@ pub enum Op {
 
 /// Node's `fs` operations that change something.
 const NODE_WRITES: &[&str] = &[
-    "mkdir", "mkdtemp", "rename", "unlink", "rmdir", "rm", "write", "copyfile", "cp", "symlink",
-    "link", "chmod", "chown", "utime", "futime", "lchown", "truncate", "appendfile",
+    "mkdir",
+    "mkdtemp",
+    "rename",
+    "unlink",
+    "rmdir",
+    "rm",
+    "write",
+    "copyfile",
+    "cp",
+    "symlink",
+    "link",
+    "chmod",
+    "chown",
+    "utime",
+    "futime",
+    "lchown",
+    "truncate",
+    "appendfile",
 ];
 const NODE_READS: &[&str] = &["scandir", "opendir", "readlink", "readdir", "lstat", "stat"];
 
@@ -57,8 +73,12 @@ pub fn detect(line: &str) -> Option<Seen> {
     }
     // Python: `[Errno 13] Permission denied: '/home/u/.x'`; Rust: `… /path: Permission
     // denied (os error 13)`; C tools: `mkdir: cannot create directory '/x': Permission denied`.
-    let python = line.contains("[Errno 13]");
-    if !(python
+    let lower = line.to_ascii_lowercase();
+    // A socket rule made of seccomp answers EPERM rather than EACCES.
+    let refused_connect = lower.contains("connect")
+        && (line.contains("EPERM") || line.contains("Operation not permitted"));
+    if !(refused_connect
+        || line.contains("[Errno 13]")
         || line.contains("os error 13")
         || line.contains("Permission denied")
         || line.contains("EACCES"))
@@ -66,11 +86,19 @@ pub fn detect(line: &str) -> Option<Seen> {
         return None;
     }
     let path = first_path(line)?;
-    let lower = line.to_ascii_lowercase();
-    let op = if lower.contains("connect") || lower.contains("socket") {
+    let said = |words: &[&str]| {
+        lower
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| words.contains(&w))
+    };
+    let op = if said(&["connect", "socket"]) {
         Op::Connect
-    } else if lower.contains("mkdir") || lower.contains("create dir") || lower.contains("write") {
+    } else if said(&[
+        "mkdir", "create", "creating", "write", "writing", "save", "saving",
+    ]) {
         Op::Write
+    } else if said(&["read", "reading", "list", "listing"]) {
+        Op::Read
     } else {
         Op::Open
     };
@@ -169,22 +197,28 @@ impl Judge<'_> {
     /// own files are not the profile's to grant.
     pub fn refusal(&self, seen: &Seen) -> Option<Refusal> {
         let path = &seen.path;
-        if ["/proc", "/sys", "/dev"].iter().any(|p| path.starts_with(p)) {
+        if ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|p| path.starts_with(p))
+        {
             return None;
         }
         let p = self.profile;
-        let under = |list: &[PathBuf]| list.iter().any(|g| path.starts_with(g));
-        let denied = under(&p.deny) || under(&p.private);
+        let reads: Vec<PathBuf> = p.read.iter().chain(&p.write).cloned().collect();
+        let readable = covered(&reads, &p.private, path) && !denied(&p.deny, &reads, path);
         let kind = match seen.op {
             Op::Connect => Grant::Socket,
             Op::Read => Grant::Read,
             Op::Write => Grant::Write,
-            Op::Open if denied && path.exists() => Grant::Read,
+            // Reading it was allowed, so it was a write; a credential place is read; a
+            // private place (a temp root) may have been either, and a write grant allows both.
+            Op::Open if readable => Grant::Write,
+            Op::Open if denied(&p.deny, &reads, path) => Grant::Read,
             Op::Open => Grant::Write,
         };
         let granted = match kind {
-            Grant::Write => under(&p.write),
-            Grant::Read => (under(&p.read) || under(&p.write)) && !denied,
+            Grant::Write => covered(&p.write, &p.private, path),
+            Grant::Read => readable,
             Grant::Socket | Grant::Net => false,
         };
         if granted {
@@ -228,16 +262,35 @@ impl Judge<'_> {
             Some(a) => a.to_path_buf(),
             None if made(path) => path.to_path_buf(),
             None => match path.parent() {
-                Some(parent)
-                    if parent.exists()
-                        && !super::places::too_broad(parent, self.home) =>
-                {
+                Some(parent) if parent.exists() && !super::places::too_broad(parent, self.home) => {
                     parent.to_path_buf()
                 }
                 _ => path.to_path_buf(),
             },
         }
     }
+}
+
+/// Whether a grant in `grants` holds `path`: one that a private place (cut out of broader
+/// grants) between them does not take it from.
+fn covered(grants: &[PathBuf], private: &[PathBuf], path: &Path) -> bool {
+    grants.iter().any(|g| {
+        path.starts_with(g)
+            && !private
+                .iter()
+                .any(|p| path.starts_with(p) && !g.starts_with(p))
+    })
+}
+
+/// Whether a denied place holds `path` without a grant inside it (naming a credential place
+/// grants it).
+fn denied(deny: &[PathBuf], grants: &[PathBuf], path: &Path) -> bool {
+    deny.iter().any(|d| {
+        path.starts_with(d)
+            && !grants
+                .iter()
+                .any(|g| g.starts_with(d) && path.starts_with(g))
+    })
 }
 
 /// `path` with the home folder shown as `~`.
@@ -344,12 +397,20 @@ mod tests {
             (Op::Write, "/home/u/notes.txt".into())
         );
         assert_eq!(
+            seen("cannot read /home/u/.kube/config: Permission denied (os error 13)"),
+            (Op::Read, "/home/u/.kube/config".into())
+        );
+        assert_eq!(
             seen("failed: /home/u/a b/c: Permission denied (os error 13)"),
             (Op::Open, "/home/u/a".into())
         );
         assert_eq!(
             seen("mkdir: cannot create directory ‘/home/u/.x’: Permission denied"),
             (Op::Write, "/home/u/.x".into())
+        );
+        assert_eq!(
+            seen("connect /tmp/agent.sock: Operation not permitted (os error 1)"),
+            (Op::Connect, "/tmp/agent.sock".into())
         );
     }
 
@@ -358,7 +419,10 @@ mod tests {
         assert_eq!(detect("Permission denied (os error 13)"), None);
         assert_eq!(detect("[Errno 13] Permission denied"), None);
         assert_eq!(detect("wrote /home/u/x"), None);
-        assert_eq!(detect("GET https://example.com/x 403 Permission denied"), None);
+        assert_eq!(
+            detect("GET https://example.com/x 403 Permission denied"),
+            None
+        );
     }
 
     #[test]

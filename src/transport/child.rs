@@ -230,10 +230,7 @@ impl ChildSpec {
         let missing = || err(std::io::Error::other("pipe missing"));
         let stdout = child.stdout.take().ok_or_else(missing)?;
         let stderr_pipe = child.stderr.take().ok_or_else(missing)?;
-        let stderr = Arc::new(StderrLog::new(
-            self.scrub.clone(),
-            self.observe.clone(),
-        ));
+        let stderr = Arc::new(StderrLog::new(self.scrub.clone(), self.observe.clone()));
         tokio::spawn(drain_stderr(
             stderr_pipe,
             self.label.clone(),

@@ -419,7 +419,13 @@ mod tests {
 
 /// Words a refusal is reported with (see `crate::sandbox::refusal::detect`): a result
 /// without any is passed on untouched.
-const REFUSED_WORDS: [&str; 4] = ["EACCES", "Permission denied", "Errno 13", "os error 13"];
+const REFUSED_WORDS: [&str; 5] = [
+    "EACCES",
+    "Permission denied",
+    "Errno 13",
+    "os error 13",
+    "Operation not permitted",
+];
 
 /// A tool result with what the sandbox refused during the call (reported in the result's
 /// text or on the server's stderr) added as one more text block: what was refused and the

@@ -1,0 +1,227 @@
+//! A refusal of the sandbox followed to its end: a confined hostile fixture under a profile
+//! too narrow for what it is asked (a folder, a file, a Unix socket) answers with the one
+//! command that allows it, `servers` and `/health` show it, and that command — run as a user
+//! would, in a shell — edits the config (keeping its comments), makes the folder, reloads the
+//! running hub, and the next call of the same client session works.
+
+use crate::support::{FIXTURE, OPENPACT, Scratch, WAIT, ready, s, serve_with, state_dir};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const COMMENT: &str = "// the user's own note, which must survive the edit";
+
+/// A home folder in the scratch dir and a config whose server `h` (the hostile fixture) has
+/// no `sandbox` key, written with a comment.
+fn setup(sc: &Scratch) -> (PathBuf, PathBuf) {
+    let home = sc.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = sc.servers(
+        json!({"h": {"command": FIXTURE, "args": ["--hostile"]}}),
+        None,
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{COMMENT}\n{text}")).unwrap();
+    (home, config)
+}
+
+/// Every text block of a `tools/call` response.
+fn texts(r: &Value) -> Vec<String> {
+    r["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no content in {r}"))
+        .iter()
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The command a refusal names, from `openpact: … to allow it: COMMAND`.
+fn fix_in(blocks: &[String]) -> String {
+    blocks
+        .iter()
+        .find_map(|b| b.split_once("; to allow it: ").map(|(_, c)| c.to_string()))
+        .unwrap_or_else(|| panic!("no command in {blocks:?}"))
+}
+
+/// Runs `command` in a shell as the user would: `openpact` on the PATH, in the config's
+/// folder (where a plain `openpact` finds it), `~` being the test's home.
+fn run_in_shell(command: &str, config: &Path, home: &Path) -> (i32, String) {
+    let bin = Path::new(OPENPACT).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(config.parent().unwrap())
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("OPENPACT_STATE_DIR", state_dir(config))
+        .env_remove("OPENPACT_CONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Calls `tool` until it is refused; follows the command its result names; calls it again in
+/// the same session. Returns the command and the refused result's blocks.
+async fn refused_then_allowed(
+    tool: &str,
+    args: Value,
+    home: &Path,
+    config: &Path,
+    want_fix: &str,
+) -> Vec<String> {
+    let mut hub = serve_with(config, &[], &[("HOME", s(home))]).await;
+    ready(&mut hub.client, &[tool]).await;
+    let r = hub.client.call(tool, args.clone()).await;
+    let blocks = texts(&r);
+    assert!(blocks[0].starts_with("failed: "), "{blocks:?}");
+    let fix = fix_in(&blocks);
+    assert_eq!(fix, want_fix, "{blocks:?}");
+
+    let (code, out) = run_in_shell(&fix, config, home);
+    assert_eq!(code, 0, "{fix}: {out}");
+    assert!(out.contains("reloaded"), "{out}");
+    let text = std::fs::read_to_string(config).unwrap();
+    assert!(text.starts_with(COMMENT), "the comment was lost: {text}");
+    hub.wait_log("reload", WAIT).await;
+
+    // The reload restarts the server with its grant; the same session calls it again.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = hub.client.call(tool, args.clone()).await;
+        let now = texts(&r);
+        if now[0].starts_with("ok: ") {
+            assert_eq!(now.len(), 1, "nothing refused now: {now:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still refused after `{fix}`: {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    blocks
+}
+
+/// A folder a server makes in the home folder on its first run (desktop-commander's
+/// `~/.claude-server-commander`): the result names the folder, the command makes it.
+#[tokio::test]
+async fn a_refused_folder_names_the_command_and_following_it_works() {
+    let sc = Scratch::new();
+    let (home, config) = setup(&sc);
+    let folder = home.join(".app-state");
+    let blocks = refused_then_allowed(
+        "h:try_mkdir",
+        json!({"path": s(&folder.join("cache"))}),
+        &home,
+        &config,
+        "openpact sandbox allow h write ~/.app-state",
+    )
+    .await;
+    assert!(
+        blocks[1].starts_with("openpact: the sandbox refused writing ~/.app-state/cache;"),
+        "{blocks:?}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(folder.join("cache").is_dir());
+}
+
+/// A file the server writes, whose refusal only its stderr names (the result says
+/// `Permission denied` alone, as Rust's io errors do); `servers` and `/health` show it too.
+#[tokio::test]
+async fn a_refused_file_named_on_stderr_names_the_command_and_following_it_works() {
+    let sc = Scratch::new();
+    let (home, config) = setup(&sc);
+    let notes = home.join("notes.txt");
+    std::fs::write(&notes, "old").unwrap();
+    let want = "openpact sandbox allow h write ~/notes.txt";
+
+    // Recorded on the server, as the running hub publishes it.
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+    ready(&mut hub.client, &["h:try_write"]).await;
+    let r = hub
+        .client
+        .call("h:try_write", json!({"path": s(&notes), "text": "new"}))
+        .await;
+    assert_eq!(fix_in(&texts(&r)), want);
+    let deadline = std::time::Instant::now() + WAIT;
+    let shown = loop {
+        let out = std::process::Command::new(OPENPACT)
+            .args([
+                "--config",
+                s(&config),
+                "--state-dir",
+                s(&state_dir(&config)),
+            ])
+            .args(["servers", "--json"])
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let refusals = v[0]["servers"]
+            .as_array()
+            .and_then(|l| l.iter().find(|s| s["name"] == "h"))
+            .map(|h| h["refusals"].clone())
+            .unwrap_or(Value::Null);
+        if refusals.is_array() || std::time::Instant::now() > deadline {
+            break refusals;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(shown[0]["what"], "~/notes.txt", "{shown}");
+    assert_eq!(shown[0]["kind"], "write");
+    assert_eq!(shown[0]["fix"], want);
+    assert!(shown[0]["at"].as_str().is_some_and(|t| t.contains('T')));
+    drop(hub);
+
+    refused_then_allowed(
+        "h:try_write",
+        json!({"path": s(&notes), "text": "new"}),
+        &home,
+        &config,
+        want,
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "new");
+}
+
+/// A Unix socket the server connects to (an agent's, a docker socket). Connecting is refused
+/// only where the sandbox has its socket rule (`sandbox.unixSockets`); until then the first
+/// connect works, and the test says so and stops there.
+#[tokio::test]
+async fn a_refused_socket_names_the_command_and_following_it_works() {
+    let sc = Scratch::new();
+    let (home, config) = setup(&sc);
+    let socket = sc.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let args = json!({"path": s(&socket)});
+    {
+        let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+        ready(&mut hub.client, &["h:try_connect"]).await;
+        let r = hub.client.call("h:try_connect", args.clone()).await;
+        if texts(&r)[0].starts_with("ok: ") {
+            eprintln!("skipped: this build has no Unix socket rule in its sandbox yet");
+            return;
+        }
+    }
+    refused_then_allowed(
+        "h:try_connect",
+        args,
+        &home,
+        &config,
+        &format!("openpact sandbox allow h socket {}", s(&socket)),
+    )
+    .await;
+}
