@@ -2,7 +2,7 @@
 //! `--mcp`, the global flags and where the config and state dir come from. This module
 //! holds the isolated runner and the shared configs.
 //!
-//! - `tools`, `call`, `servers`, `config`: one subcommand each.
+//! - `tools`, `call`, `servers`, `config`, `sandbox`: one subcommand each.
 //! - `locations`: the global flags and where the config and the state dir come from.
 //! - `serving`: `--mcp`, the example config, usage.
 //! - `readme`: every command README.md shows, walked as a user with the example config and
@@ -17,6 +17,7 @@ mod first_hour;
 mod http_token;
 mod locations;
 mod readme;
+mod sandbox;
 mod servers;
 mod serving;
 mod tools;
