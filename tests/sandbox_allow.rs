@@ -148,9 +148,18 @@ async fn a_refused_file_named_on_stderr_names_the_command_and_following_it_works
     std::fs::write(&notes, "old").unwrap();
     let want = "openpact sandbox allow h write ~/notes.txt";
 
-    // Recorded on the server, as the running hub publishes it.
-    let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+    // Recorded on the server, as the running hub publishes it (status file and /health).
+    let mut hub = serve_with(
+        &config,
+        &["serve", "--http", "127.0.0.1:0"],
+        &[("HOME", s(&home))],
+    )
+    .await;
     ready(&mut hub.client, &["h:try_write"]).await;
+    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
+    let log = hub.stderr();
+    let start = log.find("http://").unwrap();
+    let base = &log[start..start + log[start..].find("/mcp").unwrap()];
     let r = hub
         .client
         .call("h:try_write", json!({"path": s(&notes), "text": "new"}))
@@ -184,6 +193,32 @@ async fn a_refused_file_named_on_stderr_names_the_command_and_following_it_works
     assert_eq!(shown[0]["kind"], "write");
     assert_eq!(shown[0]["fix"], want);
     assert!(shown[0]["at"].as_str().is_some_and(|t| t.contains('T')));
+    let health: Value = crate::http_face::client()
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["servers"][0]["refusals"][0]["fix"], want, "{health}");
+    let human = std::process::Command::new(OPENPACT)
+        .args([
+            "--config",
+            s(&config),
+            "--state-dir",
+            s(&state_dir(&config)),
+        ])
+        .arg("servers")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        human.contains("refused: write ~/notes.txt at ")
+            && human.contains(&format!("to allow it: {want}")),
+        "{human}"
+    );
     drop(hub);
 
     refused_then_allowed(
@@ -224,4 +259,54 @@ async fn a_refused_socket_names_the_command_and_following_it_works() {
         &format!("openpact sandbox allow h socket {}", s(&socket)),
     )
     .await;
+}
+
+/// A server that makes its folder before it answers at all fails its start; the start error
+/// (in `servers`) names the folder and the command, and following it brings the server up
+/// for the client already connected.
+#[tokio::test]
+async fn a_start_refused_names_the_command_and_following_it_starts_the_server() {
+    let sc = Scratch::new();
+    let home = sc.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let script = format!("mkdir -p \"$HOME/.boot-state\" && exec {FIXTURE} --hostile");
+    let config = sc.servers(
+        json!({"h": {"command": "/bin/sh", "args": ["-c", script]}}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+    let want = "openpact sandbox allow h write ~/.boot-state";
+    let deadline = std::time::Instant::now() + WAIT;
+    let reason = loop {
+        let out = std::process::Command::new(OPENPACT)
+            .args([
+                "--config",
+                s(&config),
+                "--state-dir",
+                s(&state_dir(&config)),
+            ])
+            .args(["servers", "--json"])
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let reason = v[0]["servers"][0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if !reason.is_empty() || std::time::Instant::now() > deadline {
+            break reason;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        reason.contains(&format!(
+            "the sandbox refused writing ~/.boot-state; to allow it: {want}"
+        )),
+        "{reason}"
+    );
+    let (code, out) = run_in_shell(want, &config, &home);
+    assert_eq!(code, 0, "{out}");
+    ready(&mut hub.client, &["h:try_read"]).await;
+    assert!(home.join(".boot-state").is_dir());
 }

@@ -234,7 +234,10 @@ impl Judge<'_> {
             shell_word(&shown)
         );
         // A file to be can only be granted once it exists (see `made_at_start`).
-        if kind == Grant::Write && place == *path && !path.exists() {
+        if kind == Grant::Write
+            && !place.exists()
+            && !crate::config::sandbox::made_at_start(&place, self.home)
+        {
             fix = format!("touch {} && {fix}", shell_word(&shown));
         }
         Some(Refusal {
