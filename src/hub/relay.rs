@@ -345,6 +345,13 @@ impl Sink for HubSink {
         }
     }
 
+    fn config_file(&self) -> Option<std::path::PathBuf> {
+        self.0
+            .get()
+            .and_then(Weak::upgrade)
+            .and_then(|hub| hub.reloads.file.clone())
+    }
+
     fn scrub(&self, text: &str) -> String {
         match self.0.get().and_then(Weak::upgrade) {
             Some(hub) => hub.policy().redact(text).into_owned(),

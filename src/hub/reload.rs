@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 /// What the hub runs now and how its last reload went.
 pub(super) struct Reloads {
     state_dir: PathBuf,
+    /// The config file the hub serves (it does not change while it runs).
+    pub(super) file: Option<PathBuf>,
     /// The config applied last: the one the hub started with, then each good reload.
     current: tokio::sync::Mutex<Config>,
     last: Mutex<Option<ReloadStatus>>,
@@ -24,6 +26,7 @@ impl Reloads {
     pub(super) fn new(config: &Config, state_dir: &Path) -> Reloads {
         Reloads {
             state_dir: state_dir.to_path_buf(),
+            file: config.source.clone(),
             current: tokio::sync::Mutex::new(config.clone()),
             last: Mutex::new(None),
         }

@@ -189,6 +189,8 @@ pub struct Judge<'a> {
     pub server: &'a str,
     pub home: Option<&'a Path>,
     pub profile: &'a super::Profile,
+    /// The config file to name in the command (`None`: the one a plain `openpact` finds).
+    pub config: Option<&'a Path>,
 }
 
 impl Judge<'_> {
@@ -227,8 +229,11 @@ impl Judge<'_> {
         let place = self.place(kind, path);
         let what = tilde(path, self.home);
         let shown = tilde(&place, self.home);
+        let flag = self.config.map_or_else(String::new, |c| {
+            format!("--config {} ", shell_word(&tilde(c, self.home)))
+        });
         let mut fix = format!(
-            "openpact sandbox allow {} {} {}",
+            "openpact {flag}sandbox allow {} {} {}",
             shell_word(self.server),
             kind.word(),
             shell_word(&shown)
@@ -426,6 +431,91 @@ mod tests {
             detect("GET https://example.com/x 403 Permission denied"),
             None
         );
+    }
+
+    #[test]
+    fn the_kind_and_the_place_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id"), "k").unwrap();
+        std::fs::write(home.join("notes.txt"), "n").unwrap();
+        let profile = crate::sandbox::Profile {
+            read: vec!["/".into()],
+            write: vec![home.join(".cache")],
+            deny: vec![home.join(".ssh")],
+            private: vec!["/elsewhere/tmp".into()],
+            network: crate::sandbox::Network::None,
+            env: Vec::new(),
+            tmpdir: "/elsewhere/tmp/s".into(),
+            data: home.join(".local/share/openpact/servers/s"),
+            create: Vec::new(),
+            made: Vec::new(),
+        };
+        let judge = Judge {
+            server: "s",
+            home: Some(&home),
+            profile: &profile,
+            config: None,
+        };
+        let fix = |op, path: PathBuf| {
+            judge
+                .refusal(&Seen { op, path })
+                .map(|r| (r.kind, r.what, r.fix))
+        };
+        let allow = |rest: &str| format!("openpact sandbox allow s {rest}");
+        // Reading it is allowed, so an `open` refused was a write.
+        assert_eq!(
+            fix(Op::Open, home.join("notes.txt")),
+            Some((
+                "write".into(),
+                "~/notes.txt".into(),
+                allow("write ~/notes.txt")
+            ))
+        );
+        // A credential place is read.
+        assert_eq!(
+            fix(Op::Open, home.join(".ssh/id")),
+            Some(("read".into(), "~/.ssh/id".into(), allow("read ~/.ssh/id")))
+        );
+        // A folder to be: the highest missing one below home, which `allow` makes.
+        assert_eq!(
+            fix(Op::Write, home.join(".app/cache/x")),
+            Some((
+                "write".into(),
+                "~/.app/cache/x".into(),
+                allow("write ~/.app")
+            ))
+        );
+        // A file to be in the home folder itself: granted once it exists.
+        assert_eq!(
+            fix(Op::Open, home.join("new.json")).map(|f| f.2),
+            Some(format!("touch ~/new.json && {}", allow("write ~/new.json")))
+        );
+        assert_eq!(
+            fix(Op::Connect, "/run/agent.sock".into()).map(|f| f.2),
+            Some(allow("socket /run/agent.sock"))
+        );
+        // A hub serving another config than the user's own names it.
+        let project = home.join("project/mcp.json");
+        let other = Judge {
+            config: Some(&project),
+            ..judge
+        };
+        let named = other.refusal(&Seen {
+            op: Op::Connect,
+            path: "/run/agent.sock".into(),
+        });
+        assert_eq!(
+            named.map(|r| r.fix),
+            Some(
+                "openpact --config ~/project/mcp.json sandbox allow s socket /run/agent.sock"
+                    .into()
+            )
+        );
+        // Granted already (the refusal is the file's mode), or the kernel's own files.
+        assert_eq!(fix(Op::Write, home.join(".cache/x")), None);
+        assert_eq!(fix(Op::Open, "/proc/1/environ".into()), None);
     }
 
     #[test]

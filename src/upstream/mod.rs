@@ -112,6 +112,8 @@ pub trait Sink: Send + Sync {
     fn scrub(&self, text: &str) -> String;
     /// Server `server`'s egress proxy refused a connection (counted in `/metrics`).
     fn egress_refused(&self, server: usize);
+    /// The config file the hub serves, which a command fixing a server's entry must edit.
+    fn config_file(&self) -> Option<std::path::PathBuf>;
 }
 
 /// Each step of stopping a server that failed its start (after stdin close, after SIGTERM)
@@ -283,10 +285,18 @@ impl Upstream {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(std::path::PathBuf::from);
+        // A plain `openpact` finds the user's own config from anywhere; any other file must
+        // be named, or the command would edit another config than this hub's.
+        let lookup = |k: &str| std::env::var(k).ok();
+        let config = self
+            .sink
+            .config_file()
+            .filter(|f| crate::config::user_config_file(&lookup).as_ref() != Some(f));
         let judge = crate::sandbox::refusal::Judge {
             server: &self.name,
             home: home.as_deref(),
             profile,
+            config: config.as_deref(),
         };
         let mut noted = false;
         for line in text.lines() {
