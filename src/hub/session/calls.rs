@@ -396,27 +396,6 @@ fn is_error_result(result: &str) -> bool {
             .unwrap_or(false)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::is_error_result;
-
-    #[test]
-    fn is_error_result_reads_the_member_however_it_is_written() {
-        assert!(!is_error_result(
-            r#"{"content":[{"type":"text","text":"hi"}]}"#
-        ));
-        assert!(!is_error_result(r#"{"content":[],"isError":false}"#));
-        assert!(is_error_result(r#"{"content":[],"isError":true}"#));
-        assert!(is_error_result(r#"{"content":[], "isError" : true}"#));
-        // A key with escapes is the same key.
-        assert!(is_error_result(r#"{"content":[],"\u0069sError":true}"#));
-        // The words inside a text are not the member.
-        assert!(!is_error_result(
-            r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#
-        ));
-    }
-}
-
 /// Words a refusal is reported with (see `crate::sandbox::refusal::detect`): a result
 /// without any is passed on untouched.
 const REFUSED_WORDS: [&str; 5] = [
@@ -439,10 +418,13 @@ async fn with_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallRepl
     let mentions = REFUSED_WORDS.iter().any(|w| result.contains(w));
     if mentions {
         let value: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
-        let texts = value["content"].as_array().into_iter().flatten();
-        let found = texts
-            .filter_map(|c| c["text"].as_str())
-            .fold(false, |found, text| up.note_refusals(text) || found);
+        let mut found = false;
+        for content in value["content"].as_array().into_iter().flatten() {
+            // Every block is read, even after one named a refusal.
+            found |= content["text"]
+                .as_str()
+                .is_some_and(|t| up.note_refusals(t));
+        }
         if !found && up.refusals().count() == before {
             // The result says "denied" without the place: the server's stderr, a separate
             // pipe, may name it a moment later.
@@ -468,5 +450,26 @@ async fn with_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallRepl
     match Message::parse(line.into_boxed_str()) {
         Ok(changed) => Ok(changed),
         Err(_) => reply,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_error_result;
+
+    #[test]
+    fn is_error_result_reads_the_member_however_it_is_written() {
+        assert!(!is_error_result(
+            r#"{"content":[{"type":"text","text":"hi"}]}"#
+        ));
+        assert!(!is_error_result(r#"{"content":[],"isError":false}"#));
+        assert!(is_error_result(r#"{"content":[],"isError":true}"#));
+        assert!(is_error_result(r#"{"content":[], "isError" : true}"#));
+        // A key with escapes is the same key.
+        assert!(is_error_result(r#"{"content":[],"\u0069sError":true}"#));
+        // The words inside a text are not the member.
+        assert!(!is_error_result(
+            r#"{"content":[{"type":"text","text":"\"isError\": true"}]}"#
+        ));
     }
 }
