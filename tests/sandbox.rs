@@ -472,8 +472,8 @@ async fn server_filesystem_is_confined_to_its_directory() {
     assert_eq!(server(&hubs, "fs")["sandbox"]["mode"], "enforced");
 }
 
-/// A server that fails to start in the sandbox is reported with the sandbox named and how to
-/// widen it.
+/// A server that fails to start in the sandbox is reported with the sandbox named and the
+/// command that widens it, which works.
 #[tokio::test]
 async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
     let sc = Scratch::new();
@@ -489,23 +489,30 @@ async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
     assert_eq!(g["state"], "failed", "{out}");
     let reason = g["reason"].as_str().unwrap();
     assert!(reason.contains("Permission denied"), "{reason}");
+    let named = format!(
+        "openpact --config {} sandbox allow greedy read ~/.ssh/id_ed25519",
+        s(&config)
+    );
     assert!(
-        reason.contains("sandbox") && reason.contains("\"filesystem\""),
+        reason.contains(&format!(
+            "the sandbox refused reading ~/.ssh/id_ed25519; to allow it: {named}"
+        )),
         "{reason}"
     );
-    // The command the hint names works, and shows the server's profile.
-    let named = reason
-        .split("`openpact ")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-        .unwrap_or_else(|| panic!("no command in {reason}"));
-    let args: Vec<&str> = named.split_whitespace().collect();
-    let (code, _, shown) = cli_json(&config, &args, &[("HOME", s(&home))]).await;
-    assert_eq!(code, 0, "`openpact {named}`: {shown}");
-    assert!(
-        shown.contains("greedy") && shown.contains("write:"),
-        "{shown}"
-    );
+    // The command it names works: run as a user would, the server then starts.
+    let bin = Path::new(crate::support::OPENPACT).parent().unwrap();
+    let ran = std::process::Command::new("sh")
+        .args(["-c", &named])
+        .env("HOME", &home)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &[("HOME", s(&home))]).await;
+    assert_eq!(server(&hubs, "greedy")["state"], "ready", "{out}");
 }
 
 /// `"network": false` leaves no way out, not even the proxy; `"network": true` opens TCP and
