@@ -95,12 +95,19 @@ pub async fn allow(
         _ => {}
     }
     let home = env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let section = section_of(&text, name);
-    let mut text_now = text.clone();
     let raw: serde_json::Value = serde_json::from_str(&edit::stripped(&text)).unwrap_or_default();
+    // `mcpServers` unless only `servers` holds the name.
+    let section = if raw["mcpServers"].get(name).is_some() {
+        "mcpServers"
+    } else {
+        "servers"
+    };
     let sandbox_raw = &raw[section][name]["sandbox"];
+    let cannot = || format!("cannot add to {}", file.display());
+    let mut text_now = text.clone();
     if sandbox_raw == &serde_json::Value::Bool(true) {
-        text_now = edit::replace(&text_now, &[section, name, "sandbox"], "{}")?;
+        text_now =
+            edit::replace(&text_now, &[section, name, "sandbox"], "{}").with_context(cannot)?;
     }
     if grant == Grant::Net {
         match &sandbox_raw["network"] {
@@ -112,7 +119,8 @@ pub async fn allow(
                     &text_now,
                     &[section, name, "sandbox", "network"],
                     "{\"allow\": []}",
-                )?;
+                )
+                .with_context(cannot)?;
             }
             _ => {}
         }
@@ -153,7 +161,7 @@ pub async fn allow(
         }
         let mut path: Vec<&str> = vec![section, name, "sandbox"];
         path.extend(grant.keys());
-        match edit::add_to_list(&text_now, &path, &written)? {
+        match edit::add_to_list(&text_now, &path, &written).with_context(cannot)? {
             Added::Present => done.present.push(written),
             Added::Text(t) => {
                 text_now = t;
@@ -188,16 +196,6 @@ pub async fn allow(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The entry's section: `mcpServers` unless only `servers` holds the name.
-fn section_of(text: &str, name: &str) -> &'static str {
-    let raw: serde_json::Value = serde_json::from_str(&edit::stripped(text)).unwrap_or_default();
-    if raw["mcpServers"].get(name).is_some() {
-        "mcpServers"
-    } else {
-        "servers"
-    }
 }
 
 /// A path as the config should hold it — absolute, or `~/…` below the home folder, so it

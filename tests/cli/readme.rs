@@ -520,6 +520,46 @@ const CASES: &[Case] = &[
         ok(&["everything-http"]),
         fails(&["everything-http"]),
     ),
+    // The README's server is not in the example; `github` (disabled) takes the grants that
+    // work, so nothing the other cases start changes.
+    case(
+        "sandbox-allow-write",
+        &[
+            "sandbox",
+            "allow",
+            "desktop-commander",
+            "write",
+            "~/.claude-server-commander",
+        ],
+        fails(&["no server named desktop-commander"]),
+        fails(&["no config file found"]),
+    ),
+    case(
+        "sandbox-allow-read",
+        &["sandbox", "allow", "github", "read", "~/notes"],
+        ok(&["github: allowed read ~/notes", "made the folder ~/notes"]),
+        fails(&["no config file found"]),
+    ),
+    case(
+        "sandbox-allow-net-json",
+        &[
+            "sandbox",
+            "allow",
+            "github",
+            "net",
+            "api.github.com",
+            "--json",
+        ],
+        ok(&["\"present\""]),
+        fails(&["no config file found"]),
+    ),
+    // `unixSockets` is read once the sandbox has its socket rule; either way, no panic.
+    case(
+        "sandbox-allow-socket",
+        &["sandbox", "allow", "github", "socket", "/tmp/agent.sock"],
+        judged(),
+        fails(&["no config file found"]),
+    ),
 ];
 
 /// Cases that start `openpact serve` and talk to it (see [`serve_case`]); `servers-live`,
@@ -633,6 +673,15 @@ const COVERAGE: &[(&str, &[&str])] = &[
     (
         "openpact audit tail [-n N] [--json]",
         &["audit-tail", "audit-tail-n", "audit-tail-json"],
+    ),
+    (
+        "openpact sandbox allow NAME write|read|net|socket VALUE [--json]",
+        &[
+            "sandbox-allow-write",
+            "sandbox-allow-read",
+            "sandbox-allow-net-json",
+            "sandbox-allow-socket",
+        ],
     ),
     (
         "openpact scripts list [--json]",
