@@ -31,6 +31,12 @@ pub struct ServerStatus {
     /// How the process is contained (`crate::sandbox::Plan::to_json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Value>,
+    /// What the sandbox refused it lately (`{"kind","what","at","fix"}`, oldest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<Value>,
+    /// Hosts beyond its allow list the user answered about for good (see `hub::hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_hosts: Vec<Value>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -83,6 +89,8 @@ impl Hub {
                     stderr: s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
                     remote: s.remote.clone(),
                     sandbox: Some(up.sandbox().to_json()),
+                    refusals: self.hosts.shown(up.index),
+                    asked_hosts: self.remembered_hosts(up.index),
                 }
             })
             .collect()

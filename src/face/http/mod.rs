@@ -696,6 +696,8 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
                 "tools": s.tools,
                 "restarts": s.restarts,
                 "sandbox": s.sandbox,
+                "refusals": s.refusals,
+                "askedHosts": s.asked_hosts,
             })
         })
         .collect();

@@ -124,6 +124,7 @@ impl Session {
         };
         audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
         let upstream_params = obj.with("name", &named.original_json);
+        let refusals = self.hub.hosts.mark(server);
         let reply = self
             .dispatch(
                 &route,
@@ -133,6 +134,10 @@ impl Session {
                 &upstream_params,
             )
             .await;
+        let reply = match kind {
+            NameKind::Tool => self.hub.with_refusals(server, refusals, reply),
+            NameKind::Prompt => reply,
+        };
         let outcome = self.note_outcome(&mut audit, &reply);
         let sent = self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
         if let Some((claim, ttl)) = claim {
