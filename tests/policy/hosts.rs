@@ -174,3 +174,101 @@ async fn without_a_way_to_ask_a_host_is_refused_at_once_and_the_call_fails() {
     let r = hub.client.call("fx:echo", json!({"message": "hi"})).await;
     assert!(!is_error(&r) && text(&r) == "hi", "{r}");
 }
+
+/// The Notion MCP server (pinned in `fixtures/peers`) pointed at a loopback stand-in of the
+/// Notion API through its `BASE_URL`, under the default profile: refused with the command
+/// that allows the host when nobody can be asked; allowed by a config change the running hub
+/// reloads (same client, no restart); asked for through an elicitation client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notion_server_is_asked_for_its_api_and_works_once_allowed() {
+    let Some(peers) = crate::support::Peers::get() else {
+        return;
+    };
+    let dir = peers.vars["OPENPACT_PEERS_DIR"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cli = Path::new(&dir).join("node_modules/@notionhq/notion-mcp-server/bin/cli.mjs");
+    if !cli.exists() {
+        assert_ne!(
+            std::env::var("OPENPACT_REQUIRE_PEERS").as_deref(),
+            Ok("1"),
+            "{} is missing: run `bash .ci/peers.sh`",
+            cli.display()
+        );
+        eprintln!(
+            "skipped: {} is missing (run `bash .ci/peers.sh`)",
+            cli.display()
+        );
+        return;
+    }
+    let api = Stand::start(|seen| match seen.url.as_str() {
+        "/v1/users/me" => crate::support::json_reply(
+            200,
+            json!({"object": "user", "id": "u-1", "type": "bot", "name": "Stand-in bot"}),
+        ),
+        _ => reply(
+            404,
+            "application/json",
+            r#"{"object":"error","status":404}"#,
+        ),
+    });
+    let host = format!("127.0.0.1:{}", api.port);
+    let notion = |allow: &[&str]| {
+        let mut entry = peers.entry("PEER_NODE", &[crate::support::s(&cli)]);
+        entry["env"] = json!({"NOTION_TOKEN": "ntn_stand_in", "BASE_URL": api.base});
+        if !allow.is_empty() {
+            entry["sandbox"] = json!({"network": {"allow": allow}});
+        }
+        let mut servers = confined_fx();
+        servers["notion"] = entry;
+        servers
+    };
+    // Nobody to ask: refused at once, and the call says what allows it.
+    let sc = Scratch::new();
+    let (mut hub, config) = hub_with(&sc, notion(&[]), settings()).await;
+    let c = &mut hub.client;
+    crate::support::wait_for_tool(c, "notion:API-get-self", WAIT).await;
+    let r = c.call("notion:API-get-self", json!({})).await;
+    assert!(is_error(&r), "{r}");
+    let fix = format!("openpact sandbox allow notion net {host}");
+    assert!(text(&r).contains(&format!("`{fix}`")), "{r}");
+    assert!(api.seen().is_empty());
+
+    // What that command does — the host in the server's allow list — reloaded by the
+    // running hub: the next call of the same client works.
+    let mut changed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    changed["mcpServers"] = notion(&[&host]);
+    std::fs::write(&config, serde_json::to_vec_pretty(&changed).unwrap()).unwrap();
+    hub.wait_log("reloaded (the file changed)", WAIT).await;
+    let c = &mut hub.client;
+    let deadline = std::time::Instant::now() + WAIT;
+    let r = loop {
+        let r = c.call("notion:API-get-self", json!({})).await;
+        let answered = r["result"].is_object() && !is_error(&r);
+        if answered || std::time::Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert!(!is_error(&r) && text(&r).contains("Stand-in bot"), "{r}");
+    let seen = api.seen();
+    assert_eq!(seen[0].header("authorization"), Some("Bearer ntn_stand_in"));
+    drop(hub);
+
+    // An elicitation client is asked, and "once" lets the call through.
+    let sc = Scratch::new();
+    let (mut hub, _) = eliciting_hub(&sc, notion(&[]), settings()).await;
+    let c = &mut hub.client;
+    crate::support::wait_for_tool(c, "notion:API-get-self", WAIT).await;
+    let id = send_call(c, "notion:API-get-self", json!({})).await;
+    let req = prompt(c).await;
+    let msg = req["params"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("server notion wants {host}")),
+        "{msg}"
+    );
+    answer(c, &req, accept("once")).await;
+    let r = c.response(&id).await;
+    assert!(!is_error(&r) && text(&r).contains("Stand-in bot"), "{r}");
+}
