@@ -109,8 +109,12 @@ impl Hub {
         }
         let name = self.server_name(server);
         let key = host_key(&name, &what);
-        // The client of a call to this server is asked (as for the server's own requests).
-        let session = self.asked_session(server, "elicitation");
+        // The client of a call to this server is asked (as for the server's own requests);
+        // not a 2026-07-28 one, whose questions ride on its own call's result, which cannot
+        // wait for a connection held here.
+        let session = self
+            .asked_session(server, "elicitation")
+            .filter(|s| !s.is_modern());
         let asker: &dyn Asker = match &session {
             Some(s) => s.as_ref(),
             None => &NoClient,

@@ -170,6 +170,12 @@ async fn without_a_way_to_ask_a_host_is_refused_at_once_and_the_call_fails() {
     assert_eq!(refusal["kind"], "net", "{shown}");
     assert_eq!(refusal["what"], host.as_str(), "{shown}");
     assert_eq!(refusal["fix"], fix.as_str(), "{shown}");
+    let human = openpact_on(&config, &["servers"]).await;
+    assert!(
+        human.stdout.contains(&format!("refused: net {host} at "))
+            && human.stdout.contains(&format!("allow it: `{fix}`")),
+        "{human}"
+    );
     // A call that reaches no refused host is left as the server answered it.
     let r = hub.client.call("fx:echo", json!({"message": "hi"})).await;
     assert!(!is_error(&r) && text(&r) == "hi", "{r}");
