@@ -5,7 +5,8 @@
 //! refused host makes the call an error that says so, even when the server calls it success.
 
 use super::{
-    accept, answer, call_unasked, decisions, eliciting_hub, hub_with, openpact_on, prompt, started,
+    accept, answer, call_unasked, decisions, eliciting_hub, hub_with, openpact_on, prompt,
+    serve_command, started,
 };
 use crate::support::{Scratch, Stand, WAIT, is_error, reply, send_call, state_dir, text};
 use serde_json::{Value, json};
@@ -179,6 +180,43 @@ async fn without_a_way_to_ask_a_host_is_refused_at_once_and_the_call_fails() {
     // A call that reaches no refused host is left as the server answered it.
     let r = hub.client.call("fx:echo", json!({"message": "hi"})).await;
     assert!(!is_error(&r) && text(&r) == "hi", "{r}");
+}
+
+/// `/health` shows a server's refusals and the hosts answered about for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_shows_refused_and_remembered_hosts() {
+    let sc = Scratch::new();
+    let stand = stand();
+    let host = format!("127.0.0.1:{}", stand.port);
+    let config = sc.servers(confined_fx(), Some(settings()));
+    let state = state_dir(&config);
+    std::fs::create_dir_all(&state).unwrap();
+    let kept = json!({"version": 1, "decisions": {"fx/net/example.org:8443": {
+        "decision": "allow", "definition": "host", "at": "2026-01-01T00:00:00Z"}}});
+    std::fs::write(state.join("permissions.json"), kept.to_string()).unwrap();
+    let mut cmd = serve_command(&config, &[]);
+    cmd.args(["--http", "127.0.0.1:0"]);
+    let mut hub = crate::support::Hub::spawn(cmd);
+    let base = crate::http_face::http_base(&mut hub).await;
+    let r = hub.client.call("fx:try_fetch", fetch(&stand)).await;
+    assert!(is_error(&r), "{r}");
+    let health: Value = crate::http_face::client()
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fx = &health["servers"][0];
+    assert_eq!(fx["refusals"][0]["what"], host.as_str(), "{health}");
+    assert_eq!(
+        fx["refusals"][0]["fix"],
+        format!("openpact sandbox allow fx net {host}"),
+        "{health}"
+    );
+    assert_eq!(fx["askedHosts"][0]["host"], "example.org:8443", "{health}");
+    assert_eq!(fx["askedHosts"][0]["decision"], "allow", "{health}");
 }
 
 /// The Notion MCP server (pinned in `fixtures/peers`) pointed at a loopback stand-in of the
