@@ -387,7 +387,18 @@ impl Policy {
         if let Some(decided) = remembered() {
             return decided;
         }
-        let _turn = self.turn(asker).await;
+        let timeout = self.settings.permissions.prompt_timeout;
+        let unanswered = || {
+            format!(
+                "it is not in its sandbox.network.allow, and the question had no answer within {}",
+                crate::config::human_duration(timeout)
+            )
+        };
+        // The proxy holds a connection meanwhile: questions before this one (about tools
+        // too) may keep it waiting its turn only so long.
+        let Ok(_turn) = tokio::time::timeout(timeout, self.turn(asker)).await else {
+            return Err(unanswered());
+        };
         // An "always" given while this waited its turn settles it.
         if let Some(decided) = remembered() {
             return decided;
@@ -401,7 +412,6 @@ impl Policy {
             changed: None,
             rememberable: true,
         };
-        let timeout = self.settings.permissions.prompt_timeout;
         match self.put(&q, asker).await {
             Put::Answered(answer, _) => {
                 self.remember_answer(key, answer, prompt::HOST).await;
@@ -413,10 +423,7 @@ impl Policy {
             Put::NoChannel => Err(format!(
                 "it is not in its sandbox.network.allow, and there is no way to ask ({NO_WAY_TO_ASK})"
             )),
-            Put::NoAnswer => Err(format!(
-                "it is not in its sandbox.network.allow, and the question had no answer within {}",
-                crate::config::human_duration(timeout)
-            )),
+            Put::NoAnswer => Err(unanswered()),
         }
     }
 
