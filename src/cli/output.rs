@@ -1067,6 +1067,10 @@ fn ruled(
     r: &crate::policy::decisions::Remembered,
     rules: &crate::policy::rules::RuleSet,
 ) -> Option<(crate::policy::rules::Matched, bool)> {
+    // Permission rules are about tools, prompts and resources, never a host (`hub::hosts`).
+    if r.definition == crate::policy::prompt::HOST {
+        return None;
+    }
     let m = rules.explain(name)?;
     let agrees = m.agrees_with(r.decision);
     Some((m, agrees))

@@ -109,6 +109,15 @@ async fn a_host_outside_the_list_is_asked_for_once_always_and_deny() {
         "{shown}"
     );
 
+    let listed = openpact_on(&config, &["permissions", "list"]).await;
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(&key) && l.contains("allow")),
+        "{listed}"
+    );
+
     // Remembered across a restart of the hub.
     drop(hub);
     let mut hub = started(&config, &[], json!({"elicitation": {}}), "hosts-again").await;
