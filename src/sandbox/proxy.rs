@@ -745,12 +745,16 @@ mod tests {
         }
     }
 
-    async fn gated(allow: &[String], answer: Decision) -> (EgressProxy, Arc<Recorder>) {
+    async fn gated(
+        allow: &[String],
+        answer: Decision,
+        delay: Duration,
+    ) -> (EgressProxy, Arc<Recorder>) {
         let gate = Arc::new(Recorder {
             seen: Refusals::default(),
             asked: Default::default(),
             answer,
-            delay: Duration::from_millis(300),
+            delay,
         });
         let allow = allow
             .iter()
@@ -764,7 +768,7 @@ mod tests {
 
     async fn proxy(allow: &[String]) -> (EgressProxy, Refusals) {
         let no = Decision::Refuse("nobody to ask".into());
-        let (proxy, gate) = gated(allow, no).await;
+        let (proxy, gate) = gated(allow, no, Duration::ZERO).await;
         (proxy, gate.seen.clone())
     }
 
@@ -951,7 +955,9 @@ mod tests {
     #[tokio::test]
     async fn a_host_the_gate_allows_goes_through_and_a_burst_asks_once() {
         let origin = echo_origin().await;
-        let (proxy, gate) = gated(&["*.example.com".into()], Decision::Allow).await;
+        // Long enough for the whole burst to arrive while the first is being decided.
+        let slow = Duration::from_secs(2);
+        let (proxy, gate) = gated(&["*.example.com".into()], Decision::Allow, slow).await;
         let request = format!("GET http://127.0.0.1:{origin}/held HTTP/1.1\r\n\r\n");
         let burst: Vec<_> = (0..5)
             .map(|_| {
