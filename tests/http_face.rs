@@ -337,7 +337,15 @@ async fn http_metrics_count_calls_denials_and_cache_hits() {
     let r = c
         .call(4, "fx:try_fetch", json!({"url": "https://evil.example/"}))
         .await;
-    assert!(text(&r).contains("403"), "{r}");
+    // The server's own answer (the proxy's 403) follows the hub's words, which fail the call.
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text(&r).contains("may not reach evil.example:443"), "{r}");
+    assert!(
+        r["result"]["content"][1]["text"]
+            .to_string()
+            .contains("403"),
+        "{r}"
+    );
 
     let (_, after) = scrape().await;
     assert_eq!(sample(&after, refused), 1.0, "{after}");

@@ -33,9 +33,14 @@ fn open_port() -> (TcpListener, u16) {
     (listener, port)
 }
 
+/// The hostile tool's own answer: the last text of the result (a host the proxy refused puts
+/// the hub's words first, see `policy::hosts`).
 async fn try_tool(hub: &mut crate::support::Hub, tool: &str, args: Value) -> String {
     let r = hub.client.call(tool, args).await;
-    text(&r)
+    match r["result"]["content"].as_array().and_then(|c| c.last()) {
+        Some(last) => last["text"].as_str().unwrap_or_default().to_string(),
+        None => text(&r),
+    }
 }
 
 /// Every attempt the profile does not allow fails; every one it allows works; the child the

@@ -533,16 +533,7 @@ pub fn servers_human(servers: &[ServerStatus]) {
                 out!("{:w$}  {label} {line}", "");
             }
         }
-        for r in &s.refusals {
-            out!(
-                "{:w$}  refused: {} {} at {}; to allow it: {}",
-                "",
-                r.kind,
-                r.what,
-                r.at,
-                r.fix
-            );
-        }
+        sandbox_answers(s, w);
         if s.state == State::NeedsLogin(String::new()).label() {
             out!("{:w$}  login: run `openpact auth login {}`", "", s.name);
         }
@@ -556,6 +547,35 @@ pub fn servers_human(servers: &[ServerStatus]) {
                 out!("{:w$}  stderr: {line}", "");
             }
         }
+    }
+}
+
+/// What the sandbox refused a server lately, with what allows it, and the hosts the user
+/// answered about for good, with what undoes that.
+fn sandbox_answers(s: &ServerStatus, w: usize) {
+    let text = |v: &serde_json::Value, key: &str| v[key].as_str().unwrap_or("").to_string();
+    for r in &s.refusals {
+        let fix = match r["fix"].as_str() {
+            Some(fix) => format!("; allow it: `{fix}`"),
+            None => String::new(),
+        };
+        out!(
+            "{:w$}  refused: {} {} at {}{fix}",
+            "",
+            text(r, "kind"),
+            text(r, "what"),
+            text(r, "at")
+        );
+    }
+    for h in &s.asked_hosts {
+        out!(
+            "{:w$}  host {}: {} (answered at {}; `{}` undoes it)",
+            "",
+            text(h, "host"),
+            text(h, "decision"),
+            text(h, "at"),
+            text(h, "forget")
+        );
     }
 }
 
@@ -1090,6 +1110,10 @@ fn ruled(
     r: &crate::policy::decisions::Remembered,
     rules: &crate::policy::rules::RuleSet,
 ) -> Option<(crate::policy::rules::Matched, bool)> {
+    // Permission rules are about tools, prompts and resources, never a host (`hub::hosts`).
+    if r.definition == crate::policy::prompt::HOST {
+        return None;
+    }
     let m = rules.explain(name)?;
     let agrees = m.agrees_with(r.decision);
     Some((m, agrees))

@@ -14,6 +14,7 @@
 mod assemble;
 pub mod catalog;
 mod events;
+pub mod hosts;
 pub mod local;
 mod login;
 pub mod modern;
@@ -141,6 +142,8 @@ pub struct Hub {
     /// the session whose call it is working on.
     callers: Mutex<Vec<relay::Caller>>,
     next_caller: AtomicU64,
+    /// Hosts servers asked for beyond their allow lists, and the refused ones.
+    hosts: hosts::Hosts,
     /// Builds the catalogue from the servers' lists (the event loop's, and a reload's).
     builder: Mutex<catalog::Builder>,
     /// What each new upstream is tied to the hub with.
@@ -239,6 +242,7 @@ impl Hub {
             waiting: modern::Waiting::new(),
             callers: Mutex::new(Vec::new()),
             next_caller: AtomicU64::new(0),
+            hosts: hosts::Hosts::default(),
             builder: Mutex::new(builder),
             links,
             reloads: reload::Reloads::new(&config, state_dir),

@@ -41,7 +41,7 @@ impl Hub {
     /// so the newest able to answer). Only a server no session is calling asks any legacy
     /// session able to answer (a server may ask for roots at any time); a question is never
     /// carried to another client than the ones waiting on the server.
-    fn asked_session(&self, upstream: usize, cap: &str) -> Option<Arc<Session>> {
+    pub(super) fn asked_session(&self, upstream: usize, cap: &str) -> Option<Arc<Session>> {
         let calling: Vec<Arc<Session>> = lock(&self.callers)
             .iter()
             .rev()
@@ -327,10 +327,30 @@ impl Hub {
 pub(super) struct HubSink(pub(super) OnceLock<Weak<Hub>>);
 
 impl Sink for HubSink {
-    fn egress_refused(&self, server: usize) {
+    fn egress_refused(&self, server: usize, refusal: &crate::sandbox::proxy::Refusal) {
         if let Some(hub) = self.0.get().and_then(Weak::upgrade) {
             hub.metrics.egress_refused(server);
+            hub.hosts.refused(server, refusal);
+            // `servers` shows refusals: the status file is rewritten on a change.
+            hub.changed.send_modify(|g| *g += 1);
         }
+    }
+
+    fn egress_decide(
+        &self,
+        server: usize,
+        host: &str,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::sandbox::proxy::Decision> + Send>>
+    {
+        let hub = self.0.get().and_then(Weak::upgrade);
+        let (host, port) = (host.to_owned(), port);
+        Box::pin(async move {
+            match hub {
+                Some(hub) => hub.decide_host(server, &host, port).await,
+                None => crate::sandbox::proxy::Decision::Refuse("openpact is stopping".into()),
+            }
+        })
     }
 
     fn notification(&self, server: usize, m: Message) {
@@ -374,8 +394,8 @@ impl Drop for ProgressGuard<'_> {
 
 /// A session's request in flight to a server.
 pub(super) struct Caller {
-    upstream: usize,
-    number: u64,
+    pub(super) upstream: usize,
+    pub(super) number: u64,
     session: Weak<Session>,
 }
 

@@ -31,9 +31,28 @@ pub struct ServerStatus {
     /// How the process is contained (`crate::sandbox::Plan::to_json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Value>,
-    /// What the sandbox refused it lately, each with the command that allows it.
+    /// What the sandbox refused it lately (`{"kind","what","at","fix"}`, oldest first): paths
+    /// and sockets as the server reported them, hosts as its egress proxy refused them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub refusals: Vec<crate::sandbox::refusal::Refusal>,
+    pub refusals: Vec<Value>,
+    /// Hosts beyond its allow list the user answered about for good (see `hub::hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked_hosts: Vec<Value>,
+}
+
+impl Hub {
+    /// Server `up`'s last refusals of both kinds, oldest first.
+    fn refusals_of(&self, up: &crate::upstream::Upstream) -> Vec<Value> {
+        let mut all = self.hosts.shown(up.index);
+        all.extend(
+            up.refusals()
+                .recent()
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok()),
+        );
+        all.sort_by(|a, b| a["at"].as_str().cmp(&b["at"].as_str()));
+        all
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -86,7 +105,8 @@ impl Hub {
                     stderr: s.stderr.as_ref().map(|l| l.tail(10)).unwrap_or_default(),
                     remote: s.remote.clone(),
                     sandbox: Some(up.sandbox().to_json()),
-                    refusals: up.refusals().recent(),
+                    refusals: self.refusals_of(up),
+                    asked_hosts: self.remembered_hosts(up.index),
                 }
             })
             .collect()

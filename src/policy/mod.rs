@@ -290,12 +290,7 @@ impl Policy {
         recheck: bool,
     ) -> Verdict {
         let timeout = self.settings.permissions.prompt_timeout;
-        let elicit = asker.can_elicit();
-        let _turn = if elicit {
-            asker.turn().lock().await
-        } else {
-            self.prompt_lock.lock().await
-        };
+        let _turn = self.turn(asker).await;
         // Someone may have answered "always" for this very tool while we waited our turn.
         if recheck
             && changed.is_none()
@@ -313,9 +308,138 @@ impl Policy {
             // Remembered answers are never read for these (see `permission`).
             rememberable: !t.ask_every_time && self.rules.matching(t.qualified) != Some(Rule::Ask),
         };
-        // A denial whose "remember it?" had no answer in time: denied, not remembered.
-        let mut unremembered = false;
-        let answer = if elicit {
+        let (answer, unremembered) = match self.put(&q, asker).await {
+            Put::Answered(answer, unremembered) => (answer, unremembered),
+            Put::NoChannel => {
+                return match self.settings.permissions.non_interactive {
+                    Rule::Allow => Verdict::Allow(Source::NonInteractive),
+                    _ => Verdict::Deny(
+                        Source::NonInteractive,
+                        format!(
+                            "openpact denied {} {}: it needs permission and there is no way to ask ({NO_WAY_TO_ASK}); {}",
+                            t.kind,
+                            t.qualified,
+                            self.how_to_allow(t)
+                        ),
+                    ),
+                };
+            }
+            Put::NoAnswer => {
+                return Verdict::Deny(
+                    Source::Prompt,
+                    format!(
+                        "openpact denied {} {}: no answer to the permission prompt within {}",
+                        t.kind,
+                        t.qualified,
+                        crate::config::human_duration(timeout)
+                    ),
+                );
+            }
+        };
+        self.remember_answer(t.qualified, answer, t.definition)
+            .await;
+        match answer {
+            Answer::Always | Answer::Once => Verdict::Allow(Source::Prompt),
+            Answer::Deny { .. } if unremembered => Verdict::Deny(
+                Source::Prompt,
+                format!(
+                    "openpact denied {} {}: denied at the prompt; not remembered, as \"Remember this denial?\" had no answer within {}",
+                    t.kind,
+                    t.qualified,
+                    crate::config::human_duration(timeout)
+                ),
+            ),
+            Answer::Deny { .. } => Verdict::Deny(
+                Source::Prompt,
+                format!(
+                    "openpact denied {} {}: denied at the prompt",
+                    t.kind, t.qualified
+                ),
+            ),
+        }
+    }
+
+    /// Asks whether server `server` may reach `what` (`host:port`), which its sandbox does
+    /// not allow: the remembered decision under `key` if there is one, else the user through
+    /// `asker` or the terminal. "always" (and a denial the user asks to remember) is kept
+    /// under `key`. `Err` is why it is refused.
+    pub async fn ask_host(
+        &self,
+        server: &str,
+        what: &str,
+        key: &str,
+        asker: &dyn Asker,
+    ) -> Result<Answer, String> {
+        let remembered = || match self.decisions.lookup(key) {
+            Ok(Some(r)) => Some(match r.decision {
+                Remember::Allow => Ok(Answer::Always),
+                Remember::Deny => Err(format!(
+                    "you chose to deny it (on {}); `openpact permissions forget {key}` undoes that",
+                    r.at
+                )),
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("remembered decisions unreadable, asking instead: {e}");
+                None
+            }
+        };
+        if let Some(decided) = remembered() {
+            return decided;
+        }
+        let timeout = self.settings.permissions.prompt_timeout;
+        let unanswered = || {
+            format!(
+                "it is not in its sandbox.network.allow, and the question had no answer within {}",
+                crate::config::human_duration(timeout)
+            )
+        };
+        // The proxy holds a connection meanwhile: questions before this one (about tools
+        // too) may keep it waiting its turn only so long.
+        let Ok(_turn) = tokio::time::timeout(timeout, self.turn(asker)).await else {
+            return Err(unanswered());
+        };
+        // An "always" given while this waited its turn settles it.
+        if let Some(decided) = remembered() {
+            return decided;
+        }
+        let q = Question {
+            kind: prompt::HOST,
+            qualified: what.to_string(),
+            server: server.to_string(),
+            description: String::new(),
+            arguments: String::new(),
+            changed: None,
+            rememberable: true,
+        };
+        match self.put(&q, asker).await {
+            Put::Answered(answer, _) => {
+                self.remember_answer(key, answer, prompt::HOST).await;
+                match answer {
+                    Answer::Deny { .. } => Err("denied at the prompt".into()),
+                    allowed => Ok(allowed),
+                }
+            }
+            Put::NoChannel => Err(format!(
+                "it is not in its sandbox.network.allow, and there is no way to ask ({NO_WAY_TO_ASK})"
+            )),
+            Put::NoAnswer => Err(unanswered()),
+        }
+    }
+
+    /// One question at a time: per client when it is asked, else for the terminal.
+    async fn turn<'a>(&'a self, asker: &'a dyn Asker) -> tokio::sync::MutexGuard<'a, ()> {
+        if asker.can_elicit() {
+            asker.turn().lock().await
+        } else {
+            self.prompt_lock.lock().await
+        }
+    }
+
+    /// Puts `q` to the user: through the client when it can be asked, else on the terminal.
+    async fn put(&self, q: &Question, asker: &dyn Asker) -> Put {
+        let timeout = self.settings.permissions.prompt_timeout;
+        let answer = if asker.can_elicit() {
             asker
                 .elicit(q.text(), q.schema(), timeout)
                 .await
@@ -335,69 +459,34 @@ impl Policy {
                     if let Some(saved) = saved {
                         saved.restore();
                     }
+                    // A denial whose "remember it?" had no answer in time: denied, not
+                    // remembered.
                     let chosen = *chosen.lock().unwrap_or_else(PoisonError::into_inner);
-                    unremembered = chosen.is_some();
-                    chosen
+                    return chosen.map_or(Put::NoAnswer, |a| Put::Answered(q.effective(a), true));
                 }
             }
         } else {
-            return match self.settings.permissions.non_interactive {
-                Rule::Allow => Verdict::Allow(Source::NonInteractive),
-                _ => Verdict::Deny(
-                    Source::NonInteractive,
-                    format!(
-                        "openpact denied {} {}: it needs permission and there is no way to ask (the client did not declare elicitation and there is no terminal); {}",
-                        t.kind,
-                        t.qualified,
-                        self.how_to_allow(t)
-                    ),
-                ),
-            };
+            return Put::NoChannel;
         };
-        let Some(answer) = answer else {
-            return Verdict::Deny(
-                Source::Prompt,
-                format!(
-                    "openpact denied {} {}: no answer to the permission prompt within {}",
-                    t.kind,
-                    t.qualified,
-                    crate::config::human_duration(timeout)
-                ),
-            );
-        };
-        let answer = q.effective(answer);
-        let remember = match answer {
-            Answer::Always => Some(Remember::Allow),
-            Answer::Deny { remember: true } => Some(Remember::Deny),
-            _ => None,
-        };
-        if let Some(decision) = remember {
-            let store = DecisionStore::new(&self.state_dir);
-            let (name, def) = (t.qualified.to_string(), t.definition.to_string());
-            match tokio::task::spawn_blocking(move || store.remember(&name, decision, &def)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!("could not remember the decision: {e}"),
-                Err(e) => tracing::warn!("could not remember the decision: {e}"),
-            }
-        }
         match answer {
-            Answer::Always | Answer::Once => Verdict::Allow(Source::Prompt),
-            Answer::Deny { .. } if unremembered => Verdict::Deny(
-                Source::Prompt,
-                format!(
-                    "openpact denied {} {}: denied at the prompt; not remembered, as \"Remember this denial?\" had no answer within {}",
-                    t.kind,
-                    t.qualified,
-                    crate::config::human_duration(timeout)
-                ),
-            ),
-            Answer::Deny { .. } => Verdict::Deny(
-                Source::Prompt,
-                format!(
-                    "openpact denied {} {}: denied at the prompt",
-                    t.kind, t.qualified
-                ),
-            ),
+            Some(answer) => Put::Answered(q.effective(answer), false),
+            None => Put::NoAnswer,
+        }
+    }
+
+    /// Keeps an "always" (or a denial to remember) under `name`, bound to `definition`.
+    async fn remember_answer(&self, name: &str, answer: Answer, definition: &str) {
+        let decision = match answer {
+            Answer::Always => Remember::Allow,
+            Answer::Deny { remember: true } => Remember::Deny,
+            _ => return,
+        };
+        let store = DecisionStore::new(&self.state_dir);
+        let (name, def) = (name.to_string(), definition.to_string());
+        match tokio::task::spawn_blocking(move || store.remember(&name, decision, &def)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("could not remember the decision: {e}"),
+            Err(e) => tracing::warn!("could not remember the decision: {e}"),
         }
     }
 
@@ -495,6 +584,17 @@ impl Policy {
     pub fn audit_enabled(&self) -> bool {
         self.audit.is_some()
     }
+}
+
+/// Why nobody can be asked.
+const NO_WAY_TO_ASK: &str = "the client did not declare elicitation and there is no terminal";
+
+/// How a question went.
+enum Put {
+    /// `true`: a denial whose "remember it?" had no answer in time.
+    Answered(Answer, bool),
+    NoAnswer,
+    NoChannel,
 }
 
 fn first_line(text: &str, max: usize) -> String {

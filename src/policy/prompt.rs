@@ -33,8 +33,20 @@ pub struct Question {
     pub rememberable: bool,
 }
 
+/// The `kind` of a question about a host a sandboxed server wants to reach (`qualified` is
+/// its `host:port`); also what a remembered answer about a host is bound to.
+pub const HOST: &str = "host";
+
 impl Question {
     pub fn text(&self) -> String {
+        if self.kind == HOST {
+            return format!(
+                "openpact: server {} wants {}: allow once / always / deny?\n  (its sandbox does not \
+                 allow this host; \"always\" is remembered for this server, \"once\" is for the \
+                 call under way)\n",
+                self.server, self.qualified
+            );
+        }
         let mut t = format!(
             "openpact: allow {} {}?\n  server: {}\n",
             self.kind, self.qualified, self.server

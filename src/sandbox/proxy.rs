@@ -9,15 +9,24 @@
 //! name never reaches DNS; the address it resolves to is checked again, so an allowed name
 //! that points at loopback or link-local (DNS rebinding, cloud metadata) reaches nothing local
 //! unless an entry names a local host itself.
+//!
+//! A host that matches no entry is not refused outright: the connection is held while the
+//! proxy's [`Gate`] (the hub) decides, by asking the user where someone can answer.
+//! Connections to one host that arrive while it is being decided wait for the same answer,
+//! so a burst of them raises one question.
 
 use crate::config::hosts::{HostPattern, is_local_address};
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
 
@@ -36,6 +45,8 @@ const MAX_CONNECTIONS: usize = 256;
 const LINGER: Duration = Duration::from_secs(2);
 /// The most a client's unread input is drained after an error answer.
 const LINGER_LIMIT: usize = 64 * 1024;
+/// Why a connection that waited on another's question is refused when that one went away.
+const ABANDONED: &str = "the connection that asked about it ended before an answer";
 /// Backoff after a failed accept (such as running out of descriptors), so it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -47,10 +58,69 @@ pub struct Refusal {
     pub host: String,
     pub port: u16,
     pub reason: String,
+    /// Whether an allow entry for the host would let it through (not so for a name that
+    /// resolves to a local address: only an entry naming a local host allows that).
+    pub listable: bool,
 }
 
-/// Called once for each refused connection.
-pub type OnRefusal = Arc<dyn Fn(&Refusal) + Send + Sync>;
+impl Refusal {
+    /// `host:port` as a client would write it.
+    pub fn what(&self) -> String {
+        host_port(&self.host, self.port)
+    }
+
+    /// The command that allows the host, when one does.
+    pub fn fix(&self) -> Option<String> {
+        self.listable.then(|| {
+            format!(
+                "openpact sandbox allow {} net {}",
+                self.server,
+                allow_entry(&self.host, self.port)
+            )
+        })
+    }
+
+    /// What the server's client (and, through the hub, the user) is told.
+    pub fn message(&self) -> String {
+        let mut text = format!(
+            "openpact: server \"{}\" may not reach {}: {}",
+            self.server,
+            self.what(),
+            self.reason
+        );
+        if let Some(fix) = self.fix() {
+            let _ = write!(text, "; to allow it: `{fix}`");
+        }
+        text
+    }
+}
+
+/// The entry that allows `host:port`: the bare host for the web's ports (an entry without a
+/// port allows any), else with the port.
+fn allow_entry(host: &str, port: u16) -> String {
+    match port {
+        80 | 443 if host.contains(':') => format!("[{host}]"),
+        80 | 443 => host.to_owned(),
+        _ => host_port(host, port),
+    }
+}
+
+/// What becomes of a connection to a host outside the allow list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// With the reason, as the refusal records it.
+    Refuse(String),
+}
+
+/// The proxy's owner: decides about hosts outside the allow list and hears of refusals.
+pub trait Gate: Send + Sync {
+    /// Whether `host:port`, which matches no allow entry, may be reached; the connection is
+    /// held until this answers, so it must answer in bounded time.
+    fn decide(&self, host: &str, port: u16) -> Pin<Box<dyn Future<Output = Decision> + Send>>;
+    /// Called once for each refused connection.
+    fn refused(&self, refusal: &Refusal);
+}
 
 /// One server's egress proxy on 127.0.0.1. Dropping it stops the listener and closes every
 /// connection it serves.
@@ -65,14 +135,15 @@ impl EgressProxy {
     pub async fn start(
         server: String,
         allow: Vec<HostPattern>,
-        on_refusal: OnRefusal,
+        gate: Arc<dyn Gate>,
     ) -> io::Result<EgressProxy> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let port = listener.local_addr()?.port();
         let rules = Arc::new(Rules {
             server,
             allow,
-            on_refusal,
+            gate,
+            deciding: Mutex::new(HashMap::new()),
         });
         let listener = tokio::spawn(accept_loop(listener, rules));
         Ok(EgressProxy { port, listener })
@@ -95,11 +166,16 @@ impl Drop for EgressProxy {
     }
 }
 
+/// The answer about one host being decided, for the connections that wait on it.
+type Pending = watch::Receiver<Option<Decision>>;
+
 /// What one proxy enforces.
 struct Rules {
     server: String,
     allow: Vec<HostPattern>,
-    on_refusal: OnRefusal,
+    gate: Arc<dyn Gate>,
+    /// Hosts outside the list being decided now.
+    deciding: Mutex<HashMap<(String, u16), Pending>>,
 }
 
 async fn accept_loop(listener: TcpListener, rules: Arc<Rules>) {
@@ -124,8 +200,9 @@ async fn accept_loop(listener: TcpListener, rules: Arc<Rules>) {
 
 /// Why a destination could not be reached.
 enum Failure {
-    /// The allow list or the address check said no: 403, and counted.
-    Refused(String),
+    /// The gate or the address check said no: 403, and counted. `listable`: see
+    /// [`Refusal::listable`].
+    Refused { reason: String, listable: bool },
     /// Allowed, but resolving or connecting failed: 502.
     Unreachable(String),
 }
@@ -174,13 +251,8 @@ async fn serve(mut client: TcpStream, rules: &Rules) {
     let shown = host_port(host, port);
     let mut upstream = match rules.open(host, port).await {
         Ok(upstream) => upstream,
-        Err(Failure::Refused(reason)) => {
-            rules.refuse(host, port, &reason);
-            let body = format!(
-                "openpact: server \"{}\" may not reach {shown} (add it to sandbox.network.allow \
-                 in the config)\n",
-                rules.server
-            );
+        Err(Failure::Refused { reason, listable }) => {
+            let body = format!("{}\n", rules.refuse(host, port, reason, listable).message());
             return answer(&mut client, 403, &body).await;
         }
         Err(Failure::Unreachable(reason)) => {
@@ -228,7 +300,8 @@ async fn serve(mut client: TcpStream, rules: &Rules) {
 }
 
 impl Rules {
-    /// Checks `host:port` against the allow list, and only then resolves and connects.
+    /// Checks `host:port` against the allow list (or has the gate decide about it), and only
+    /// then resolves and connects.
     async fn open(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
         let mut matched = false;
         let mut local_ok = false;
@@ -237,17 +310,29 @@ impl Rules {
             local_ok |= pattern.names_local();
         }
         if !matched {
-            return Err(Failure::Refused(format!(
-                "{} matches no entry of sandbox.network.allow",
-                host_port(host, port)
-            )));
+            match self.decide(host, port).await {
+                // Allowed as named: a local address only when the name is one.
+                Decision::Allow => {
+                    local_ok =
+                        HostPattern::parse(&host_port(host, port)).is_ok_and(|p| p.names_local());
+                }
+                Decision::Refuse(reason) => {
+                    return Err(Failure::Refused {
+                        reason,
+                        listable: true,
+                    });
+                }
+            }
         }
         let attempt = async {
             let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
                 .await
                 .map_err(|e| Failure::Unreachable(format!("cannot resolve {host}: {e}")))?
                 .collect();
-            let addresses = usable(&resolved, local_ok).map_err(Failure::Refused)?;
+            let addresses = usable(&resolved, local_ok).map_err(|reason| Failure::Refused {
+                reason,
+                listable: false,
+            })?;
             let mut last = format!("{host} has no address");
             for address in addresses {
                 match TcpStream::connect(address).await {
@@ -267,14 +352,49 @@ impl Rules {
             })
     }
 
-    fn refuse(&self, host: &str, port: u16, reason: &str) {
+    /// The gate's decision about a host outside the list; connections that come while it
+    /// is being decided share it.
+    async fn decide(&self, host: &str, port: u16) -> Decision {
+        let key = (host.to_owned(), port);
+        let (mut waiting, asker) = {
+            let mut deciding = self.deciding.lock().unwrap_or_else(PoisonError::into_inner);
+            match deciding.get(&key) {
+                Some(pending) => (pending.clone(), None),
+                None => {
+                    let (tx, rx) = watch::channel(None);
+                    deciding.insert(key.clone(), rx.clone());
+                    (rx, Some(tx))
+                }
+            }
+        };
+        if let Some(tx) = asker {
+            let decision = self.gate.decide(host, port).await;
+            self.deciding
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&key);
+            let _ = tx.send(Some(decision.clone()));
+            return decision;
+        }
+        match waiting.wait_for(Option::is_some).await {
+            Ok(decided) => decided
+                .clone()
+                .unwrap_or(Decision::Refuse(ABANDONED.into())),
+            Err(_) => Decision::Refuse(ABANDONED.into()),
+        }
+    }
+
+    fn refuse(&self, host: &str, port: u16, reason: String, listable: bool) -> Refusal {
         tracing::warn!(server = %self.server, host, port, "egress refused: {reason}");
-        (self.on_refusal)(&Refusal {
+        let refusal = Refusal {
             server: self.server.clone(),
             host: host.to_owned(),
             port,
-            reason: reason.to_owned(),
-        });
+            reason,
+            listable,
+        };
+        self.gate.refused(&refusal);
+        refusal
     }
 }
 
@@ -487,7 +607,7 @@ fn parse_authority(authority: &str, default_port: Option<u16>) -> Result<(String
 }
 
 /// `host:port`, with an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
+pub fn host_port(host: &str, port: u16) -> String {
     match host.parse::<IpAddr>() {
         Ok(IpAddr::V6(_)) => format!("[{host}]:{port}"),
         _ => format!("{host}:{port}"),
@@ -602,26 +722,63 @@ mod tests {
 
     type Refusals = Arc<Mutex<Vec<Refusal>>>;
 
-    async fn proxy(allow: &[String]) -> (EgressProxy, Refusals) {
-        let seen = Refusals::default();
-        let record = Arc::clone(&seen);
-        let on_refusal: OnRefusal =
-            Arc::new(move |r: &Refusal| record.lock().unwrap().push(r.clone()));
+    /// A gate that answers every host outside the list with `answer` after `delay`, counting
+    /// the questions and recording the refusals.
+    struct Recorder {
+        seen: Refusals,
+        asked: std::sync::atomic::AtomicUsize,
+        answer: Decision,
+        delay: Duration,
+    }
+
+    impl Gate for Recorder {
+        fn decide(&self, _: &str, _: u16) -> Pin<Box<dyn Future<Output = Decision> + Send>> {
+            self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (answer, delay) = (self.answer.clone(), self.delay);
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                answer
+            })
+        }
+        fn refused(&self, r: &Refusal) {
+            self.seen.lock().unwrap().push(r.clone());
+        }
+    }
+
+    async fn gated(
+        allow: &[String],
+        answer: Decision,
+        delay: Duration,
+    ) -> (EgressProxy, Arc<Recorder>) {
+        let gate = Arc::new(Recorder {
+            seen: Refusals::default(),
+            asked: Default::default(),
+            answer,
+            delay,
+        });
         let allow = allow
             .iter()
             .map(|p| HostPattern::parse(p).unwrap())
             .collect();
-        let proxy = EgressProxy::start("srv".into(), allow, on_refusal)
+        let proxy = EgressProxy::start("srv".into(), allow, gate.clone())
             .await
             .unwrap();
-        (proxy, seen)
+        (proxy, gate)
+    }
+
+    async fn proxy(allow: &[String]) -> (EgressProxy, Refusals) {
+        let no = Decision::Refuse("nobody to ask".into());
+        let (proxy, gate) = gated(allow, no, Duration::ZERO).await;
+        (proxy, gate.seen.clone())
     }
 
     /// Sends `request` to the proxy and reads until it closes.
     async fn exchange(proxy: &EgressProxy, request: &[u8]) -> String {
-        let mut s = TcpStream::connect(("127.0.0.1", proxy.port()))
-            .await
-            .unwrap();
+        exchange_at(proxy.port(), request).await
+    }
+
+    async fn exchange_at(port: u16, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         s.write_all(request).await.unwrap();
         let mut out = Vec::new();
         timeout(WAIT, s.read_to_end(&mut out))
@@ -678,8 +835,8 @@ mod tests {
         assert!(out.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{out}");
         assert!(
             out.ends_with(&format!(
-                "\r\n\r\nopenpact: server \"srv\" may not reach 127.0.0.1:{other} (add it to \
-                 sandbox.network.allow in the config)\n"
+                "\r\n\r\nopenpact: server \"srv\" may not reach 127.0.0.1:{other}: nobody to \
+                 ask; to allow it: `openpact sandbox allow srv net 127.0.0.1:{other}`\n"
             )),
             "{out}"
         );
@@ -735,9 +892,13 @@ mod tests {
         assert_eq!(refusals.len(), 2);
         for r in refusals.iter() {
             assert_eq!(r.host, "evil.example");
-            // The list check's reason: it comes before any lookup.
-            assert!(r.reason.contains("matches no entry"), "{}", r.reason);
+            // The gate's reason: it comes before any lookup.
+            assert_eq!(r.reason, "nobody to ask");
         }
+        assert_eq!(
+            refusals[0].fix().unwrap(),
+            "openpact sandbox allow srv net evil.example"
+        );
     }
 
     #[tokio::test]
@@ -789,6 +950,32 @@ mod tests {
             "{out}"
         );
         assert!(refusals.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_host_the_gate_allows_goes_through_and_a_burst_asks_once() {
+        let origin = echo_origin().await;
+        // Long enough for the whole burst to arrive while the first is being decided.
+        let slow = Duration::from_secs(2);
+        let (proxy, gate) = gated(&["*.example.com".into()], Decision::Allow, slow).await;
+        let request = format!("GET http://127.0.0.1:{origin}/held HTTP/1.1\r\n\r\n");
+        let burst: Vec<_> = (0..5)
+            .map(|_| {
+                let (port, request) = (proxy.port(), request.clone());
+                tokio::spawn(async move { exchange_at(port, request.as_bytes()).await })
+            })
+            .collect();
+        for one in burst {
+            let out = one.await.unwrap();
+            assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+            assert!(out.contains("GET /held HTTP/1.1"), "{out}");
+        }
+        let asked = || gate.asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(asked(), 1, "one question for the burst");
+        assert!(gate.seen.lock().unwrap().is_empty());
+        // Decided, so the next one is asked about afresh.
+        exchange(&proxy, request.as_bytes()).await;
+        assert_eq!(asked(), 2);
     }
 
     #[test]

@@ -111,9 +111,38 @@ pub trait Sink: Send + Sync {
     /// Removes secrets from text that leaves openpact (stderr lines, error reasons).
     fn scrub(&self, text: &str) -> String;
     /// Server `server`'s egress proxy refused a connection (counted in `/metrics`).
-    fn egress_refused(&self, server: usize);
+    fn egress_refused(&self, server: usize, refusal: &crate::sandbox::proxy::Refusal);
+    /// Server `server` wants a host its allow list does not name
+    /// ([`crate::sandbox::proxy::Gate::decide`]).
+    fn egress_decide(
+        &self,
+        server: usize,
+        host: &str,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::sandbox::proxy::Decision> + Send>>;
     /// The config file the hub serves, which a command fixing a server's entry must edit.
     fn config_file(&self) -> Option<std::path::PathBuf>;
+}
+
+/// A server's egress proxy answered to the hub through its sink.
+struct SinkGate {
+    sink: Arc<dyn Sink>,
+    index: usize,
+}
+
+impl crate::sandbox::proxy::Gate for SinkGate {
+    fn decide(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::sandbox::proxy::Decision> + Send>>
+    {
+        self.sink.egress_decide(self.index, host, port)
+    }
+
+    fn refused(&self, refusal: &crate::sandbox::proxy::Refusal) {
+        self.sink.egress_refused(self.index, refusal);
+    }
 }
 
 /// Each step of stopping a server that failed its start (after stdin close, after SIGTERM)
@@ -661,14 +690,14 @@ impl Upstream {
         let proxy = match self.sandbox.proxied() {
             None => None,
             Some(allow) => {
-                let sink = self.sink.clone();
-                let index = self.index;
-                let on_refusal: crate::sandbox::proxy::OnRefusal =
-                    Arc::new(move |_| sink.egress_refused(index));
+                let gate = Arc::new(SinkGate {
+                    sink: self.sink.clone(),
+                    index: self.index,
+                });
                 let proxy = crate::sandbox::proxy::EgressProxy::start(
                     self.name.to_string(),
                     allow.to_vec(),
-                    on_refusal,
+                    gate,
                 )
                 .await
                 .map_err(|e| format!("sandbox: could not start the egress proxy: {e}"))?;

@@ -355,6 +355,12 @@ const CASES: &[Case] = &[
         ok(&["fs:create_directory"]),
     ),
     case(
+        "permissions-forget-host",
+        &["permissions", "forget", "notion/net/api.notion.com:443"],
+        ok(&["notion/net/api.notion.com:443"]),
+        ok(&["notion/net/api.notion.com:443"]),
+    ),
+    case(
         "permissions-list-after-forget",
         &["permissions", "list"],
         ok_lacking(&[], &["fs:create_directory"]),
@@ -553,6 +559,12 @@ const CASES: &[Case] = &[
         ok(&["\"present\""]),
         fails(&["no config file found"]),
     ),
+    case(
+        "sandbox-allow-net",
+        &["sandbox", "allow", "notion", "net", "api.notion.com"],
+        fails(&["no server named notion"]),
+        fails(&["no config file found"]),
+    ),
     // `unixSockets` is read once the sandbox has its socket rule; either way, no panic.
     case(
         "sandbox-allow-socket",
@@ -684,6 +696,10 @@ const COVERAGE: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "openpact sandbox allow notion net api.notion.com",
+        &["sandbox-allow-net"],
+    ),
+    (
         "openpact scripts list [--json]",
         &["scripts-list", "scripts-list-json"],
     ),
@@ -746,6 +762,14 @@ const COVERAGE: &[(&str, &[&str])] = &[
     ),
     // Code spans in the prose.
     ("openpact tools", &["tools"]),
+    (
+        "openpact permissions list",
+        &["permissions-list", "permissions-list-after-forget"],
+    ),
+    (
+        "openpact permissions forget notion/net/api.notion.com:443",
+        &["permissions-forget-host"],
+    ),
     ("openpact call", &["call-sum"]),
     ("openpact read", &["read"]),
     (

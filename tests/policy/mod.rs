@@ -6,6 +6,8 @@
 //! - `no_channel`: permissions when there is no way to ask.
 //! - `elicitation`: asking through the client (the harness client), and a changed
 //!   definition asked about again.
+//! - `hosts`: hosts beyond a sandboxed server's allow list, asked for through the client
+//!   or refused with the command that allows them.
 //! - `sdk_clients`: rmcp and the Python SDK answering permission prompts.
 //! - `terminal`: the CLI's prompt on a real pseudo-terminal (util-linux `script`).
 //! - `cache`: the result cache, and `cache stats` / `clear` against a running hub.
@@ -41,6 +43,7 @@ mod audit;
 mod cache;
 mod commands;
 mod elicitation;
+mod hosts;
 mod no_channel;
 mod ratelimit;
 mod redaction;

@@ -318,3 +318,61 @@ async fn an_unanswered_remember_question_is_a_denial_not_an_unanswered_prompt() 
     );
     assert!(decisions(&state).get("fx:echo").is_none());
 }
+
+/// A host outside a sandboxed server's allow list, asked for on the terminal of `openpact
+/// call`: once lets the call through and keeps nothing; deny fails it with the command that
+/// allows the host; always is remembered for the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_asks_for_a_host_outside_the_allow_list() {
+    let sc = Scratch::new();
+    let stand = crate::support::Stand::start(|_| crate::support::reply(200, "text/plain", "hi"));
+    let host = format!("127.0.0.1:{}", stand.port);
+    let key = format!("fx/net/{host}");
+    let mut fx = crate::support::fixture(&["--hostile"]);
+    fx["sandbox"] = json!({"network": {"allow": ["api.example.com"]}});
+    let config = sc.servers(json!({ "fx": fx }), None);
+    let state = state_dir(&config);
+    let args = json!({"url": format!("{}/", stand.base)}).to_string();
+    let call = || Pty::spawn(&call_words(&config, &state, "fx:try_fetch", &args));
+
+    // Up, Enter: once.
+    let mut t = call();
+    t.expect(&format!(
+        "server fx wants {host}: allow once / always / deny"
+    ))
+    .await;
+    t.expect("Allow?").await;
+    t.keys(&[UP, ENTER]).await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("ok: HTTP/1.1 200"), "{out}");
+    assert!(decisions(&state).get(&key).is_none());
+
+    // Enter (deny), then "n": the call fails with the proxy's reason and the fix.
+    let mut t = call();
+    t.expect("Allow?").await;
+    t.keys(&[ENTER]).await;
+    t.expect("Remember this denial?").await;
+    t.keys(&["n"]).await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("denied at the prompt")
+            && out.contains(&format!("openpact sandbox allow fx net {host}")),
+        "{out}"
+    );
+
+    // Up, Up, Enter: always, remembered; the next call asks nothing.
+    let mut t = call();
+    t.expect("Allow?").await;
+    t.keys(&[UP, UP, ENTER]).await;
+    let (code, out) = t.finish().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(decisions(&state)[&key]["decision"], "allow");
+    let (code, out) = call().finish().await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ok: HTTP/1.1 200") && !out.contains("Allow?"),
+        "{out}"
+    );
+}

@@ -697,6 +697,7 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
                 "restarts": s.restarts,
                 "sandbox": s.sandbox,
                 "refusals": s.refusals,
+                "askedHosts": s.asked_hosts,
             })
         })
         .collect();

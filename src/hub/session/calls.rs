@@ -124,6 +124,7 @@ impl Session {
         };
         audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
         let upstream_params = obj.with("name", &named.original_json);
+        let refusals = self.hub.hosts.mark(server);
         let refused_before = match &route {
             Route::Server(up) => up.refusals().count(),
             Route::Builtin => 0,
@@ -137,9 +138,15 @@ impl Session {
                 &upstream_params,
             )
             .await;
-        let reply = match (&route, kind) {
-            (Route::Server(up), NameKind::Tool) => with_refusals(up, refused_before, reply).await,
-            _ => reply,
+        let reply = match kind {
+            NameKind::Tool => {
+                let reply = match &route {
+                    Route::Server(up) => with_path_refusals(up, refused_before, reply).await,
+                    Route::Builtin => reply,
+                };
+                self.hub.with_refusals(server, refusals, reply)
+            }
+            NameKind::Prompt => reply,
         };
         let outcome = self.note_outcome(&mut audit, &reply);
         let sent = self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
@@ -407,10 +414,10 @@ const REFUSED_WORDS: [&str; 5] = [
 ];
 
 /// A tool result with what the sandbox refused during the call (reported in the result's
-/// text or on the server's stderr) added as one more text block: what was refused and the
+/// text or on the server's stderr) put before it as one more text block: what was refused and the
 /// command that allows it, where the user reads the result. The server's own content is
 /// kept as it is.
-async fn with_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallReply {
+async fn with_path_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallReply {
     let Ok(msg) = &reply else { return reply };
     let Some(result) = msg.result() else {
         return reply;
@@ -443,7 +450,9 @@ async fn with_refusals(up: &Upstream, before: u64, reply: CallReply) -> CallRepl
     let said: Vec<String> = refused.iter().map(|r| r.sentence()).collect();
     let block = serde_json::json!({"type": "text", "text": said.join("\n")});
     match value.get_mut("content").and_then(|c| c.as_array_mut()) {
-        Some(content) => content.push(block),
+        // First, as the proxy's refusal of a host is: what the user must read before the
+        // server's own words.
+        Some(content) => content.insert(0, block),
         None => value["content"] = serde_json::json!([block]),
     }
     let line = jsonrpc::result(msg.id(), &value.to_string());
