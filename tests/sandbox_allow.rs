@@ -43,7 +43,10 @@ fn texts(r: &Value) -> Vec<String> {
 fn fix_in(blocks: &[String]) -> String {
     blocks
         .iter()
-        .find_map(|b| b.split_once("; to allow it: ").map(|(_, c)| c.to_string()))
+        .find_map(|b| {
+            b.split_once("; to allow it: ")
+                .map(|(_, c)| c.trim_matches('`').to_string())
+        })
         .unwrap_or_else(|| panic!("no command in {blocks:?}"))
 }
 
@@ -325,4 +328,24 @@ async fn a_start_refused_names_the_command_and_following_it_starts_the_server() 
     assert_eq!(code, 0, "{out}");
     ready(&mut hub.client, &["h:try_read"]).await;
     assert!(home.join(".boot-state").is_dir());
+}
+
+/// A host outside the allow list, with nobody to ask (this client has no elicitation): the
+/// proxy's refusal names `sandbox allow … net HOST`, and following it lets the next call of
+/// the same session through.
+#[tokio::test]
+async fn a_refused_host_names_the_command_and_following_it_works() {
+    let sc = Scratch::new();
+    let (home, config) = setup(&sc);
+    let stand = crate::support::Stand::start(|_| crate::support::reply(200, "text/plain", "hi"));
+    let host = format!("127.0.0.1:{}", stand.port);
+    refused_then_allowed(
+        "h:try_fetch",
+        json!({"url": format!("{}/", stand.base)}),
+        &home,
+        &config,
+        &format!("openpact sandbox allow h net {host}"),
+    )
+    .await;
+    assert_eq!(stand.seen().len(), 1, "reached once, after the grant");
 }
