@@ -9,6 +9,7 @@
 
 pub mod confine;
 pub mod env;
+pub mod known;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod places;
@@ -129,6 +130,8 @@ pub struct Plan {
     /// For `Enforced`, `Unconfined` and `Refused`: what the server may (or would) touch.
     pub profile: Option<Profile>,
     env: Option<EnvRecipe>,
+    /// The known-servers entry whose grants it has.
+    pub known: Option<known::Known>,
 }
 
 /// How to make the server's environment at each start.
@@ -241,6 +244,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 mode: Mode::Remote,
                 profile: None,
                 env: None,
+                known: None,
             };
         }
     };
@@ -250,6 +254,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         },
         profile: None,
         env: None,
+        known: None,
     };
     let spec = match &server.sandbox {
         SandboxChoice::Off => return off("\"sandbox\": false on this server"),
@@ -259,9 +264,16 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         SandboxChoice::Unset | SandboxChoice::On => SandboxSpec::default(),
         SandboxChoice::Profile(spec) => spec.clone(),
     };
+    // A profile's `"known": false` drops the table's grants; the entry's word wins.
+    let known = (spec.known.or(cx.settings.profile.known) != Some(false))
+        .then(|| known::find(command, program, args))
+        .flatten();
+    let entry_known = known.as_ref().map(|k| k.entry);
     let mut names: Vec<String> = cx.settings.profile.env.clone();
+    names.extend(entry_known.iter().flat_map(|k| k.env.iter().cloned()));
     names.extend(spec.env.iter().cloned());
     if let Some(runtime) = container_runtime(command, program, args) {
+        // The runtime decides files and network: of a known image, only its variables apply.
         names.extend(container_env_names(args));
         return Plan {
             mode: Mode::Runtime { runtime },
@@ -271,13 +283,14 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 names,
                 container: true,
             }),
+            known,
         };
     }
     let home = cx.var("HOME").map(PathBuf::from);
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
-    let network = network(&cx.settings.profile, &spec);
+    let network = network(&cx.settings.profile, &spec, entry_known);
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
     // The hub profile's paths, then the entry's.
@@ -289,14 +302,27 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
             .collect()
     };
     let user_deny = both(|s| &s.deny);
-    let explicit_read = both(|s| &s.read);
-    let explicit_write = both(|s| &s.write);
+    let mut explicit_read = both(|s| &s.read);
+    let mut explicit_write = both(|s| &s.write);
     let mut create: Vec<PathBuf> = explicit_read
         .iter()
         .chain(&explicit_write)
         .filter(|p| places::made_at_start(p, home))
         .cloned()
         .collect();
+    // A known server's grants, as if written in its entry; only its folders are made (what it
+    // reads, `~/.kube/config` say, is the user's to create).
+    if let Some(k) = entry_known {
+        let write = known::paths(&k.write, home);
+        create.extend(
+            write
+                .iter()
+                .filter(|p| places::made_at_start(p, home))
+                .cloned(),
+        );
+        explicit_read.extend(known::paths(&k.read, home));
+        explicit_write.extend(write);
+    }
     let mut deny = places::credentials(home);
     deny.extend(cx.own_dirs.iter().cloned());
     deny.extend(user_deny.iter().cloned());
@@ -414,19 +440,28 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         mode,
         profile: Some(profile),
         env: Some(env_recipe),
+        known,
     }
 }
 
-/// The network: the entry's choice, else the hub profile's, else the registries through the
-/// proxy; allow lists add up (registries, hub profile, entry).
-fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
+/// The network: the entry's choice, else the hub profile's, else a known server's that must
+/// reach any host, else the registries through the proxy; allow lists add up (registries,
+/// known hosts, hub profile, entry).
+fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Entry>) -> Network {
     let chosen = entry.network.as_ref().or(hub.network.as_ref());
     match chosen {
         Some(NetworkSpec::Any) => Network::Any,
         Some(NetworkSpec::None) => Network::None,
+        _ if entry.network.is_none() && known.is_some_and(|k| k.any_host) => Network::Any,
         _ => {
             let mut allow: Vec<HostPattern> = REGISTRIES
                 .iter()
+                .copied()
+                .chain(
+                    known
+                        .iter()
+                        .flat_map(|k| k.hosts.iter().map(String::as_str)),
+                )
                 .filter_map(|h| HostPattern::parse(h).ok())
                 .collect();
             for spec in [hub, entry] {
@@ -794,6 +829,17 @@ impl Plan {
             if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
                 map.insert("env".into(), json!(recipe.names));
             }
+            if let Some(k) = &self.known {
+                map.insert(
+                    "known".into(),
+                    json!({
+                        "name": k.entry.name,
+                        "matched": k.launched.to_string(),
+                        "table": known::TABLE_PATH,
+                        "entry": k.entry,
+                    }),
+                );
+            }
         }
         out
     }
@@ -815,6 +861,21 @@ pub fn describe(v: &Value) -> Vec<String> {
         _ => "remote (not a local process)".to_string(),
     };
     let mut out = vec![first];
+    if let Some(k) = v.get("known") {
+        let name = k.get("name").and_then(Value::as_str).unwrap_or_default();
+        let matched = k.get("matched").and_then(Value::as_str).unwrap_or_default();
+        out.push(format!(
+            "profile: known ({name}), matched as {matched}: the default profile plus its grants from {}; the entry's \"sandbox\" object adds to them, \"known\": false in it drops them",
+            known::TABLE_PATH
+        ));
+        if let Some(notes) = k
+            .pointer("/entry/notes")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            out.push(format!("notes: {notes}"));
+        }
+    }
     let Some(p) = v.get("profile") else {
         return out;
     };
