@@ -1118,6 +1118,75 @@ mod tests {
     }
 
     #[test]
+    fn a_known_server_gets_its_grants_under_the_layers_the_user_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        // Runners that exist (a missing command makes the server unavailable, with no plan).
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        for runner in ["uvx", "npx", "docker"] {
+            std::fs::write(dir.join("bin").join(runner), "#!/bin/sh\n").unwrap();
+            crate::platform::set_mode(&dir.join("bin").join(runner), 0o755).unwrap();
+        }
+        let bin = |text: &str| text.replace("BIN", dir.join("bin").to_str().unwrap());
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "narrow": {"command": "BIN/uvx", "args": ["mcp-server-fetch"], "sandbox": {"network": {"allow": ["example.com"]}}},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"]},
+                "gh": {"command": "BIN/docker", "args": ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]},
+                "plain": {"command": "/bin/sh"}
+            }}"#),
+            Support::Full,
+        );
+        let name = |p: &Plan| p.known.as_ref().map(|k| k.entry.name.clone());
+        assert_eq!(name(&plans[0]).as_deref(), Some("fetch"));
+        assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::Any);
+        // The entry's own network choice wins over the table's "any host".
+        assert!(matches!(&plans[1].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com")));
+        let kube = plans[2].profile.as_ref().unwrap();
+        let home = dir.join("home");
+        assert!(
+            kube.read.contains(&home.join(".kube/config")),
+            "{:?}",
+            kube.read
+        );
+        assert!(
+            kube.deny.contains(&home.join(".kube")),
+            "the rest stays denied"
+        );
+        // What it reads is not made; the folder it writes is.
+        assert_eq!(kube.create, [home.join(".kube/cache")]);
+        // An image: contained by its runtime; only the entry's variables apply.
+        assert!(matches!(plans[3].mode, Mode::Runtime { .. }));
+        assert_eq!(name(&plans[3]).as_deref(), Some("github"));
+        assert!(
+            plans[3]
+                .env
+                .as_ref()
+                .unwrap()
+                .names
+                .contains(&"GITHUB_PERSONAL_ACCESS_TOKEN".to_string())
+        );
+        assert_eq!(name(&plans[4]), None);
+        // The hub's network: false holds every server, known or not; its "known": false drops
+        // the table for all but an entry that says "known": true.
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"], "sandbox": {"known": true}}
+            }, "openpact": {"sandbox": {"profile": {"network": false, "known": false}}}}"#),
+            Support::Full,
+        );
+        assert_eq!(name(&plans[0]), None);
+        assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::None);
+        assert_eq!(name(&plans[1]).as_deref(), Some("kubernetes"));
+        assert_eq!(plans[1].profile.as_ref().unwrap().network, Network::None);
+    }
+
+    #[test]
     fn container_launches_pass_the_runtime_and_its_named_variables() {
         assert_eq!(
             container_runtime(
