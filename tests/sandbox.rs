@@ -926,3 +926,36 @@ async fn a_grant_inside_a_credential_place_opens_that_path_only() {
         }
     }
 }
+
+/// mcp-remote (a known bridge) reaches the server its arguments name, a local one on
+/// loopback included, and nothing else.
+#[tokio::test]
+async fn a_known_bridge_reaches_the_url_its_arguments_name() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let named = Stand::start(|_| reply(200, "text/plain", "the named server"));
+    let other = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
+    let npx = runner_stand_in(&sc, "npx");
+    let config = sc.servers(
+        json!({"remote": {"command": npx, "args": ["-y", "mcp-remote", format!("{}/mcp", named.base)]}}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["remote:try_fetch"]).await;
+    let got = try_tool(
+        &mut hub,
+        "remote:try_fetch",
+        json!({"url": format!("{}/mcp", named.base)}),
+    )
+    .await;
+    assert!(got.starts_with("ok: ") && got.contains("200"), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "remote:try_fetch",
+        json!({"url": format!("{}/", other.base)}),
+    )
+    .await;
+    assert!(got.contains(" 403 "), "{got}");
+    assert!(named.seen().len() == 1 && other.seen().is_empty());
+}

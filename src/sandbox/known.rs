@@ -39,6 +39,10 @@ pub struct Entry {
     /// Reaching any host is its job (fetching URLs, driving a browser): the network is open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub any_host: bool,
+    /// The host of each `http(s)://` URL its arguments name is allowed too (a bridge to the
+    /// server the user named: mcp-remote).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub url_hosts: bool,
     /// Folders it writes (`~/…` or absolute), made (0700) at start when missing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write: Vec<String>,
@@ -58,7 +62,8 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
-    /// The facts it backs: `hosts`, `anyHost`, `write`, `read`, `env`, `notes`.
+    /// The facts it backs: `hosts`, `anyHost`, `urlHosts`, `write`, `read`, `env`, `notes`,
+    /// or `none` (it needs nothing more).
     pub facts: Vec<String>,
     /// A README's address, or `PACKAGE@VERSION: path/in/the/package`.
     pub from: String,
@@ -129,13 +134,45 @@ pub struct Known {
     pub entry: &'static Entry,
     /// How it was recognised.
     pub launched: Launched,
+    /// The allow-list entries it gets: the entry's hosts, and the hosts of the URLs its
+    /// arguments name when the entry says so.
+    pub hosts: Vec<String>,
 }
 
 /// The entry for a stdio server launched as `program args` (`command` as written).
 pub fn find(command: &str, program: &Path, args: &[String]) -> Option<Known> {
     let launched = launched(command, program, args)?;
     let entry = lookup(table(), &launched)?;
-    Some(Known { entry, launched })
+    let mut hosts = entry.hosts.clone();
+    if entry.url_hosts {
+        hosts.extend(args.iter().filter_map(|a| url_host(a)));
+    }
+    Some(Known {
+        entry,
+        launched,
+        hosts,
+    })
+}
+
+/// `http(s)://HOST[:PORT]/…` → `HOST:PORT` (the scheme's port when none is written), as an
+/// allow-list entry; a URL with user info or no host gives none.
+fn url_host(word: &str) -> Option<String> {
+    let (rest, port) = if let Some(r) = word.strip_prefix("https://") {
+        (r, 443)
+    } else {
+        (word.strip_prefix("http://")?, 80)
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    let with_port = match authority.rsplit_once(':') {
+        Some((_, p)) if p.parse::<u16>().is_ok() => authority.to_string(),
+        _ => format!("{authority}:{port}"),
+    };
+    crate::config::hosts::HostPattern::parse(&with_port)
+        .ok()
+        .map(|_| with_port)
 }
 
 fn lookup<'t>(table: &'t [Entry], launched: &Launched) -> Option<&'t Entry> {
@@ -455,6 +492,26 @@ mod tests {
             assert_eq!(found.map(|k| k.entry.name.as_str()), Some(name), "{line}");
         }
         assert_eq!(find("node", Path::new("/usr/bin/node"), &[]), None);
+        // A bridge gets the host of the URL it is given, with the scheme's port.
+        let args: Vec<String> = [
+            "-y",
+            "mcp-remote",
+            "http://127.0.0.1:8931/mcp",
+            "--header",
+            "x",
+        ]
+        .map(String::from)
+        .to_vec();
+        let k = find("npx", Path::new("npx"), &args).unwrap();
+        assert_eq!(k.hosts, ["127.0.0.1:8931"]);
+        for (url, want) in [
+            ("https://mcp.example.com/sse", Some("mcp.example.com:443")),
+            ("http://[::1]/mcp", Some("[::1]:80")),
+            ("https://user@x.org/", None),
+            ("ftp://x.org", None),
+        ] {
+            assert_eq!(url_host(url).as_deref(), want, "{url}");
+        }
         assert_eq!(
             find("npx", Path::new("npx"), &["-y".into(), "left-pad".into()]),
             None
@@ -505,6 +562,7 @@ mod tests {
             for (fact, present) in [
                 ("hosts", !e.hosts.is_empty()),
                 ("anyHost", e.any_host),
+                ("urlHosts", e.url_hosts),
                 ("write", !e.write.is_empty()),
                 ("read", !e.read.is_empty()),
                 ("env", !e.env.is_empty()),
@@ -517,8 +575,10 @@ mod tests {
                 assert!(!s.from.is_empty() && !s.facts.is_empty(), "{at}: {s:?}");
                 for f in &s.facts {
                     assert!(
-                        ["hosts", "anyHost", "write", "read", "env", "notes", "none"]
-                            .contains(&f.as_str()),
+                        [
+                            "hosts", "anyHost", "urlHosts", "write", "read", "env", "notes", "none"
+                        ]
+                        .contains(&f.as_str()),
                         "{at}: fact {f}"
                     );
                 }

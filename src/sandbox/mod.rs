@@ -290,7 +290,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
-    let network = network(&cx.settings.profile, &spec, entry_known);
+    let network = network(&cx.settings.profile, &spec, known.as_ref());
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
     // The hub profile's paths, then the entry's.
@@ -447,21 +447,18 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
 /// The network: the entry's choice, else the hub profile's, else a known server's that must
 /// reach any host, else the registries through the proxy; allow lists add up (registries,
 /// known hosts, hub profile, entry).
-fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Entry>) -> Network {
+fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>) -> Network {
     let chosen = entry.network.as_ref().or(hub.network.as_ref());
     match chosen {
         Some(NetworkSpec::Any) => Network::Any,
         Some(NetworkSpec::None) => Network::None,
-        _ if entry.network.is_none() && known.is_some_and(|k| k.any_host) => Network::Any,
+        _ if entry.network.is_none() && known.is_some_and(|k| k.entry.any_host) => Network::Any,
         _ => {
+            let known_hosts = known.map(|k| k.hosts.as_slice()).unwrap_or_default();
             let mut allow: Vec<HostPattern> = REGISTRIES
                 .iter()
                 .copied()
-                .chain(
-                    known
-                        .iter()
-                        .flat_map(|k| k.hosts.iter().map(String::as_str)),
-                )
+                .chain(known_hosts.iter().map(String::as_str))
                 .filter_map(|h| HostPattern::parse(h).ok())
                 .collect();
             for spec in [hub, entry] {
