@@ -959,3 +959,49 @@ async fn a_known_bridge_reaches_the_url_its_arguments_name() {
     assert!(got.contains(" 403 "), "{got}");
     assert!(named.seen().len() == 1 && other.seen().is_empty());
 }
+
+/// A known server whose job is any URL (`uvx mcp-server-fetch`) passes the proxy to any
+/// public host, but never to this machine: loopback stays refused, as does UDP.
+#[tokio::test]
+async fn a_known_fetch_server_reaches_any_public_host_and_nothing_local() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let local = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
+    let uvx = runner_stand_in(&sc, "uvx");
+    let config = sc.servers(
+        json!({"fetch": {"command": uvx, "args": ["mcp-server-fetch"]}}),
+        None,
+    );
+    let (_, v, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    let allow = v["servers"][0]["sandbox"]["profile"]["network"]["allow"].to_string();
+    assert!(allow.contains("any public host"), "{out}");
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["fetch:try_fetch"]).await;
+    // A name the proxy accepts and then cannot resolve (.invalid never resolves): not a 403.
+    let got = try_tool(
+        &mut hub,
+        "fetch:try_fetch",
+        json!({"url": "https://some-site.invalid/page"}),
+    )
+    .await;
+    assert!(
+        got.starts_with("failed: ") && !got.contains(" 403 "),
+        "{got}"
+    );
+    for url in [
+        format!("{}/", local.base),
+        "http://localhost:9/".to_string(),
+    ] {
+        let got = try_tool(&mut hub, "fetch:try_fetch", json!({"url": url})).await;
+        assert!(got.contains(" 403 "), "{url}: {got}");
+    }
+    let got = try_tool(
+        &mut hub,
+        "fetch:try_udp",
+        json!({"host": "127.0.0.1", "port": 53}),
+    )
+    .await;
+    assert!(got.starts_with("failed: "), "{got}");
+    assert!(local.seen().is_empty());
+}

@@ -444,15 +444,15 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     }
 }
 
-/// The network: the entry's choice, else the hub profile's, else a known server's that must
-/// reach any host, else the registries through the proxy; allow lists add up (registries,
-/// known hosts, hub profile, entry).
+/// The network: the entry's choice, else the hub profile's, else the registries through the
+/// proxy; allow lists add up (registries, known hosts, hub profile, entry). A known server
+/// whose job is any URL gets any public host through the proxy (loopback, link-local and
+/// metadata addresses stay refused, UDP closed) unless the entry chose its network.
 fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>) -> Network {
     let chosen = entry.network.as_ref().or(hub.network.as_ref());
     match chosen {
         Some(NetworkSpec::Any) => Network::Any,
         Some(NetworkSpec::None) => Network::None,
-        _ if entry.network.is_none() && known.is_some_and(|k| k.entry.any_host) => Network::Any,
         _ => {
             let known_hosts = known.map(|k| k.hosts.as_slice()).unwrap_or_default();
             let mut allow: Vec<HostPattern> = REGISTRIES
@@ -461,6 +461,9 @@ fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>)
                 .chain(known_hosts.iter().map(String::as_str))
                 .filter_map(|h| HostPattern::parse(h).ok())
                 .collect();
+            if entry.network.is_none() && known.is_some_and(|k| k.entry.any_host) {
+                allow.push(HostPattern::any_public());
+            }
             for spec in [hub, entry] {
                 if let Some(NetworkSpec::Allow(list)) = &spec.network {
                     for h in list {
@@ -1138,10 +1141,13 @@ mod tests {
         );
         let name = |p: &Plan| p.known.as_ref().map(|k| k.entry.name.clone());
         assert_eq!(name(&plans[0]).as_deref(), Some("fetch"));
-        assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::Any);
+        // Any public host, through the proxy.
+        assert!(matches!(&plans[0].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.contains(&HostPattern::any_public())));
         // The entry's own network choice wins over the table's "any host".
         assert!(matches!(&plans[1].profile.as_ref().unwrap().network,
-            Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com")));
+            Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com")
+                && !h.contains(&HostPattern::any_public())));
         let kube = plans[2].profile.as_ref().unwrap();
         let home = dir.join("home");
         assert!(
