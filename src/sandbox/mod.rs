@@ -275,6 +275,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     if let Some(runtime) = container_runtime(command, program, args) {
         // The runtime decides files and network: of a known image, only its variables apply.
         names.extend(container_env_names(args));
+        dedup(&mut names);
         return Plan {
             mode: Mode::Runtime { runtime },
             profile: None,
@@ -478,7 +479,7 @@ fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>)
     }
 }
 
-fn dedup(list: &mut Vec<PathBuf>) {
+fn dedup<T: PartialEq + Clone>(list: &mut Vec<T>) {
     let mut seen = Vec::new();
     list.retain(|p| {
         if seen.contains(p) {
@@ -864,8 +865,13 @@ pub fn describe(v: &Value) -> Vec<String> {
     if let Some(k) = v.get("known") {
         let name = k.get("name").and_then(Value::as_str).unwrap_or_default();
         let matched = k.get("matched").and_then(Value::as_str).unwrap_or_default();
+        let what = if text("mode") == "runtime" {
+            "its variables from"
+        } else {
+            "the default profile plus its grants in"
+        };
         out.push(format!(
-            "profile: known ({name}), matched as {matched}: the default profile plus its grants from {}; the entry's \"sandbox\" object adds to them, \"known\": false in it drops them",
+            "profile: known ({name}), matched as {matched}: {what} {} (a \"sandbox\" object adds to them; \"known\": false in it drops them)",
             known::TABLE_PATH
         ));
         if let Some(notes) = k
