@@ -820,9 +820,9 @@ async fn a_known_server_gets_its_folders_and_hosts_and_says_so() {
     );
 }
 
-/// The entry's own `sandbox` object adds to the known profile (its hosts and folders stay,
-/// the entry's are added); `"known": false` in it drops the table's grants; `"sandbox":
-/// false` stays unconfined.
+/// The entry's own `sandbox` object adds to the known profile (its hosts, folders and
+/// settings' variables stay, the entry's are added; a secret the table lists is not passed);
+/// `"known": false` in it drops the table's grants; `"sandbox": false` stays unconfined.
 #[tokio::test]
 async fn an_entry_sandbox_adds_to_the_known_profile_and_known_false_drops_it() {
     let sc = Scratch::new();
@@ -868,8 +868,24 @@ async fn an_entry_sandbox_adds_to_the_known_profile_and_known_false_drops_it() {
     assert!(!dropped["profile"]["write"].to_string().contains(".sentry"));
     assert_eq!(v["servers"][2]["sandbox"]["mode"], "off");
     assert!(v["servers"][2]["sandbox"]["known"].is_null());
-    let mut hub = serve_with(&config, &[], &env).await;
+    let with_vars = [
+        env[0],
+        env[1],
+        ("SENTRY_HOST", "sentry.example.org"),
+        ("SENTRY_ACCESS_TOKEN", "sntrys_fake"),
+    ];
+    let mut hub = serve_with(&config, &[], &with_vars).await;
     ready(&mut hub.client, &["added:try_write", "dropped:try_write"]).await;
+    // The table passes its settings, never its secrets: the token is the user's to give.
+    let got = try_tool(&mut hub, "added:try_env", json!({"name": "SENTRY_HOST"})).await;
+    assert_eq!(got, "ok: sentry.example.org");
+    let got = try_tool(
+        &mut hub,
+        "added:try_env",
+        json!({"name": "SENTRY_ACCESS_TOKEN"}),
+    )
+    .await;
+    assert!(got.starts_with("failed: "), "{got}");
     let file = s(&home.join(".sentry/mcp.json")).to_string();
     let got = try_tool(&mut hub, "added:try_write", json!({"path": file})).await;
     assert!(got.starts_with("ok: "), "{got}");

@@ -270,7 +270,15 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         .flatten();
     let entry_known = known.as_ref().map(|k| k.entry);
     let mut names: Vec<String> = cx.settings.profile.env.clone();
-    names.extend(entry_known.iter().flat_map(|k| k.env.iter().cloned()));
+    // The table passes a known server's settings, never a secret: a token is the user's to
+    // give (the entry's `env`, or its exact name in `sandbox.env`), as for any server.
+    names.extend(
+        entry_known
+            .iter()
+            .flat_map(|k| k.env.iter())
+            .filter(|n| !env::looks_secret(n))
+            .cloned(),
+    );
     names.extend(spec.env.iter().cloned());
     if let Some(runtime) = container_runtime(command, program, args) {
         // The runtime decides files and network: of a known image, only its variables apply.
@@ -874,6 +882,21 @@ pub fn describe(v: &Value) -> Vec<String> {
             "profile: known ({name}), matched as {matched}: {what} {} (a \"sandbox\" object adds to them; \"known\": false in it drops them)",
             known::TABLE_PATH
         ));
+        let secrets: Vec<&str> = k
+            .pointer("/entry/env")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let secrets: Vec<&str> = secrets
+            .into_iter()
+            .filter(|n| env::looks_secret(n))
+            .collect();
+        if !secrets.is_empty() {
+            out.push(format!(
+                "secrets it reads, not passed by the table: {} (give them in its \"env\", or name them in sandbox.env)",
+                secrets.join(", ")
+            ));
+        }
         if let Some(notes) = k
             .pointer("/entry/notes")
             .and_then(Value::as_str)
@@ -1170,13 +1193,12 @@ mod tests {
         // An image: contained by its runtime; only the entry's variables apply.
         assert!(matches!(plans[3].mode, Mode::Runtime { .. }));
         assert_eq!(name(&plans[3]).as_deref(), Some("github"));
+        let names = &plans[3].env.as_ref().unwrap().names;
+        assert!(names.contains(&"GITHUB_HOST".to_string()), "{names:?}");
+        // A secret passes only when the user names it (here no `-e`): never by the table.
         assert!(
-            plans[3]
-                .env
-                .as_ref()
-                .unwrap()
-                .names
-                .contains(&"GITHUB_PERSONAL_ACCESS_TOKEN".to_string())
+            !names.contains(&"GITHUB_PERSONAL_ACCESS_TOKEN".to_string()),
+            "{names:?}"
         );
         assert_eq!(name(&plans[4]), None);
         // The hub's network: false holds every server, known or not; its "known": false drops
