@@ -28,6 +28,9 @@ pub struct SandboxSpec {
     pub network: Option<NetworkSpec>,
     /// Names or `*` globs of variables passed through from the hub's environment.
     pub env: Vec<String>,
+    /// `"known": false` drops the known-servers table's grants (`None`: the layer below
+    /// decides, and by default a known server gets them).
+    pub known: Option<bool>,
 }
 
 /// `sandbox.network`.

@@ -9,6 +9,7 @@
 
 pub mod confine;
 pub mod env;
+pub mod known;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod places;
@@ -129,6 +130,8 @@ pub struct Plan {
     /// For `Enforced`, `Unconfined` and `Refused`: what the server may (or would) touch.
     pub profile: Option<Profile>,
     env: Option<EnvRecipe>,
+    /// The known-servers entry whose grants it has.
+    pub known: Option<known::Known>,
 }
 
 /// How to make the server's environment at each start.
@@ -241,6 +244,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 mode: Mode::Remote,
                 profile: None,
                 env: None,
+                known: None,
             };
         }
     };
@@ -250,6 +254,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         },
         profile: None,
         env: None,
+        known: None,
     };
     let spec = match &server.sandbox {
         SandboxChoice::Off => return off("\"sandbox\": false on this server"),
@@ -259,10 +264,26 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         SandboxChoice::Unset | SandboxChoice::On => SandboxSpec::default(),
         SandboxChoice::Profile(spec) => spec.clone(),
     };
+    // A profile's `"known": false` drops the table's grants; the entry's word wins.
+    let known = (spec.known.or(cx.settings.profile.known) != Some(false))
+        .then(|| known::find(command, program, args))
+        .flatten();
+    let entry_known = known.as_ref().map(|k| k.entry);
     let mut names: Vec<String> = cx.settings.profile.env.clone();
+    // The table passes a known server's settings, never a secret: a token is the user's to
+    // give (the entry's `env`, or its exact name in `sandbox.env`), as for any server.
+    names.extend(
+        entry_known
+            .iter()
+            .flat_map(|k| k.env.iter())
+            .filter(|n| !env::looks_secret(n))
+            .cloned(),
+    );
     names.extend(spec.env.iter().cloned());
     if let Some(runtime) = container_runtime(command, program, args) {
+        // The runtime decides files and network: of a known image, only its variables apply.
         names.extend(container_env_names(args));
+        dedup(&mut names);
         return Plan {
             mode: Mode::Runtime { runtime },
             profile: None,
@@ -271,13 +292,14 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 names,
                 container: true,
             }),
+            known,
         };
     }
     let home = cx.var("HOME").map(PathBuf::from);
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
-    let network = network(&cx.settings.profile, &spec);
+    let network = network(&cx.settings.profile, &spec, known.as_ref());
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
     // The hub profile's paths, then the entry's.
@@ -289,14 +311,27 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
             .collect()
     };
     let user_deny = both(|s| &s.deny);
-    let explicit_read = both(|s| &s.read);
-    let explicit_write = both(|s| &s.write);
+    let mut explicit_read = both(|s| &s.read);
+    let mut explicit_write = both(|s| &s.write);
     let mut create: Vec<PathBuf> = explicit_read
         .iter()
         .chain(&explicit_write)
         .filter(|p| places::made_at_start(p, home))
         .cloned()
         .collect();
+    // A known server's grants, as if written in its entry; only its folders are made (what it
+    // reads, `~/.kube/config` say, is the user's to create).
+    if let Some(k) = entry_known {
+        let write = known::paths(&k.write, home);
+        create.extend(
+            write
+                .iter()
+                .filter(|p| places::made_at_start(p, home))
+                .cloned(),
+        );
+        explicit_read.extend(known::paths(&k.read, home));
+        explicit_write.extend(write);
+    }
     let mut deny = places::credentials(home);
     deny.extend(cx.own_dirs.iter().cloned());
     deny.extend(user_deny.iter().cloned());
@@ -414,21 +449,30 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         mode,
         profile: Some(profile),
         env: Some(env_recipe),
+        known,
     }
 }
 
 /// The network: the entry's choice, else the hub profile's, else the registries through the
-/// proxy; allow lists add up (registries, hub profile, entry).
-fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
+/// proxy; allow lists add up (registries, known hosts, hub profile, entry). A known server
+/// whose job is any URL gets any public host through the proxy (loopback, link-local and
+/// metadata addresses stay refused, UDP closed) unless the entry chose its network.
+fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>) -> Network {
     let chosen = entry.network.as_ref().or(hub.network.as_ref());
     match chosen {
         Some(NetworkSpec::Any) => Network::Any,
         Some(NetworkSpec::None) => Network::None,
         _ => {
+            let known_hosts = known.map(|k| k.hosts.as_slice()).unwrap_or_default();
             let mut allow: Vec<HostPattern> = REGISTRIES
                 .iter()
+                .copied()
+                .chain(known_hosts.iter().map(String::as_str))
                 .filter_map(|h| HostPattern::parse(h).ok())
                 .collect();
+            if entry.network.is_none() && known.is_some_and(|k| k.entry.any_host) {
+                allow.push(HostPattern::any_public());
+            }
             for spec in [hub, entry] {
                 if let Some(NetworkSpec::Allow(list)) = &spec.network {
                     for h in list {
@@ -443,7 +487,7 @@ fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
     }
 }
 
-fn dedup(list: &mut Vec<PathBuf>) {
+fn dedup<T: PartialEq + Clone>(list: &mut Vec<T>) {
     let mut seen = Vec::new();
     list.retain(|p| {
         if seen.contains(p) {
@@ -794,6 +838,17 @@ impl Plan {
             if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
                 map.insert("env".into(), json!(recipe.names));
             }
+            if let Some(k) = &self.known {
+                map.insert(
+                    "known".into(),
+                    json!({
+                        "name": k.entry.name,
+                        "matched": k.launched.to_string(),
+                        "table": known::TABLE_PATH,
+                        "entry": k.entry,
+                    }),
+                );
+            }
         }
         out
     }
@@ -815,6 +870,41 @@ pub fn describe(v: &Value) -> Vec<String> {
         _ => "remote (not a local process)".to_string(),
     };
     let mut out = vec![first];
+    if let Some(k) = v.get("known") {
+        let name = k.get("name").and_then(Value::as_str).unwrap_or_default();
+        let matched = k.get("matched").and_then(Value::as_str).unwrap_or_default();
+        let what = if text("mode") == "runtime" {
+            "its variables from"
+        } else {
+            "the default profile plus its grants in"
+        };
+        out.push(format!(
+            "profile: known ({name}), matched as {matched}: {what} {} (a \"sandbox\" object adds to them; \"known\": false in it drops them)",
+            known::TABLE_PATH
+        ));
+        let secrets: Vec<&str> = k
+            .pointer("/entry/env")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let secrets: Vec<&str> = secrets
+            .into_iter()
+            .filter(|n| env::looks_secret(n))
+            .collect();
+        if !secrets.is_empty() {
+            out.push(format!(
+                "secrets it reads, not passed by the table: {} (give them in its \"env\", or name them in sandbox.env)",
+                secrets.join(", ")
+            ));
+        }
+        if let Some(notes) = k
+            .pointer("/entry/notes")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            out.push(format!("notes: {notes}"));
+        }
+    }
     let Some(p) = v.get("profile") else {
         return out;
     };
@@ -1054,6 +1144,77 @@ mod tests {
         // Only folders below the home folder, never by way of `..`, never a file to be.
         assert_eq!(ab.create, [dir.join("home/.new/deep")]);
         assert_eq!(folder_name(".."), "%2E%2E");
+    }
+
+    #[test]
+    fn a_known_server_gets_its_grants_under_the_layers_the_user_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        // Runners that exist (a missing command makes the server unavailable, with no plan).
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        for runner in ["uvx", "npx", "docker"] {
+            std::fs::write(dir.join("bin").join(runner), "#!/bin/sh\n").unwrap();
+            crate::platform::set_mode(&dir.join("bin").join(runner), 0o755).unwrap();
+        }
+        let bin = |text: &str| text.replace("BIN", dir.join("bin").to_str().unwrap());
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "narrow": {"command": "BIN/uvx", "args": ["mcp-server-fetch"], "sandbox": {"network": {"allow": ["example.com"]}}},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"]},
+                "gh": {"command": "BIN/docker", "args": ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]},
+                "plain": {"command": "/bin/sh"}
+            }}"#),
+            Support::Full,
+        );
+        let name = |p: &Plan| p.known.as_ref().map(|k| k.entry.name.clone());
+        assert_eq!(name(&plans[0]).as_deref(), Some("fetch"));
+        // Any public host, through the proxy.
+        assert!(matches!(&plans[0].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.contains(&HostPattern::any_public())));
+        // The entry's own network choice wins over the table's "any host".
+        assert!(matches!(&plans[1].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com")
+                && !h.contains(&HostPattern::any_public())));
+        let kube = plans[2].profile.as_ref().unwrap();
+        let home = dir.join("home");
+        assert!(
+            kube.read.contains(&home.join(".kube/config")),
+            "{:?}",
+            kube.read
+        );
+        assert!(
+            kube.deny.contains(&home.join(".kube")),
+            "the rest stays denied"
+        );
+        // What it reads is not made; the folder it writes is.
+        assert_eq!(kube.create, [home.join(".kube/cache")]);
+        // An image: contained by its runtime; only the entry's variables apply.
+        assert!(matches!(plans[3].mode, Mode::Runtime { .. }));
+        assert_eq!(name(&plans[3]).as_deref(), Some("github"));
+        let names = &plans[3].env.as_ref().unwrap().names;
+        assert!(names.contains(&"GITHUB_HOST".to_string()), "{names:?}");
+        // A secret passes only when the user names it (here no `-e`): never by the table.
+        assert!(
+            !names.contains(&"GITHUB_PERSONAL_ACCESS_TOKEN".to_string()),
+            "{names:?}"
+        );
+        assert_eq!(name(&plans[4]), None);
+        // The hub's network: false holds every server, known or not; its "known": false drops
+        // the table for all but an entry that says "known": true.
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"], "sandbox": {"known": true}}
+            }, "openpact": {"sandbox": {"profile": {"network": false, "known": false}}}}"#),
+            Support::Full,
+        );
+        assert_eq!(name(&plans[0]), None);
+        assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::None);
+        assert_eq!(name(&plans[1]).as_deref(), Some("kubernetes"));
+        assert_eq!(plans[1].profile.as_ref().unwrap().network, Network::None);
     }
 
     #[test]

@@ -196,6 +196,27 @@ fn sandbox_settings_are_read_with_their_profile() {
 }
 
 #[test]
+fn known_is_a_boolean_on_either_profile() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {"a": {"command": "/bin/sh", "sandbox": {"known": true}}},
+            "openpact": {"sandbox": {"profile": {"known": false}}}}"#,
+        &[],
+    );
+    assert_eq!(c.hub.sandbox.profile.known, Some(false));
+    let e = f
+        .err(
+            r#"{"mcpServers": {"a": {"command": "/bin/sh", "sandbox": {"known": "no"}}}}"#,
+            &[],
+        )
+        .join("\n");
+    assert!(
+        e.contains("mcpServers.a.sandbox.known") && e.contains("use false"),
+        "{e}"
+    );
+}
+
+#[test]
 fn tool_search_and_profiles_are_read_with_profiles_inheriting_the_search() {
     let f = Fixture::new();
     let c = f.ok(
