@@ -854,10 +854,25 @@ async fn other_processes_command_lines_are_hidden_from_a_confined_server() {
     let got = try_tool(
         &mut hub,
         "h:try_spawn",
-        json!({"tool": "try_proc", "arguments": find}),
+        json!({"tool": "try_proc", "arguments": find.clone()}),
     )
     .await;
     assert!(got.contains("child said: failed: "), "{got}");
+    // Not even root (as CI runs) uncovers the machine's /proc by unmounting the fresh one.
+    for umount in ["/bin/umount", "/usr/bin/umount"].map(Path::new) {
+        if umount.exists() {
+            let got = try_tool(
+                &mut hub,
+                "h:try_exec",
+                json!({"program": s(umount), "args": ["-l", "/proc"]}),
+            )
+            .await;
+            assert!(!got.starts_with("ok: exit 0"), "{got}");
+            let got = try_tool(&mut hub, "h:try_proc", find.clone()).await;
+            assert!(got.starts_with("failed: "), "after umount: {got}");
+            break;
+        }
+    }
     // Its own processes stay readable (runtimes read /proc/self).
     let got = try_tool(&mut hub, "h:try_proc", json!({})).await;
     assert!(

@@ -1,7 +1,7 @@
 //! A server's own PID namespace with a fresh `/proc`, so that it reads no other process's
 //! command line, environment or memory map: the wrapper enters new user, mount and PID
 //! namespaces, runs itself again as the namespace's first process, which mounts `/proc` and
-//! stays as a small init (it reaps, forwards signals and exits with the server's status).
+//! stays as a small init (it reaps orphans and exits with the server's status).
 //! Unprivileged: the user namespace maps the user's own uid and gid to themselves.
 
 use nix::mount::{MsFlags, mount};

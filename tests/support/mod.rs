@@ -20,6 +20,8 @@
 mod catalog;
 mod client;
 mod git;
+#[path = "../../fixtures/host_pid.rs"]
+mod host_pid;
 mod hub;
 mod ics;
 mod listening;

@@ -166,31 +166,14 @@ pub fn spawn_direct(what: &str, words: &[String], cwd: &Path) -> (Child, Client,
 }
 
 /// The fixture's own pid and its grandchild's from its `pids` answer, as this test process
-/// sees them: a confined server runs in a PID namespace of its own (the sandbox's), so its
-/// pids are that namespace's and are found here by the namespace and their pid in it.
+/// sees them (see [`host_pid`](super::host_pid)).
 pub fn server_pids(answer: &str) -> (u32, Option<u32>) {
     let v: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
     let pidns = v["pidns"].as_str().unwrap_or_default();
-    let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
-    let host = |pid: u64| -> u32 {
+    let host = |pid: u64| {
         let pid = u32::try_from(pid).unwrap();
-        if Path::new(pidns) == ours {
-            return pid;
-        }
-        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
-            let candidate: u32 = e.file_name().to_str()?.parse().ok()?;
-            let ns = std::fs::read_link(e.path().join("ns/pid")).ok()?;
-            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-            let inner = status
-                .lines()
-                .find_map(|l| l.strip_prefix("NSpid:"))?
-                .split_whitespace()
-                .last()?
-                .parse::<u32>()
-                .ok()?;
-            (ns == Path::new(pidns) && inner == pid).then_some(candidate)
-        });
-        found.unwrap_or_else(|| panic!("no process {pid} in {pidns}"))
+        super::host_pid::host_pid(pid, pidns)
+            .unwrap_or_else(|| panic!("no process {pid} in {pidns}"))
     };
     (
         host(v["pid"].as_u64().unwrap()),
