@@ -1026,3 +1026,181 @@ async fn a_known_fetch_server_reaches_any_public_host_and_nothing_local() {
     assert!(got.starts_with("failed: "), "{got}");
     assert!(local.seen().is_empty());
 }
+
+/// A Unix socket listening in /tmp, one under `$XDG_RUNTIME_DIR` (where the session bus and
+/// the agents listen) and a granted one: reached unconfined; confined, only the granted one
+/// is, by the server and its children, while a socket pair keeps working; `servers` says
+/// which mechanism holds them.
+#[tokio::test]
+async fn unix_sockets_are_refused_unless_granted_and_socket_pairs_work() {
+    use std::os::unix::net::UnixListener;
+    let sc = Scratch::new();
+    let (home, _) = home_env(&sc);
+    let run = sc.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let in_tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let sockets = [
+        in_tmp.path().join("agent.sock"),
+        run.join("bus"),
+        sc.path().join("docker.sock"),
+    ];
+    let _listening: Vec<UnixListener> = sockets
+        .iter()
+        .map(|p| UnixListener::bind(p).unwrap())
+        .collect();
+    let granted = s(&sockets[2]);
+    let hostile =
+        |sandbox: Value| json!({"command": FIXTURE, "args": ["--hostile"], "sandbox": sandbox});
+    let config = sc.servers(
+        json!({
+            "open": hostile(json!(false)),
+            "h": hostile(json!(true)),
+            "g": hostile(json!({"unixSockets": [granted]})),
+        }),
+        None,
+    );
+    let env = [("HOME", s(&home)), ("XDG_RUNTIME_DIR", s(&run))];
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(
+        &mut hub.client,
+        &["open:try_unix", "h:try_unix", "g:try_unix"],
+    )
+    .await;
+    for socket in &sockets {
+        let path = json!({"path": s(socket)});
+        let got = try_tool(&mut hub, "open:try_unix", path.clone()).await;
+        assert!(
+            got.starts_with("ok: connected"),
+            "unconfined {socket:?}: {got}"
+        );
+        let got = try_tool(&mut hub, "h:try_unix", path.clone()).await;
+        assert!(
+            got.starts_with("failed: ") && got.contains("Permission denied"),
+            "confined {socket:?}: {got}"
+        );
+        let got = try_tool(
+            &mut hub,
+            "h:try_spawn",
+            json!({"tool": "try_unix", "arguments": path}),
+        )
+        .await;
+        assert!(
+            got.contains("child said: failed: "),
+            "child {socket:?}: {got}"
+        );
+    }
+    let got = try_tool(&mut hub, "g:try_unix", json!({"path": granted})).await;
+    assert!(got.starts_with("ok: connected"), "granted: {got}");
+    let got = try_tool(&mut hub, "h:try_unix", json!({})).await;
+    assert_eq!(got, "ok: a socket pair passed a byte");
+
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    let closes = |name: &str| server(&hubs, name)["sandbox"]["closes"]["unixSockets"].clone();
+    let h = closes("h");
+    let h = h.as_str().unwrap_or_else(|| panic!("{out}"));
+    let g = closes("g");
+    let g = g.as_str().unwrap_or_default();
+    // Landlock where the kernel limits sockets to paths (ABI 9), else seccomp, which cannot
+    // tell one socket from another: then a grant opens them all, and says so.
+    if h.starts_with("Landlock") {
+        assert!(g.starts_with("Landlock") && g.contains(granted), "{g}");
+    } else {
+        assert_eq!(h, "seccomp: no socket(AF_UNIX), socket pairs only");
+        assert!(
+            g.starts_with(&format!(
+                "any (granted {granted}; limiting to it needs Landlock ABI 9"
+            )),
+            "{g}"
+        );
+    }
+    assert_eq!(
+        server(&hubs, "g")["sandbox"]["profile"]["unixSockets"],
+        json!([granted])
+    );
+    assert!(server(&hubs, "open")["sandbox"].get("closes").is_none());
+    let (_, _, human) = cli_json(&config, &["servers"], &env).await;
+    assert!(human.contains(&format!("Unix sockets: {h}")), "{human}");
+}
+
+/// Another server's command line holding a token (as `mcp-remote --header "Authorization:
+/// Bearer …"` has it) is read unconfined and not confined, by the server or its children:
+/// a confined server sees only its own processes. Where unprivileged user namespaces are
+/// missing (simulated), the server still runs, and `servers` says /proc is shared.
+#[tokio::test]
+async fn other_processes_command_lines_are_hidden_from_a_confined_server() {
+    let sc = Scratch::new();
+    let (home, _) = home_env(&sc);
+    let token = "tok_0penpact_s3cret";
+    let config = sc.servers(
+        json!({
+            "remote": {"command": FIXTURE, "args": ["--name", format!("Authorization: Bearer {token}")]},
+            "open": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false},
+            "h": {"command": FIXTURE, "args": ["--hostile"]},
+        }),
+        None,
+    );
+    let find = json!({"find": token});
+    let env = [("HOME", s(&home))];
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(
+        &mut hub.client,
+        &["remote:echo", "open:try_proc", "h:try_proc"],
+    )
+    .await;
+    let got = try_tool(&mut hub, "open:try_proc", find.clone()).await;
+    assert!(got.starts_with("ok: ") && got.contains(token), "{got}");
+    let got = try_tool(&mut hub, "h:try_proc", find.clone()).await;
+    assert!(got.starts_with("failed: "), "{got}");
+    let hub_pid = hub.child.id().unwrap();
+    let got = try_tool(&mut hub, "h:try_proc", json!({"pid": hub_pid})).await;
+    assert!(!got.contains("serve"), "the hub's command line: {got}");
+    let got = try_tool(
+        &mut hub,
+        "h:try_spawn",
+        json!({"tool": "try_proc", "arguments": find.clone()}),
+    )
+    .await;
+    assert!(got.contains("child said: failed: "), "{got}");
+    // Not even root (as CI runs) uncovers the machine's /proc by unmounting the fresh one.
+    for umount in ["/bin/umount", "/usr/bin/umount"].map(Path::new) {
+        if umount.exists() {
+            let got = try_tool(
+                &mut hub,
+                "h:try_exec",
+                json!({"program": s(umount), "args": ["-l", "/proc"]}),
+            )
+            .await;
+            assert!(!got.starts_with("ok: exit 0"), "{got}");
+            let got = try_tool(&mut hub, "h:try_proc", find.clone()).await;
+            assert!(got.starts_with("failed: "), "after umount: {got}");
+            break;
+        }
+    }
+    // Its own processes stay readable (runtimes read /proc/self).
+    let got = try_tool(&mut hub, "h:try_proc", json!({})).await;
+    assert!(
+        got.starts_with("ok: ") && got.contains("--hostile"),
+        "{got}"
+    );
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    assert_eq!(
+        server(&hubs, "h")["sandbox"]["closes"]["proc"],
+        "PID namespace: its own processes only",
+        "{out}"
+    );
+    hub.close().await;
+
+    let simulated = [
+        ("HOME", s(&home)),
+        ("OPENPACT_SANDBOX_SIMULATE_NO_USERNS", "1"),
+    ];
+    let mut hub = serve_with(&config, &[], &simulated).await;
+    ready(&mut hub.client, &["remote:echo", "h:try_proc"]).await;
+    let got = try_tool(&mut hub, "h:try_proc", find).await;
+    assert!(got.contains(token), "today's behaviour: {got}");
+    let (_, _, human) = cli_json(&config, &["servers"], &simulated).await;
+    assert!(
+        human.contains("/proc: shared (unprivileged user namespaces are unavailable"),
+        "{human}"
+    );
+}

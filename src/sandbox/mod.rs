@@ -12,6 +12,8 @@ pub mod env;
 pub mod known;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod pidns;
 pub mod places;
 pub mod proxy;
 mod seam;
@@ -21,7 +23,7 @@ pub use seam::{Sandbox, Support, platform};
 use crate::config::hosts::HostPattern;
 use crate::config::sandbox::{NetworkSpec, SandboxChoice, SandboxSettings, SandboxSpec};
 use crate::config::{ServerConfig, Transport};
-use confine::{Confinement, NetRule};
+use confine::{Confinement, NetRule, UnixRule};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -61,6 +63,53 @@ pub fn wrapper_command() -> std::io::Result<(PathBuf, Vec<String>)> {
 pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(|| platform().support())
+}
+
+/// What this kernel offers to close the ways out beyond files and the network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mechanisms {
+    /// Landlock can limit connecting to Unix socket files to granted paths (ABI 9).
+    pub unix_paths: bool,
+    /// A server can have a PID namespace with its own `/proc`; else why not.
+    pub pid_namespace: Result<(), String>,
+}
+
+/// The test switch that makes this machine look as if it had no unprivileged user namespaces.
+pub const SIMULATE_NO_USERNS: &str = "OPENPACT_SANDBOX_SIMULATE_NO_USERNS";
+
+/// This machine's mechanisms, probed once: the PID namespace by running the wrapper (the hub
+/// itself has threads, and the kernel gives a threaded process no new user namespace).
+pub fn mechanisms() -> &'static Mechanisms {
+    static MECHANISMS: OnceLock<Mechanisms> = OnceLock::new();
+    MECHANISMS.get_or_init(|| Mechanisms {
+        unix_paths: platform().limits_unix_sockets(),
+        pid_namespace: probe_pid_namespace(),
+    })
+}
+
+fn probe_pid_namespace() -> Result<(), String> {
+    if std::env::var_os(SIMULATE_NO_USERNS).is_some() {
+        return Err(format!(
+            "unprivileged user namespaces are unavailable (simulated by {SIMULATE_NO_USERNS})"
+        ));
+    }
+    let (wrapper, mut args) = wrapper_command().map_err(|e| e.to_string())?;
+    args.push(confine::PROBE.to_string());
+    let out = std::process::Command::new(wrapper)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("could not run the sandbox wrapper: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    let why = why.trim().trim_start_matches("openpact sandbox: ");
+    Err(if why.is_empty() {
+        format!("the probe failed ({})", out.status)
+    } else {
+        why.to_string()
+    })
 }
 
 /// The package registries `npx` and `uvx` fetch from: what a server behind the proxy may
@@ -121,6 +170,12 @@ pub struct Profile {
     /// Package caches made before it starts (its package runner would otherwise have to
     /// create them in the home directory).
     pub made: Vec<PathBuf>,
+    /// Socket files granted (`unixSockets`).
+    pub unix_sockets: Vec<PathBuf>,
+    /// How its Unix sockets are limited.
+    pub unix: UnixRule,
+    /// Its own PID namespace and `/proc`, or why it shares the machine's.
+    pub pid_namespace: Result<(), String>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -148,6 +203,7 @@ pub struct Context<'a> {
     /// The hub's environment.
     pub hub_env: &'a [(String, String)],
     pub support: &'a Support,
+    pub mechanisms: &'a Mechanisms,
     /// The hub's working directory (the server's, when its entry sets none).
     pub cwd: &'a Path,
     /// openpact's own state, config and data dirs: never readable by a server.
@@ -216,10 +272,21 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
     .collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let temp_root = temp_root();
+    // Probed only where it matters: `config check` on a machine without Landlock runs no
+    // wrapper.
+    let unprobed = Mechanisms {
+        unix_paths: false,
+        pid_namespace: Err("not probed".into()),
+    };
     let cx = Context {
         settings: &config.hub.sandbox,
         hub_env: &hub_env,
         support: support(),
+        mechanisms: if *support() == Support::Full {
+            mechanisms()
+        } else {
+            &unprobed
+        },
         cwd: &cwd,
         own_dirs: &own_dirs,
         temp_root: &temp_root,
@@ -313,6 +380,15 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let user_deny = both(|s| &s.deny);
     let mut explicit_read = both(|s| &s.read);
     let mut explicit_write = both(|s| &s.write);
+    let unix_sockets = both(|s| &s.unix_sockets);
+    // A granted socket the kernel cannot limit to its path leaves them all open.
+    let unix = if cx.mechanisms.unix_paths {
+        UnixRule::Landlock(unix_sockets.clone())
+    } else if unix_sockets.is_empty() {
+        UnixRule::Seccomp
+    } else {
+        UnixRule::Open
+    };
     let mut create: Vec<PathBuf> = explicit_read
         .iter()
         .chain(&explicit_write)
@@ -431,6 +507,9 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         data,
         create,
         made,
+        unix_sockets,
+        unix,
+        pid_namespace: cx.mechanisms.pid_namespace.clone(),
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -796,7 +875,46 @@ impl Profile {
                 (Network::Proxy(_), Some(port)) => NetRule::Proxy(port),
                 _ => NetRule::Closed,
             },
+            unix: self.unix.clone(),
+            pid_namespace: self.pid_namespace.is_ok(),
         }
+    }
+}
+
+impl Profile {
+    /// Which mechanism closes each way out, by way out.
+    fn closes(&self) -> Value {
+        let granted = || {
+            self.unix_sockets
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let unix = match &self.unix {
+            UnixRule::Landlock(g) if g.is_empty() => {
+                "Landlock: only sockets beneath its write grants".to_string()
+            }
+            UnixRule::Landlock(_) => format!(
+                "Landlock: only sockets beneath its write grants and {}",
+                granted()
+            ),
+            UnixRule::Seccomp => "seccomp: no socket(AF_UNIX), socket pairs only".to_string(),
+            UnixRule::Open => format!(
+                "any (granted {}; limiting to {} needs Landlock ABI 9, Linux 7.1)",
+                granted(),
+                if self.unix_sockets.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ),
+        };
+        let proc = match &self.pid_namespace {
+            Ok(()) => "PID namespace: its own processes only".to_string(),
+            Err(why) => format!("shared ({why}): other processes' command lines are readable"),
+        };
+        json!({"unixSockets": unix, "proc": proc})
     }
 }
 
@@ -832,8 +950,12 @@ impl Plan {
                         "data": p.data,
                         // Shown while missing: made at the next start.
                         "create": p.create.iter().filter(|d| !d.exists()).collect::<Vec<_>>(),
+                        "unixSockets": p.unix_sockets,
                     }),
                 );
+                if self.enforced() {
+                    map.insert("closes".into(), p.closes());
+                }
             }
             if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
                 map.insert("env".into(), json!(recipe.names));
@@ -968,6 +1090,12 @@ pub fn describe(v: &Value) -> Vec<String> {
             "data: {data} (its own, kept across restarts; ${DATA_VAR})"
         ));
     }
+    let closes = |key: &str| v["closes"].get(key).and_then(Value::as_str);
+    for (key, label) in [("unixSockets", "Unix sockets"), ("proc", "/proc")] {
+        if let Some(how) = closes(key) {
+            out.push(format!("{label}: {how}"));
+        }
+    }
     out
 }
 
@@ -985,6 +1113,14 @@ mod tests {
 
     /// Plans for the servers of `text` (config beside `dir`) with this support.
     fn plans_of(dir: &Path, text: &str, support: Support) -> Vec<Plan> {
+        let mechanisms = Mechanisms {
+            unix_paths: false,
+            pid_namespace: Ok(()),
+        };
+        plans_with(dir, text, support, &mechanisms)
+    }
+
+    fn plans_with(dir: &Path, text: &str, support: Support, mechanisms: &Mechanisms) -> Vec<Plan> {
         let home = dir.join("home");
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         let hub_env: Vec<(String, String)> = [
@@ -1003,6 +1139,7 @@ mod tests {
             settings: &config.hub.sandbox,
             hub_env: &hub_env,
             support: &support,
+            mechanisms,
             cwd: dir,
             own_dirs: &[dir.join("state")],
             temp_root: &temp_root,
@@ -1069,6 +1206,65 @@ mod tests {
         let rules = a.confinement(Some(4242));
         assert_eq!(rules.network, NetRule::Proxy(4242));
         assert!(rules.carve.contains(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn each_way_out_shows_the_mechanism_this_kernel_closes_it_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"mcpServers": {
+            "a": {"command": "/bin/sh"},
+            "g": {"command": "/bin/sh", "sandbox": {"unixSockets": ["/run/docker.sock"]}}
+        }}"#;
+        let before_abi_9 = Mechanisms {
+            unix_paths: false,
+            pid_namespace: Ok(()),
+        };
+        let plans = plans_with(dir.path(), text, Support::Full, &before_abi_9);
+        let (a, g) = (&plans[0], &plans[1]);
+        assert_eq!(a.profile.as_ref().unwrap().unix, UnixRule::Seccomp);
+        // seccomp cannot tell one socket file from another: a grant opens them all.
+        assert_eq!(g.profile.as_ref().unwrap().unix, UnixRule::Open);
+        assert_eq!(
+            a.to_json()["closes"],
+            json!({"unixSockets": "seccomp: no socket(AF_UNIX), socket pairs only",
+                "proc": "PID namespace: its own processes only"})
+        );
+        assert_eq!(
+            g.to_json()["closes"]["unixSockets"],
+            "any (granted /run/docker.sock; limiting to it needs Landlock ABI 9, Linux 7.1)"
+        );
+        assert!(a.profile.as_ref().unwrap().confinement(None).pid_namespace);
+
+        let abi_9_without_userns = Mechanisms {
+            unix_paths: true,
+            pid_namespace: Err("no user namespaces here".into()),
+        };
+        let plans = plans_with(dir.path(), text, Support::Full, &abi_9_without_userns);
+        let (a, g) = (&plans[0], &plans[1]);
+        assert_eq!(
+            g.profile.as_ref().unwrap().unix,
+            UnixRule::Landlock(vec!["/run/docker.sock".into()])
+        );
+        let rules = a.profile.as_ref().unwrap().confinement(None);
+        assert_eq!(rules.unix, UnixRule::Landlock(Vec::new()));
+        assert!(!rules.pid_namespace);
+        let lines = describe(&g.to_json());
+        assert!(
+            lines.contains(&"Unix sockets: Landlock: only sockets beneath its write grants and /run/docker.sock".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"/proc: shared (no user namespaces here): other processes' command lines are readable".to_string()),
+            "{lines:?}"
+        );
+        // Nothing closes them for a server the kernel does not confine.
+        let plans = plans_with(
+            dir.path(),
+            text,
+            Support::Missing("no Landlock".into()),
+            &before_abi_9,
+        );
+        assert!(plans[0].to_json().get("closes").is_none());
     }
 
     #[test]

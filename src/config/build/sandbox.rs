@@ -10,7 +10,7 @@ use crate::config::suggest::{child, closest_key, index};
 use serde_json::Value;
 use std::path::PathBuf;
 
-const PROFILE_KEYS: &[&str] = &["filesystem", "network", "env", "known"];
+const PROFILE_KEYS: &[&str] = &["filesystem", "network", "env", "unixSockets", "known"];
 const FILESYSTEM_KEYS: &[&str] = &["read", "write", "deny"];
 const NETWORK_KEYS: &[&str] = &["allow"];
 const HUB_SANDBOX_KEYS: &[&str] = &["default", "profile", "required"];
@@ -93,6 +93,8 @@ impl Builder<'_> {
                         format!("{v} is not a boolean; use false to drop the known-servers grants"),
                     ),
                 },
+                // Not checked for existence: a daemon's socket appears when it starts.
+                "unixSockets" => spec.unix_sockets = self.sandbox_paths(v, &p),
                 _ => self.unknown(&p, closest_key(key, PROFILE_KEYS)),
             }
         }

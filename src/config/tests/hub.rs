@@ -169,8 +169,9 @@ fn sandbox_settings_are_read_with_their_profile() {
     std::fs::create_dir_all(f.dir.path().join("data")).unwrap();
     let c = f.ok(
         r#"{"openpact": {"sandbox": {"default": "off", "required": true,
-            "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]}}}}}"#,
-        &[],
+            "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]},
+                "unixSockets": ["~/.gnupg/S.gpg-agent", "${XDG_RUNTIME_DIR}/bus"]}}}}"#,
+        &[("XDG_RUNTIME_DIR", "/run/user/7")],
     );
     let s = &c.hub.sandbox;
     assert!(!s.default_on && s.required);
@@ -180,6 +181,11 @@ fn sandbox_settings_are_read_with_their_profile() {
             read: vec![f.dir.path().join("data")],
             env: vec!["LANG".into(), "NODE_*".into()],
             network: Some(NetworkSpec::None),
+            // Expanded like the filesystem's paths; need not exist yet.
+            unix_sockets: vec![
+                "/home/u/.gnupg/S.gpg-agent".into(),
+                "/run/user/7/bus".into()
+            ],
             ..SandboxSpec::default()
         }
     );
