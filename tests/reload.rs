@@ -47,8 +47,7 @@ fn fx(name: &str) -> Value {
 /// The fixture's own pid, by its `pids` tool.
 async fn pid_of(hub: &mut Hub, server: &str) -> u64 {
     let r = hub.client.call(&format!("{server}:pids"), json!({})).await;
-    let v: Value = serde_json::from_str(&text(&r)).unwrap_or_else(|e| panic!("{e}: {r}"));
-    v["pid"].as_u64().unwrap()
+    u64::from(crate::support::server_pids(&text(&r)).0)
 }
 
 /// Waits for `tools/list_changed`, then for the tool list to satisfy `done`.
@@ -605,9 +604,7 @@ async fn announcements_of_a_restart(tool_search: &str) -> usize {
             continue;
         }
         let r = hub.client.call("a:pids", json!({})).await;
-        let pid = serde_json::from_str::<Value>(&text(&r))
-            .ok()
-            .and_then(|v| v["pid"].as_u64());
+        let pid = Some(u64::from(crate::support::server_pids(&text(&r)).0));
         if pid.is_some_and(|p| p != pid_a) && quiet_since.elapsed() > Duration::from_millis(1500) {
             break;
         }

@@ -735,3 +735,479 @@ async fn a_server_keeps_its_state_in_its_private_data_folder() {
         "{human}"
     );
 }
+
+/// A stand-in for a package runner (`npx`, `uvx`) in a scratch `bin`: whatever package it is
+/// asked for, it runs the hostile fixture, so a config can launch a known package offline.
+fn runner_stand_in(sc: &Scratch, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sc.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\nexec {FIXTURE} --hostile\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s(&path).to_string()
+}
+
+/// A server launched as a known package (`uvx arxiv-mcp-server`, no `sandbox` key) gets its
+/// table entry's grants and says so: `profile: known (arxiv)` in `config check` and
+/// `servers`, both forms; its state folder under the home folder is made and writable, its
+/// API host passes the proxy while others are refused.
+#[tokio::test]
+async fn a_known_server_gets_its_folders_and_hosts_and_says_so() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let uvx = runner_stand_in(&sc, "uvx");
+    let config = sc.servers(
+        json!({"papers": {"command": uvx, "args": ["arxiv-mcp-server", "--storage-path", "~/x"]}}),
+        None,
+    );
+    let folder = home.join(".arxiv-mcp-server");
+    for args in [&["config", "check", "--json"][..], &["servers", "--json"]] {
+        let (_, v, out) = cli_json(&config, args, &env).await;
+        let sandbox = if args[0] == "config" {
+            &v["servers"][0]["sandbox"]
+        } else {
+            &server(&v, "papers")["sandbox"]
+        };
+        assert_eq!(sandbox["known"]["name"], "arxiv", "{args:?}: {out}");
+        assert_eq!(sandbox["known"]["matched"], "PyPI package arxiv-mcp-server");
+        let allow = sandbox["profile"]["network"]["allow"].to_string();
+        assert!(allow.contains("export.arxiv.org"), "{allow}");
+        assert!(
+            sandbox["profile"]["write"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(s(&folder))),
+            "{out}"
+        );
+    }
+    for args in [&["config", "check"][..], &["servers"]] {
+        let (_, _, human) = cli_json(&config, args, &env).await;
+        assert!(human.contains("profile: known (arxiv)"), "{human}");
+    }
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["papers:try_write"]).await;
+    let got = try_tool(
+        &mut hub,
+        "papers:try_write",
+        json!({"path": s(&folder.join("1.pdf"))}),
+    )
+    .await;
+    assert!(got.starts_with("ok: "), "{got}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    // Allowed: the proxy tries it (reachable or 502 offline), it does not refuse it.
+    let got = try_tool(
+        &mut hub,
+        "papers:try_fetch",
+        json!({"url": "https://export.arxiv.org/api/query"}),
+    )
+    .await;
+    assert!(!got.contains(" 403 "), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "papers:try_fetch",
+        json!({"url": "https://evil.example/"}),
+    )
+    .await;
+    assert!(got.contains(" 403 "), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "papers:try_write",
+        json!({"path": s(&home.join(".bashrc"))}),
+    )
+    .await;
+    assert!(
+        got.starts_with("failed: "),
+        "the rest of home stays closed: {got}"
+    );
+    hub.wait_log("egress refused", WAIT).await;
+    let log = hub.stderr();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("egress refused") && l.contains("export.arxiv.org")),
+        "{log}"
+    );
+}
+
+/// The entry's own `sandbox` object adds to the known profile (its hosts, folders and
+/// settings' variables stay, the entry's are added; a secret the table lists is not passed);
+/// `"known": false` in it drops the table's grants; `"sandbox": false` stays unconfined.
+#[tokio::test]
+async fn an_entry_sandbox_adds_to_the_known_profile_and_known_false_drops_it() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let npx = runner_stand_in(&sc, "npx");
+    let launch = |sandbox: Value| {
+        let mut e = json!({"command": npx, "args": ["-y", "@sentry/mcp-server@latest"]});
+        if !sandbox.is_null() {
+            e["sandbox"] = sandbox;
+        }
+        e
+    };
+    let config = sc.servers(
+        json!({
+            "added": launch(json!({"network": {"allow": ["example.org"]}, "filesystem": {"write": ["~/reports"]}})),
+            "dropped": launch(json!({"known": false})),
+            "off": launch(json!(false)),
+        }),
+        None,
+    );
+    let (code, v, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    assert_eq!(code, 0, "{out}");
+    let added = &v["servers"][0]["sandbox"];
+    assert_eq!(added["known"]["name"], "sentry", "{out}");
+    let allow = added["profile"]["network"]["allow"].to_string();
+    assert!(
+        allow.contains("\"sentry.io\"") && allow.contains("example.org"),
+        "{allow}"
+    );
+    let write = added["profile"]["write"].to_string();
+    assert!(
+        write.contains(s(&home.join(".sentry"))) && write.contains(s(&home.join("reports"))),
+        "{write}"
+    );
+    let dropped = &v["servers"][1]["sandbox"];
+    assert!(dropped["known"].is_null(), "{out}");
+    assert!(
+        !dropped["profile"]["network"]["allow"]
+            .to_string()
+            .contains("sentry.io")
+    );
+    assert!(!dropped["profile"]["write"].to_string().contains(".sentry"));
+    assert_eq!(v["servers"][2]["sandbox"]["mode"], "off");
+    assert!(v["servers"][2]["sandbox"]["known"].is_null());
+    let with_vars = [
+        env[0],
+        env[1],
+        ("SENTRY_HOST", "sentry.example.org"),
+        ("SENTRY_ACCESS_TOKEN", "sntrys_fake"),
+    ];
+    let mut hub = serve_with(&config, &[], &with_vars).await;
+    ready(&mut hub.client, &["added:try_write", "dropped:try_write"]).await;
+    // The table passes its settings, never its secrets: the token is the user's to give.
+    let got = try_tool(&mut hub, "added:try_env", json!({"name": "SENTRY_HOST"})).await;
+    assert_eq!(got, "ok: sentry.example.org");
+    let got = try_tool(
+        &mut hub,
+        "added:try_env",
+        json!({"name": "SENTRY_ACCESS_TOKEN"}),
+    )
+    .await;
+    assert!(got.starts_with("failed: "), "{got}");
+    let file = s(&home.join(".sentry/mcp.json")).to_string();
+    let got = try_tool(&mut hub, "added:try_write", json!({"path": file})).await;
+    assert!(got.starts_with("ok: "), "{got}");
+    let got = try_tool(&mut hub, "dropped:try_write", json!({"path": file})).await;
+    assert!(got.starts_with("failed: "), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "dropped:try_fetch",
+        json!({"url": "https://sentry.io/api/0/"}),
+    )
+    .await;
+    assert!(got.contains(" 403 "), "{got}");
+}
+
+/// A grant of one file inside a credential place (`~/.kube/config`, which
+/// mcp-server-kubernetes reads) opens that file and nothing else of the place, whether the
+/// entry writes it or the known-servers table gives it.
+#[tokio::test]
+async fn a_grant_inside_a_credential_place_opens_that_path_only() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    std::fs::create_dir_all(home.join(".kube/cache")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(
+        home.join(".kube/config"),
+        "apiVersion: v1 # fake kubeconfig",
+    )
+    .unwrap();
+    std::fs::write(home.join(".kube/other-cluster"), "token: fake").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), FAKE_KEY).unwrap();
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let npx = runner_stand_in(&sc, "npx");
+    let config = sc.servers(
+        json!({
+            "explicit": {"command": FIXTURE, "args": ["--hostile"],
+                "sandbox": {"filesystem": {"read": ["~/.kube/config"]}}},
+            "known": {"command": npx, "args": ["-y", "mcp-server-kubernetes"]},
+        }),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["explicit:try_read", "known:try_read"]).await;
+    let p = |rel: &str| json!({"path": s(&home.join(rel))});
+    for name in ["explicit", "known"] {
+        let got = try_tool(&mut hub, &format!("{name}:try_read"), p(".kube/config")).await;
+        assert!(got.contains("fake kubeconfig"), "{name}: {got}");
+        for (tool, rel) in [
+            ("try_read", ".kube/other-cluster"),
+            ("try_list", ".kube"),
+            ("try_read", ".ssh/id_ed25519"),
+        ] {
+            let got = try_tool(&mut hub, &format!("{name}:{tool}"), p(rel)).await;
+            assert!(got.starts_with("failed: "), "{name}:{tool} {rel}: {got}");
+        }
+    }
+}
+
+/// mcp-remote (a known bridge) reaches the server its arguments name, a local one on
+/// loopback included, and nothing else.
+#[tokio::test]
+async fn a_known_bridge_reaches_the_url_its_arguments_name() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let named = Stand::start(|_| reply(200, "text/plain", "the named server"));
+    let other = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
+    let npx = runner_stand_in(&sc, "npx");
+    let config = sc.servers(
+        json!({"remote": {"command": npx, "args": ["-y", "mcp-remote", format!("{}/mcp", named.base)]}}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["remote:try_fetch"]).await;
+    let got = try_tool(
+        &mut hub,
+        "remote:try_fetch",
+        json!({"url": format!("{}/mcp", named.base)}),
+    )
+    .await;
+    assert!(got.starts_with("ok: ") && got.contains("200"), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "remote:try_fetch",
+        json!({"url": format!("{}/", other.base)}),
+    )
+    .await;
+    assert!(got.contains(" 403 "), "{got}");
+    assert!(named.seen().len() == 1 && other.seen().is_empty());
+}
+
+/// A known server whose job is any URL (`uvx mcp-server-fetch`) passes the proxy to any
+/// public host, but never to this machine: loopback stays refused, as does UDP.
+#[tokio::test]
+async fn a_known_fetch_server_reaches_any_public_host_and_nothing_local() {
+    let sc = Scratch::new();
+    let (home, data) = home_env(&sc);
+    let env = [("HOME", s(&home)), ("XDG_DATA_HOME", s(&data))];
+    let local = Stand::start(|_| reply(200, "text/plain", "must not be reached"));
+    let uvx = runner_stand_in(&sc, "uvx");
+    let config = sc.servers(
+        json!({"fetch": {"command": uvx, "args": ["mcp-server-fetch"]}}),
+        None,
+    );
+    let (_, v, out) = cli_json(&config, &["config", "check", "--json"], &env).await;
+    let allow = v["servers"][0]["sandbox"]["profile"]["network"]["allow"].to_string();
+    assert!(allow.contains("any public host"), "{out}");
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["fetch:try_fetch"]).await;
+    // A name the proxy accepts and then cannot resolve (.invalid never resolves): not a 403.
+    let got = try_tool(
+        &mut hub,
+        "fetch:try_fetch",
+        json!({"url": "https://some-site.invalid/page"}),
+    )
+    .await;
+    assert!(
+        got.starts_with("failed: ") && !got.contains(" 403 "),
+        "{got}"
+    );
+    for url in [
+        format!("{}/", local.base),
+        "http://localhost:9/".to_string(),
+    ] {
+        let got = try_tool(&mut hub, "fetch:try_fetch", json!({"url": url})).await;
+        assert!(got.contains(" 403 "), "{url}: {got}");
+    }
+    let got = try_tool(
+        &mut hub,
+        "fetch:try_udp",
+        json!({"host": "127.0.0.1", "port": 53}),
+    )
+    .await;
+    assert!(got.starts_with("failed: "), "{got}");
+    assert!(local.seen().is_empty());
+}
+
+/// A Unix socket listening in /tmp, one under `$XDG_RUNTIME_DIR` (where the session bus and
+/// the agents listen) and a granted one: reached unconfined; confined, only the granted one
+/// is, by the server and its children, while a socket pair keeps working; `servers` says
+/// which mechanism holds them.
+#[tokio::test]
+async fn unix_sockets_are_refused_unless_granted_and_socket_pairs_work() {
+    use std::os::unix::net::UnixListener;
+    let sc = Scratch::new();
+    let (home, _) = home_env(&sc);
+    let run = sc.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let in_tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let sockets = [
+        in_tmp.path().join("agent.sock"),
+        run.join("bus"),
+        sc.path().join("docker.sock"),
+    ];
+    let _listening: Vec<UnixListener> = sockets
+        .iter()
+        .map(|p| UnixListener::bind(p).unwrap())
+        .collect();
+    let granted = s(&sockets[2]);
+    let hostile =
+        |sandbox: Value| json!({"command": FIXTURE, "args": ["--hostile"], "sandbox": sandbox});
+    let config = sc.servers(
+        json!({
+            "open": hostile(json!(false)),
+            "h": hostile(json!(true)),
+            "g": hostile(json!({"unixSockets": [granted]})),
+        }),
+        None,
+    );
+    let env = [("HOME", s(&home)), ("XDG_RUNTIME_DIR", s(&run))];
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(
+        &mut hub.client,
+        &["open:try_unix", "h:try_unix", "g:try_unix"],
+    )
+    .await;
+    for socket in &sockets {
+        let path = json!({"path": s(socket)});
+        let got = try_tool(&mut hub, "open:try_unix", path.clone()).await;
+        assert!(
+            got.starts_with("ok: connected"),
+            "unconfined {socket:?}: {got}"
+        );
+        let got = try_tool(&mut hub, "h:try_unix", path.clone()).await;
+        assert!(
+            got.starts_with("failed: ") && got.contains("Permission denied"),
+            "confined {socket:?}: {got}"
+        );
+        let got = try_tool(
+            &mut hub,
+            "h:try_spawn",
+            json!({"tool": "try_unix", "arguments": path}),
+        )
+        .await;
+        assert!(
+            got.contains("child said: failed: "),
+            "child {socket:?}: {got}"
+        );
+    }
+    let got = try_tool(&mut hub, "g:try_unix", json!({"path": granted})).await;
+    assert!(got.starts_with("ok: connected"), "granted: {got}");
+    let got = try_tool(&mut hub, "h:try_unix", json!({})).await;
+    assert_eq!(got, "ok: a socket pair passed a byte");
+
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    let closes = |name: &str| server(&hubs, name)["sandbox"]["closes"]["unixSockets"].clone();
+    let h = closes("h");
+    let h = h.as_str().unwrap_or_else(|| panic!("{out}"));
+    let g = closes("g");
+    let g = g.as_str().unwrap_or_default();
+    // Landlock where the kernel limits sockets to paths (ABI 9), else seccomp, which cannot
+    // tell one socket from another: then a grant opens them all, and says so.
+    if h.starts_with("Landlock") {
+        assert!(g.starts_with("Landlock") && g.contains(granted), "{g}");
+    } else {
+        assert_eq!(h, "seccomp: no socket(AF_UNIX), socket pairs only");
+        assert!(
+            g.starts_with(&format!(
+                "any (granted {granted}; limiting to it needs Landlock ABI 9"
+            )),
+            "{g}"
+        );
+    }
+    assert_eq!(
+        server(&hubs, "g")["sandbox"]["profile"]["unixSockets"],
+        json!([granted])
+    );
+    assert!(server(&hubs, "open")["sandbox"].get("closes").is_none());
+    let (_, _, human) = cli_json(&config, &["servers"], &env).await;
+    assert!(human.contains(&format!("Unix sockets: {h}")), "{human}");
+}
+
+/// Another server's command line holding a token (as `mcp-remote --header "Authorization:
+/// Bearer …"` has it) is read unconfined and not confined, by the server or its children:
+/// a confined server sees only its own processes. Where unprivileged user namespaces are
+/// missing (simulated), the server still runs, and `servers` says /proc is shared.
+#[tokio::test]
+async fn other_processes_command_lines_are_hidden_from_a_confined_server() {
+    let sc = Scratch::new();
+    let (home, _) = home_env(&sc);
+    let token = "tok_0penpact_s3cret";
+    let config = sc.servers(
+        json!({
+            "remote": {"command": FIXTURE, "args": ["--name", format!("Authorization: Bearer {token}")]},
+            "open": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false},
+            "h": {"command": FIXTURE, "args": ["--hostile"]},
+        }),
+        None,
+    );
+    let find = json!({"find": token});
+    let env = [("HOME", s(&home))];
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(
+        &mut hub.client,
+        &["remote:echo", "open:try_proc", "h:try_proc"],
+    )
+    .await;
+    let got = try_tool(&mut hub, "open:try_proc", find.clone()).await;
+    assert!(got.starts_with("ok: ") && got.contains(token), "{got}");
+    let got = try_tool(&mut hub, "h:try_proc", find.clone()).await;
+    assert!(got.starts_with("failed: "), "{got}");
+    let hub_pid = hub.child.id().unwrap();
+    let got = try_tool(&mut hub, "h:try_proc", json!({"pid": hub_pid})).await;
+    assert!(!got.contains("serve"), "the hub's command line: {got}");
+    let got = try_tool(
+        &mut hub,
+        "h:try_spawn",
+        json!({"tool": "try_proc", "arguments": find.clone()}),
+    )
+    .await;
+    assert!(got.contains("child said: failed: "), "{got}");
+    // Not even root (as CI runs) uncovers the machine's /proc by unmounting the fresh one.
+    for umount in ["/bin/umount", "/usr/bin/umount"].map(Path::new) {
+        if umount.exists() {
+            let got = try_tool(
+                &mut hub,
+                "h:try_exec",
+                json!({"program": s(umount), "args": ["-l", "/proc"]}),
+            )
+            .await;
+            assert!(!got.starts_with("ok: exit 0"), "{got}");
+            let got = try_tool(&mut hub, "h:try_proc", find.clone()).await;
+            assert!(got.starts_with("failed: "), "after umount: {got}");
+            break;
+        }
+    }
+    // Its own processes stay readable (runtimes read /proc/self).
+    let got = try_tool(&mut hub, "h:try_proc", json!({})).await;
+    assert!(
+        got.starts_with("ok: ") && got.contains("--hostile"),
+        "{got}"
+    );
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    assert_eq!(
+        server(&hubs, "h")["sandbox"]["closes"]["proc"],
+        "PID namespace: its own processes only",
+        "{out}"
+    );
+    hub.close().await;
+
+    let simulated = [
+        ("HOME", s(&home)),
+        ("OPENPACT_SANDBOX_SIMULATE_NO_USERNS", "1"),
+    ];
+    let mut hub = serve_with(&config, &[], &simulated).await;
+    ready(&mut hub.client, &["remote:echo", "h:try_proc"]).await;
+    let got = try_tool(&mut hub, "h:try_proc", find).await;
+    assert!(got.contains(token), "today's behaviour: {got}");
+    let (_, _, human) = cli_json(&config, &["servers"], &simulated).await;
+    assert!(
+        human.contains("/proc: shared (unprivileged user namespaces are unavailable"),
+        "{human}"
+    );
+}

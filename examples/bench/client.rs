@@ -611,14 +611,18 @@ pub fn start_hub(ctx: &Ctx, label: &str, settings: &Value) -> Result<(Peer, Pids
     Ok((hub, pids))
 }
 
-/// The fixture's pid in the result of its `pids` tool.
+/// The fixture's pid in the result of its `pids` tool, as the bench sees it (a sandboxed
+/// fixture reports its PID namespace's).
 pub fn fixture_pid(result: &Value) -> Option<u32> {
-    result
+    let v = result
         .pointer("/content/0/text")
         .and_then(Value::as_str)
-        .and_then(|t| serde_json::from_str::<Value>(t).ok())
-        .and_then(|v| v.get("pid").and_then(Value::as_u64))
-        .and_then(|p| u32::try_from(p).ok())
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())?;
+    let pid = v.get("pid").and_then(Value::as_u64)?;
+    crate::host_pid::host_pid(
+        u32::try_from(pid).ok()?,
+        v.get("pidns").and_then(Value::as_str).unwrap_or_default(),
+    )
 }
 
 /// The peers parts 2, 4 and 5 share: a fixture on its own and a pass-through hub with one.

@@ -97,6 +97,8 @@
 
 mod client;
 mod face;
+#[path = "../../fixtures/host_pid.rs"]
+mod host_pid;
 mod http;
 mod latency;
 mod pin;

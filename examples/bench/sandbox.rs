@@ -128,9 +128,10 @@ impl Confinement {
     }
 }
 
-/// How the fixtures below `hub` ran: its children, or its grandchildren when the hub runs
-/// under a profiling wrapper (`OPENPACT_BENCH_HUB_WRAPPER`). A fixture is a process whose
-/// executable is `openpact-fixture` (the sandbox wrapper `exec`s it in place).
+/// How the fixtures below `hub` ran: its children, or deeper when the hub runs under a
+/// profiling wrapper (`OPENPACT_BENCH_HUB_WRAPPER`) or the sandbox gives each server a PID
+/// namespace (wrapper, the namespace's first process, fixture). A fixture is a process whose
+/// executable is `openpact-fixture`.
 pub fn confinement(ctx: &Ctx, hub: u32) -> Confinement {
     let fixture = ctx
         .fixture
@@ -139,7 +140,7 @@ pub fn confinement(ctx: &Ctx, hub: u32) -> Confinement {
     let is_fixture =
         |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == fixture);
     let (mut found, mut level) = (Vec::new(), vec![hub]);
-    for _ in 0..3 {
+    for _ in 0..4 {
         let (fixtures, others): (Vec<u32>, Vec<u32>) = level
             .iter()
             .flat_map(|p| children(*p))

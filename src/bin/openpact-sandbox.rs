@@ -10,6 +10,9 @@ mod confine;
 #[cfg(target_os = "linux")]
 #[path = "../sandbox/linux.rs"]
 mod linux;
+#[cfg(target_os = "linux")]
+#[path = "../sandbox/pidns.rs"]
+mod pidns;
 #[allow(dead_code)]
 #[path = "../sandbox/seam.rs"]
 mod seam;

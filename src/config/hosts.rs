@@ -29,6 +29,9 @@ enum Host {
     /// `*.github.com` holds `github.com`: names strictly below it, not the domain itself.
     Subdomains(String),
     Ip(IpAddr),
+    /// Every host that is not local: never written in a config (`*` is refused there), only
+    /// given by the known-servers table to a server whose job is any URL.
+    Public,
 }
 
 impl HostPattern {
@@ -79,6 +82,16 @@ impl HostPattern {
         })
     }
 
+    /// Any host that is not this machine or its link, on any port (see [`Host::Public`]):
+    /// the proxy still refuses local and metadata addresses, which it names not.
+    pub fn any_public() -> HostPattern {
+        HostPattern {
+            text: "any public host".to_owned(),
+            host: Host::Public,
+            port: None,
+        }
+    }
+
     /// Whether a connection to `host` (a name or an IP literal, an IPv6 one with or without
     /// brackets) on `port` is allowed by this entry. Names compare case-insensitively and one
     /// trailing dot is ignored.
@@ -96,6 +109,7 @@ impl HostPattern {
                 bare.parse::<IpAddr>().is_ok_and(|h| h == *ip)
             }
             Host::Name(name) => host.eq_ignore_ascii_case(name),
+            Host::Public => true,
             Host::Subdomains(domain) => {
                 // ASCII only, so the byte offsets below are character boundaries.
                 if !host.is_ascii() || host.len() <= domain.len() + 1 {
@@ -119,6 +133,7 @@ impl HostPattern {
     pub fn names_local(&self) -> bool {
         match &self.host {
             Host::Ip(ip) => is_local_address(*ip),
+            Host::Public => false,
             // RFC 6761: `localhost` and every name below it are loopback.
             Host::Name(name) | Host::Subdomains(name) => {
                 name == "localhost" || name.ends_with(".localhost")
@@ -324,6 +339,18 @@ mod tests {
             Ok(pattern) => panic!("{text} parsed as {pattern:?}"),
             Err(e) => e,
         }
+    }
+
+    #[test]
+    fn any_public_host_matches_every_name_and_names_no_local_one() {
+        let any = HostPattern::any_public();
+        assert!(any.matches("example.com", 443) && any.matches("10.0.0.1", 8080));
+        assert!(
+            !any.names_local(),
+            "the proxy keeps refusing local addresses"
+        );
+        // Never from a config: `*` stays an error there.
+        assert!(HostPattern::parse("*").is_err());
     }
 
     #[test]

@@ -24,10 +24,15 @@ pub struct SandboxSpec {
     pub read: Vec<PathBuf>,
     pub write: Vec<PathBuf>,
     pub deny: Vec<PathBuf>,
+    /// `unixSockets`: socket files it may connect to.
+    pub unix_sockets: Vec<PathBuf>,
     /// `None`: keep what the layer below says.
     pub network: Option<NetworkSpec>,
     /// Names or `*` globs of variables passed through from the hub's environment.
     pub env: Vec<String>,
+    /// `"known": false` drops the known-servers table's grants (`None`: the layer below
+    /// decides, and by default a known server gets them).
+    pub known: Option<bool>,
 }
 
 /// `sandbox.network`.

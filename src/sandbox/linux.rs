@@ -1,9 +1,10 @@
 //! Linux enforcement: Landlock for files and TCP connections, a seccomp filter for the
 //! sockets Landlock does not cover (UDP and DNS, raw, netlink, other families, TCP Fast Open,
-//! io_uring), and no new privileges. Applied by the wrapper to itself before it `exec`s the
+//! io_uring), Unix socket files (Landlock from ABI 9, else a seccomp rule), and no new
+//! privileges. Applied by the wrapper to itself before it `exec`s the
 //! server; the kernel carries both into every descendant.
 
-use super::confine::{ConfineError, Confinement, NetRule, expand};
+use super::confine::{ConfineError, Confinement, NetRule, UnixRule, expand};
 use super::{Sandbox, Support};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -54,6 +55,14 @@ impl Sandbox for Landlock {
         Support::Full
     }
 
+    fn limits_unix_sockets(&self) -> bool {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::ResolveUnix)
+            .and_then(|r| r.create())
+            .is_ok()
+    }
+
     fn confine(&self, c: &Confinement) -> Result<(), ConfineError> {
         let kernel = |e: &dyn std::fmt::Display| ConfineError::Kernel(e.to_string());
         drop_capabilities().map_err(|e| kernel(&e))?;
@@ -75,11 +84,25 @@ impl Sandbox for Landlock {
             .handle_access(AccessFs::from_all(TARGET))
             .and_then(|r| r.scope(Scope::AbstractUnixSocket | Scope::Signal))
             .map_err(|e| kernel(&e))?;
+        // Connecting to a socket file: only beneath the write grants and the granted
+        // sockets, where the hub found the kernel can tell (ABI 9).
+        let mut writable = AccessFs::from_all(TARGET);
+        let mut sockets = Vec::new();
+        if let UnixRule::Landlock(granted) = &c.unix {
+            ruleset = ruleset
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::ResolveUnix)
+                .map_err(|e| kernel(&e))?
+                .set_compatibility(CompatLevel::BestEffort);
+            writable |= AccessFs::ResolveUnix;
+            sockets.extend(granted.iter().filter(|p| p.exists()));
+        }
         let mut created = ruleset
             .create()
             .map_err(|e| kernel(&e))?
             .add_rules(path_beneath_rules(&read, AccessFs::from_read(TARGET)))
-            .and_then(|r| r.add_rules(path_beneath_rules(&write, AccessFs::from_all(TARGET))))
+            .and_then(|r| r.add_rules(path_beneath_rules(&write, writable)))
+            .and_then(|r| r.add_rules(path_beneath_rules(&sockets, AccessFs::ResolveUnix)))
             .map_err(|e| kernel(&e))?;
         if let NetRule::Proxy(port) = c.network {
             created = created
@@ -92,9 +115,15 @@ impl Sandbox for Landlock {
                 "Landlock did not take effect".into(),
             ));
         }
+        let mut filters = Vec::new();
         if c.network != NetRule::Open {
-            let filter = socket_filter().map_err(|e| kernel(&e))?;
-            seccompiler::apply_filter(&filter).map_err(|e| kernel(&e))?;
+            filters.push(socket_filter().map_err(|e| kernel(&e))?);
+        }
+        if c.unix == UnixRule::Seccomp {
+            filters.push(unix_filter().map_err(|e| kernel(&e))?);
+        }
+        for filter in &filters {
+            seccompiler::apply_filter(filter).map_err(|e| kernel(&e))?;
         }
         Ok(())
     }
@@ -106,15 +135,21 @@ impl Sandbox for Landlock {
 /// they leave the bounding set, so no descendant gets them back by `exec`.
 fn drop_capabilities() -> Result<(), caps::errors::CapsError> {
     use caps::{CapSet, Capability};
-    if !caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP)? {
-        // Not privileged: nothing to drop (and no right to drop it).
-        return Ok(());
+    // Without CAP_SETPCAP (not root) the bounding set is not ours to change; a user's
+    // process has only what its own user namespace gave it (see pidns), dropped below.
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP)? {
+        for cap in caps::read(None, CapSet::Bounding)? {
+            caps::drop(None, CapSet::Bounding, cap)?;
+        }
     }
-    for cap in caps::read(None, CapSet::Bounding)? {
-        caps::drop(None, CapSet::Bounding, cap)?;
+    for set in [
+        CapSet::Ambient,
+        CapSet::Inheritable,
+        CapSet::Effective,
+        CapSet::Permitted,
+    ] {
+        caps::clear(None, set)?;
     }
-    caps::clear(None, CapSet::Ambient)?;
-    caps::clear(None, CapSet::Inheritable)?;
     Ok(())
 }
 
@@ -164,11 +199,41 @@ fn socket_filter() -> Result<seccompiler::BpfProgram, seccompiler::Error> {
     ] {
         rules.insert(call, Vec::new());
     }
+    refusing(rules, libc::EPERM)
+}
+
+/// Refuses (EACCES, so that what the server reports reads as a permission refusal) to open a
+/// Unix socket, and io_uring, which could open one unseen; `socketpair` stays allowed, since
+/// runtimes use it for their children's standard streams.
+fn unix_filter() -> Result<seccompiler::BpfProgram, seccompiler::Error> {
+    let family = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(vec![family])?]);
+    for call in [
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        rules.insert(call, Vec::new());
+    }
+    refusing(rules, libc::EACCES)
+}
+
+/// A filter answering `errno` to the calls `rules` match, and allowing the rest.
+fn refusing(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    errno: i32,
+) -> Result<seccompiler::BpfProgram, seccompiler::Error> {
     let arch: seccompiler::TargetArch = std::env::consts::ARCH.try_into()?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         arch,
     )?;
     Ok(filter.try_into()?)

@@ -9,8 +9,11 @@
 
 pub mod confine;
 pub mod env;
+pub mod known;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(target_os = "linux")]
+mod pidns;
 pub mod places;
 pub mod proxy;
 pub mod refusal;
@@ -21,7 +24,7 @@ pub use seam::{Sandbox, Support, platform};
 use crate::config::hosts::HostPattern;
 use crate::config::sandbox::{NetworkSpec, SandboxChoice, SandboxSettings, SandboxSpec};
 use crate::config::{ServerConfig, Transport};
-use confine::{Confinement, NetRule};
+use confine::{Confinement, NetRule, UnixRule};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -61,6 +64,53 @@ pub fn wrapper_command() -> std::io::Result<(PathBuf, Vec<String>)> {
 pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(|| platform().support())
+}
+
+/// What this kernel offers to close the ways out beyond files and the network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mechanisms {
+    /// Landlock can limit connecting to Unix socket files to granted paths (ABI 9).
+    pub unix_paths: bool,
+    /// A server can have a PID namespace with its own `/proc`; else why not.
+    pub pid_namespace: Result<(), String>,
+}
+
+/// The test switch that makes this machine look as if it had no unprivileged user namespaces.
+pub const SIMULATE_NO_USERNS: &str = "OPENPACT_SANDBOX_SIMULATE_NO_USERNS";
+
+/// This machine's mechanisms, probed once: the PID namespace by running the wrapper (the hub
+/// itself has threads, and the kernel gives a threaded process no new user namespace).
+pub fn mechanisms() -> &'static Mechanisms {
+    static MECHANISMS: OnceLock<Mechanisms> = OnceLock::new();
+    MECHANISMS.get_or_init(|| Mechanisms {
+        unix_paths: platform().limits_unix_sockets(),
+        pid_namespace: probe_pid_namespace(),
+    })
+}
+
+fn probe_pid_namespace() -> Result<(), String> {
+    if std::env::var_os(SIMULATE_NO_USERNS).is_some() {
+        return Err(format!(
+            "unprivileged user namespaces are unavailable (simulated by {SIMULATE_NO_USERNS})"
+        ));
+    }
+    let (wrapper, mut args) = wrapper_command().map_err(|e| e.to_string())?;
+    args.push(confine::PROBE.to_string());
+    let out = std::process::Command::new(wrapper)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("could not run the sandbox wrapper: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    let why = why.trim().trim_start_matches("openpact sandbox: ");
+    Err(if why.is_empty() {
+        format!("the probe failed ({})", out.status)
+    } else {
+        why.to_string()
+    })
 }
 
 /// The package registries `npx` and `uvx` fetch from: what a server behind the proxy may
@@ -121,6 +171,12 @@ pub struct Profile {
     /// Package caches made before it starts (its package runner would otherwise have to
     /// create them in the home directory).
     pub made: Vec<PathBuf>,
+    /// Socket files granted (`unixSockets`).
+    pub unix_sockets: Vec<PathBuf>,
+    /// How its Unix sockets are limited.
+    pub unix: UnixRule,
+    /// Its own PID namespace and `/proc`, or why it shares the machine's.
+    pub pid_namespace: Result<(), String>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -130,6 +186,8 @@ pub struct Plan {
     /// For `Enforced`, `Unconfined` and `Refused`: what the server may (or would) touch.
     pub profile: Option<Profile>,
     env: Option<EnvRecipe>,
+    /// The known-servers entry whose grants it has.
+    pub known: Option<known::Known>,
 }
 
 /// How to make the server's environment at each start.
@@ -146,6 +204,7 @@ pub struct Context<'a> {
     /// The hub's environment.
     pub hub_env: &'a [(String, String)],
     pub support: &'a Support,
+    pub mechanisms: &'a Mechanisms,
     /// The hub's working directory (the server's, when its entry sets none).
     pub cwd: &'a Path,
     /// openpact's own state, config and data dirs: never readable by a server.
@@ -214,10 +273,21 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
     .collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let temp_root = temp_root();
+    // Probed only where it matters: `config check` on a machine without Landlock runs no
+    // wrapper.
+    let unprobed = Mechanisms {
+        unix_paths: false,
+        pid_namespace: Err("not probed".into()),
+    };
     let cx = Context {
         settings: &config.hub.sandbox,
         hub_env: &hub_env,
         support: support(),
+        mechanisms: if *support() == Support::Full {
+            mechanisms()
+        } else {
+            &unprobed
+        },
         cwd: &cwd,
         own_dirs: &own_dirs,
         temp_root: &temp_root,
@@ -242,6 +312,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 mode: Mode::Remote,
                 profile: None,
                 env: None,
+                known: None,
             };
         }
     };
@@ -251,6 +322,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         },
         profile: None,
         env: None,
+        known: None,
     };
     let spec = match &server.sandbox {
         SandboxChoice::Off => return off("\"sandbox\": false on this server"),
@@ -260,10 +332,26 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         SandboxChoice::Unset | SandboxChoice::On => SandboxSpec::default(),
         SandboxChoice::Profile(spec) => spec.clone(),
     };
+    // A profile's `"known": false` drops the table's grants; the entry's word wins.
+    let known = (spec.known.or(cx.settings.profile.known) != Some(false))
+        .then(|| known::find(command, program, args))
+        .flatten();
+    let entry_known = known.as_ref().map(|k| k.entry);
     let mut names: Vec<String> = cx.settings.profile.env.clone();
+    // The table passes a known server's settings, never a secret: a token is the user's to
+    // give (the entry's `env`, or its exact name in `sandbox.env`), as for any server.
+    names.extend(
+        entry_known
+            .iter()
+            .flat_map(|k| k.env.iter())
+            .filter(|n| !env::looks_secret(n))
+            .cloned(),
+    );
     names.extend(spec.env.iter().cloned());
     if let Some(runtime) = container_runtime(command, program, args) {
+        // The runtime decides files and network: of a known image, only its variables apply.
         names.extend(container_env_names(args));
+        dedup(&mut names);
         return Plan {
             mode: Mode::Runtime { runtime },
             profile: None,
@@ -272,13 +360,14 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 names,
                 container: true,
             }),
+            known,
         };
     }
     let home = cx.var("HOME").map(PathBuf::from);
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
-    let network = network(&cx.settings.profile, &spec);
+    let network = network(&cx.settings.profile, &spec, known.as_ref());
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
     // The hub profile's paths, then the entry's.
@@ -290,14 +379,36 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
             .collect()
     };
     let user_deny = both(|s| &s.deny);
-    let explicit_read = both(|s| &s.read);
-    let explicit_write = both(|s| &s.write);
+    let mut explicit_read = both(|s| &s.read);
+    let mut explicit_write = both(|s| &s.write);
+    let unix_sockets = both(|s| &s.unix_sockets);
+    // A granted socket the kernel cannot limit to its path leaves them all open.
+    let unix = if cx.mechanisms.unix_paths {
+        UnixRule::Landlock(unix_sockets.clone())
+    } else if unix_sockets.is_empty() {
+        UnixRule::Seccomp
+    } else {
+        UnixRule::Open
+    };
     let mut create: Vec<PathBuf> = explicit_read
         .iter()
         .chain(&explicit_write)
         .filter(|p| places::made_at_start(p, home))
         .cloned()
         .collect();
+    // A known server's grants, as if written in its entry; only its folders are made (what it
+    // reads, `~/.kube/config` say, is the user's to create).
+    if let Some(k) = entry_known {
+        let write = known::paths(&k.write, home);
+        create.extend(
+            write
+                .iter()
+                .filter(|p| places::made_at_start(p, home))
+                .cloned(),
+        );
+        explicit_read.extend(known::paths(&k.read, home));
+        explicit_write.extend(write);
+    }
     let mut deny = places::credentials(home);
     deny.extend(cx.own_dirs.iter().cloned());
     deny.extend(user_deny.iter().cloned());
@@ -397,6 +508,9 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         data,
         create,
         made,
+        unix_sockets,
+        unix,
+        pid_namespace: cx.mechanisms.pid_namespace.clone(),
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -415,21 +529,30 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         mode,
         profile: Some(profile),
         env: Some(env_recipe),
+        known,
     }
 }
 
 /// The network: the entry's choice, else the hub profile's, else the registries through the
-/// proxy; allow lists add up (registries, hub profile, entry).
-fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
+/// proxy; allow lists add up (registries, known hosts, hub profile, entry). A known server
+/// whose job is any URL gets any public host through the proxy (loopback, link-local and
+/// metadata addresses stay refused, UDP closed) unless the entry chose its network.
+fn network(hub: &SandboxSpec, entry: &SandboxSpec, known: Option<&known::Known>) -> Network {
     let chosen = entry.network.as_ref().or(hub.network.as_ref());
     match chosen {
         Some(NetworkSpec::Any) => Network::Any,
         Some(NetworkSpec::None) => Network::None,
         _ => {
+            let known_hosts = known.map(|k| k.hosts.as_slice()).unwrap_or_default();
             let mut allow: Vec<HostPattern> = REGISTRIES
                 .iter()
+                .copied()
+                .chain(known_hosts.iter().map(String::as_str))
                 .filter_map(|h| HostPattern::parse(h).ok())
                 .collect();
+            if entry.network.is_none() && known.is_some_and(|k| k.entry.any_host) {
+                allow.push(HostPattern::any_public());
+            }
             for spec in [hub, entry] {
                 if let Some(NetworkSpec::Allow(list)) = &spec.network {
                     for h in list {
@@ -444,7 +567,7 @@ fn network(hub: &SandboxSpec, entry: &SandboxSpec) -> Network {
     }
 }
 
-fn dedup(list: &mut Vec<PathBuf>) {
+fn dedup<T: PartialEq + Clone>(list: &mut Vec<T>) {
     let mut seen = Vec::new();
     list.retain(|p| {
         if seen.contains(p) {
@@ -753,7 +876,46 @@ impl Profile {
                 (Network::Proxy(_), Some(port)) => NetRule::Proxy(port),
                 _ => NetRule::Closed,
             },
+            unix: self.unix.clone(),
+            pid_namespace: self.pid_namespace.is_ok(),
         }
+    }
+}
+
+impl Profile {
+    /// Which mechanism closes each way out, by way out.
+    fn closes(&self) -> Value {
+        let granted = || {
+            self.unix_sockets
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let unix = match &self.unix {
+            UnixRule::Landlock(g) if g.is_empty() => {
+                "Landlock: only sockets beneath its write grants".to_string()
+            }
+            UnixRule::Landlock(_) => format!(
+                "Landlock: only sockets beneath its write grants and {}",
+                granted()
+            ),
+            UnixRule::Seccomp => "seccomp: no socket(AF_UNIX), socket pairs only".to_string(),
+            UnixRule::Open => format!(
+                "any (granted {}; limiting to {} needs Landlock ABI 9, Linux 7.1)",
+                granted(),
+                if self.unix_sockets.len() == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ),
+        };
+        let proc = match &self.pid_namespace {
+            Ok(()) => "PID namespace: its own processes only".to_string(),
+            Err(why) => format!("shared ({why}): other processes' command lines are readable"),
+        };
+        json!({"unixSockets": unix, "proc": proc})
     }
 }
 
@@ -789,11 +951,26 @@ impl Plan {
                         "data": p.data,
                         // Shown while missing: made at the next start.
                         "create": p.create.iter().filter(|d| !d.exists()).collect::<Vec<_>>(),
+                        "unixSockets": p.unix_sockets,
                     }),
                 );
+                if self.enforced() {
+                    map.insert("closes".into(), p.closes());
+                }
             }
             if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
                 map.insert("env".into(), json!(recipe.names));
+            }
+            if let Some(k) = &self.known {
+                map.insert(
+                    "known".into(),
+                    json!({
+                        "name": k.entry.name,
+                        "matched": k.launched.to_string(),
+                        "table": known::TABLE_PATH,
+                        "entry": k.entry,
+                    }),
+                );
             }
         }
         out
@@ -816,6 +993,41 @@ pub fn describe(v: &Value) -> Vec<String> {
         _ => "remote (not a local process)".to_string(),
     };
     let mut out = vec![first];
+    if let Some(k) = v.get("known") {
+        let name = k.get("name").and_then(Value::as_str).unwrap_or_default();
+        let matched = k.get("matched").and_then(Value::as_str).unwrap_or_default();
+        let what = if text("mode") == "runtime" {
+            "its variables from"
+        } else {
+            "the default profile plus its grants in"
+        };
+        out.push(format!(
+            "profile: known ({name}), matched as {matched}: {what} {} (a \"sandbox\" object adds to them; \"known\": false in it drops them)",
+            known::TABLE_PATH
+        ));
+        let secrets: Vec<&str> = k
+            .pointer("/entry/env")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let secrets: Vec<&str> = secrets
+            .into_iter()
+            .filter(|n| env::looks_secret(n))
+            .collect();
+        if !secrets.is_empty() {
+            out.push(format!(
+                "secrets it reads, not passed by the table: {} (give them in its \"env\", or name them in sandbox.env)",
+                secrets.join(", ")
+            ));
+        }
+        if let Some(notes) = k
+            .pointer("/entry/notes")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            out.push(format!("notes: {notes}"));
+        }
+    }
     let Some(p) = v.get("profile") else {
         return out;
     };
@@ -879,6 +1091,12 @@ pub fn describe(v: &Value) -> Vec<String> {
             "data: {data} (its own, kept across restarts; ${DATA_VAR})"
         ));
     }
+    let closes = |key: &str| v["closes"].get(key).and_then(Value::as_str);
+    for (key, label) in [("unixSockets", "Unix sockets"), ("proc", "/proc")] {
+        if let Some(how) = closes(key) {
+            out.push(format!("{label}: {how}"));
+        }
+    }
     out
 }
 
@@ -896,6 +1114,14 @@ mod tests {
 
     /// Plans for the servers of `text` (config beside `dir`) with this support.
     fn plans_of(dir: &Path, text: &str, support: Support) -> Vec<Plan> {
+        let mechanisms = Mechanisms {
+            unix_paths: false,
+            pid_namespace: Ok(()),
+        };
+        plans_with(dir, text, support, &mechanisms)
+    }
+
+    fn plans_with(dir: &Path, text: &str, support: Support, mechanisms: &Mechanisms) -> Vec<Plan> {
         let home = dir.join("home");
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         let hub_env: Vec<(String, String)> = [
@@ -914,6 +1140,7 @@ mod tests {
             settings: &config.hub.sandbox,
             hub_env: &hub_env,
             support: &support,
+            mechanisms,
             cwd: dir,
             own_dirs: &[dir.join("state")],
             temp_root: &temp_root,
@@ -980,6 +1207,65 @@ mod tests {
         let rules = a.confinement(Some(4242));
         assert_eq!(rules.network, NetRule::Proxy(4242));
         assert!(rules.carve.contains(&PathBuf::from("/tmp")));
+    }
+
+    #[test]
+    fn each_way_out_shows_the_mechanism_this_kernel_closes_it_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"mcpServers": {
+            "a": {"command": "/bin/sh"},
+            "g": {"command": "/bin/sh", "sandbox": {"unixSockets": ["/run/docker.sock"]}}
+        }}"#;
+        let before_abi_9 = Mechanisms {
+            unix_paths: false,
+            pid_namespace: Ok(()),
+        };
+        let plans = plans_with(dir.path(), text, Support::Full, &before_abi_9);
+        let (a, g) = (&plans[0], &plans[1]);
+        assert_eq!(a.profile.as_ref().unwrap().unix, UnixRule::Seccomp);
+        // seccomp cannot tell one socket file from another: a grant opens them all.
+        assert_eq!(g.profile.as_ref().unwrap().unix, UnixRule::Open);
+        assert_eq!(
+            a.to_json()["closes"],
+            json!({"unixSockets": "seccomp: no socket(AF_UNIX), socket pairs only",
+                "proc": "PID namespace: its own processes only"})
+        );
+        assert_eq!(
+            g.to_json()["closes"]["unixSockets"],
+            "any (granted /run/docker.sock; limiting to it needs Landlock ABI 9, Linux 7.1)"
+        );
+        assert!(a.profile.as_ref().unwrap().confinement(None).pid_namespace);
+
+        let abi_9_without_userns = Mechanisms {
+            unix_paths: true,
+            pid_namespace: Err("no user namespaces here".into()),
+        };
+        let plans = plans_with(dir.path(), text, Support::Full, &abi_9_without_userns);
+        let (a, g) = (&plans[0], &plans[1]);
+        assert_eq!(
+            g.profile.as_ref().unwrap().unix,
+            UnixRule::Landlock(vec!["/run/docker.sock".into()])
+        );
+        let rules = a.profile.as_ref().unwrap().confinement(None);
+        assert_eq!(rules.unix, UnixRule::Landlock(Vec::new()));
+        assert!(!rules.pid_namespace);
+        let lines = describe(&g.to_json());
+        assert!(
+            lines.contains(&"Unix sockets: Landlock: only sockets beneath its write grants and /run/docker.sock".to_string()),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(&"/proc: shared (no user namespaces here): other processes' command lines are readable".to_string()),
+            "{lines:?}"
+        );
+        // Nothing closes them for a server the kernel does not confine.
+        let plans = plans_with(
+            dir.path(),
+            text,
+            Support::Missing("no Landlock".into()),
+            &before_abi_9,
+        );
+        assert!(plans[0].to_json().get("closes").is_none());
     }
 
     #[test]
@@ -1055,6 +1341,77 @@ mod tests {
         // Only folders below the home folder, never by way of `..`, never a file to be.
         assert_eq!(ab.create, [dir.join("home/.new/deep")]);
         assert_eq!(folder_name(".."), "%2E%2E");
+    }
+
+    #[test]
+    fn a_known_server_gets_its_grants_under_the_layers_the_user_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        // Runners that exist (a missing command makes the server unavailable, with no plan).
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        for runner in ["uvx", "npx", "docker"] {
+            std::fs::write(dir.join("bin").join(runner), "#!/bin/sh\n").unwrap();
+            crate::platform::set_mode(&dir.join("bin").join(runner), 0o755).unwrap();
+        }
+        let bin = |text: &str| text.replace("BIN", dir.join("bin").to_str().unwrap());
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "narrow": {"command": "BIN/uvx", "args": ["mcp-server-fetch"], "sandbox": {"network": {"allow": ["example.com"]}}},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"]},
+                "gh": {"command": "BIN/docker", "args": ["run", "-i", "--rm", "ghcr.io/github/github-mcp-server"]},
+                "plain": {"command": "/bin/sh"}
+            }}"#),
+            Support::Full,
+        );
+        let name = |p: &Plan| p.known.as_ref().map(|k| k.entry.name.clone());
+        assert_eq!(name(&plans[0]).as_deref(), Some("fetch"));
+        // Any public host, through the proxy.
+        assert!(matches!(&plans[0].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.contains(&HostPattern::any_public())));
+        // The entry's own network choice wins over the table's "any host".
+        assert!(matches!(&plans[1].profile.as_ref().unwrap().network,
+            Network::Proxy(h) if h.iter().any(|h| h.as_str() == "example.com")
+                && !h.contains(&HostPattern::any_public())));
+        let kube = plans[2].profile.as_ref().unwrap();
+        let home = dir.join("home");
+        assert!(
+            kube.read.contains(&home.join(".kube/config")),
+            "{:?}",
+            kube.read
+        );
+        assert!(
+            kube.deny.contains(&home.join(".kube")),
+            "the rest stays denied"
+        );
+        // What it reads is not made; the folder it writes is.
+        assert_eq!(kube.create, [home.join(".kube/cache")]);
+        // An image: contained by its runtime; only the entry's variables apply.
+        assert!(matches!(plans[3].mode, Mode::Runtime { .. }));
+        assert_eq!(name(&plans[3]).as_deref(), Some("github"));
+        let names = &plans[3].env.as_ref().unwrap().names;
+        assert!(names.contains(&"GITHUB_HOST".to_string()), "{names:?}");
+        // A secret passes only when the user names it (here no `-e`): never by the table.
+        assert!(
+            !names.contains(&"GITHUB_PERSONAL_ACCESS_TOKEN".to_string()),
+            "{names:?}"
+        );
+        assert_eq!(name(&plans[4]), None);
+        // The hub's network: false holds every server, known or not; its "known": false drops
+        // the table for all but an entry that says "known": true.
+        let plans = plans_of(
+            &dir,
+            &bin(r#"{"mcpServers": {
+                "fetch": {"command": "BIN/uvx", "args": ["mcp-server-fetch"]},
+                "kube": {"command": "BIN/npx", "args": ["-y", "mcp-server-kubernetes"], "sandbox": {"known": true}}
+            }, "openpact": {"sandbox": {"profile": {"network": false, "known": false}}}}"#),
+            Support::Full,
+        );
+        assert_eq!(name(&plans[0]), None);
+        assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::None);
+        assert_eq!(name(&plans[1]).as_deref(), Some("kubernetes"));
+        assert_eq!(plans[1].profile.as_ref().unwrap().network, Network::None);
     }
 
     #[test]

@@ -221,7 +221,8 @@ impl Judge<'_> {
         let granted = match kind {
             Grant::Write => covered(&p.write, &p.private, path),
             Grant::Read => readable,
-            Grant::Socket | Grant::Net => false,
+            Grant::Socket => p.unix_sockets.iter().any(|g| g == path),
+            Grant::Net => false,
         };
         if granted {
             return None;
@@ -451,6 +452,9 @@ mod tests {
             data: home.join(".local/share/openpact/servers/s"),
             create: Vec::new(),
             made: Vec::new(),
+            unix_sockets: vec!["/run/granted.sock".into()],
+            unix: crate::sandbox::confine::UnixRule::Seccomp,
+            pid_namespace: Ok(()),
         };
         let judge = Judge {
             server: "s",
@@ -516,6 +520,7 @@ mod tests {
         // Granted already (the refusal is the file's mode), or the kernel's own files.
         assert_eq!(fix(Op::Write, home.join(".cache/x")), None);
         assert_eq!(fix(Op::Open, "/proc/1/environ".into()), None);
+        assert_eq!(fix(Op::Connect, "/run/granted.sock".into()), None);
     }
 
     #[test]

@@ -10,6 +10,10 @@ pub trait Sandbox: Send + Sync {
     /// For messages: "Landlock + seccomp".
     fn name(&self) -> &'static str;
     fn support(&self) -> Support;
+    /// Whether it can limit connecting to Unix socket files to granted paths.
+    fn limits_unix_sockets(&self) -> bool {
+        false
+    }
     /// Confines the calling process and all it will `exec` (called by the wrapper only).
     fn confine(&self, c: &Confinement) -> Result<(), ConfineError>;
 }

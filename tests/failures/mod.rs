@@ -47,11 +47,7 @@ async fn until_received(c: &mut Client, server: &str, earlier_calls: u64) {
 /// `{"pid": N, "grandchild": M|null}` from the fixture's `pids` tool.
 async fn pids(c: &mut Client, server: &str) -> (u32, Option<u32>) {
     let r = c.call(&format!("{server}:pids"), json!({})).await;
-    let v: Value = serde_json::from_str(&text(&r)).unwrap();
-    (
-        v["pid"].as_u64().unwrap() as u32,
-        v["grandchild"].as_u64().map(|p| p as u32),
-    )
+    crate::support::server_pids(&text(&r))
 }
 
 /// Waits (briefly: they were killed already) until none of `pids` is alive.

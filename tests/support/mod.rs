@@ -20,6 +20,8 @@
 mod catalog;
 mod client;
 mod git;
+#[path = "../../fixtures/host_pid.rs"]
+mod host_pid;
 mod hub;
 mod ics;
 mod listening;
@@ -42,7 +44,7 @@ pub use hub::{
 pub use ics::{ics, stamp};
 pub use listening::{Listening, everything_listening, free_port};
 pub use peers::{Peers, assert_lifecycle, sent_methods};
-pub use process::{Ran, StderrLog, fixture_over_http, run_in, spawn_direct};
+pub use process::{Ran, StderrLog, fixture_over_http, run_in, server_pids, spawn_direct};
 pub use scratch::Scratch;
 pub use stand::{Reply, Seen, Stand, json_reply, reply};
 

@@ -164,3 +164,19 @@ pub fn spawn_direct(what: &str, words: &[String], cwd: &Path) -> (Child, Client,
     let client = Client::over(child.stdin.take().unwrap(), child.stdout.take().unwrap());
     (child, client, log)
 }
+
+/// The fixture's own pid and its grandchild's from its `pids` answer, as this test process
+/// sees them (see [`host_pid`](super::host_pid)).
+pub fn server_pids(answer: &str) -> (u32, Option<u32>) {
+    let v: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    let pidns = v["pidns"].as_str().unwrap_or_default();
+    let host = |pid: u64| {
+        let pid = u32::try_from(pid).unwrap();
+        super::host_pid::host_pid(pid, pidns)
+            .unwrap_or_else(|| panic!("no process {pid} in {pidns}"))
+    };
+    (
+        host(v["pid"].as_u64().unwrap()),
+        v["grandchild"].as_u64().map(host),
+    )
+}

@@ -10,7 +10,7 @@ use crate::config::suggest::{child, closest_key, index};
 use serde_json::Value;
 use std::path::PathBuf;
 
-const PROFILE_KEYS: &[&str] = &["filesystem", "network", "env"];
+const PROFILE_KEYS: &[&str] = &["filesystem", "network", "env", "unixSockets", "known"];
 const FILESYSTEM_KEYS: &[&str] = &["read", "write", "deny"];
 const NETWORK_KEYS: &[&str] = &["allow"];
 const HUB_SANDBOX_KEYS: &[&str] = &["default", "profile", "required"];
@@ -86,6 +86,15 @@ impl Builder<'_> {
                 "filesystem" => self.sandbox_filesystem(v, &p, &mut spec),
                 "network" => spec.network = self.sandbox_network(v, &p),
                 "env" => spec.env = self.sandbox_env(v, &p),
+                "known" => match v {
+                    Value::Bool(b) => spec.known = Some(*b),
+                    _ => self.error(
+                        &p,
+                        format!("{v} is not a boolean; use false to drop the known-servers grants"),
+                    ),
+                },
+                // Not checked for existence: a daemon's socket appears when it starts.
+                "unixSockets" => spec.unix_sockets = self.sandbox_paths(v, &p),
                 _ => self.unknown(&p, closest_key(key, PROFILE_KEYS)),
             }
         }

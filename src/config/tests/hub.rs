@@ -169,8 +169,9 @@ fn sandbox_settings_are_read_with_their_profile() {
     std::fs::create_dir_all(f.dir.path().join("data")).unwrap();
     let c = f.ok(
         r#"{"openpact": {"sandbox": {"default": "off", "required": true,
-            "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]}}}}}"#,
-        &[],
+            "profile": {"env": ["LANG", "NODE_*"], "network": false, "filesystem": {"read": ["data"]},
+                "unixSockets": ["~/.gnupg/S.gpg-agent", "${XDG_RUNTIME_DIR}/bus"]}}}}"#,
+        &[("XDG_RUNTIME_DIR", "/run/user/7")],
     );
     let s = &c.hub.sandbox;
     assert!(!s.default_on && s.required);
@@ -180,6 +181,11 @@ fn sandbox_settings_are_read_with_their_profile() {
             read: vec![f.dir.path().join("data")],
             env: vec!["LANG".into(), "NODE_*".into()],
             network: Some(NetworkSpec::None),
+            // Expanded like the filesystem's paths; need not exist yet.
+            unix_sockets: vec![
+                "/home/u/.gnupg/S.gpg-agent".into(),
+                "/run/user/7/bus".into()
+            ],
             ..SandboxSpec::default()
         }
     );
@@ -193,6 +199,27 @@ fn sandbox_settings_are_read_with_their_profile() {
         "{e}"
     );
     assert!(e.contains("openpact.sandbox.profile.env[0]"), "{e}");
+}
+
+#[test]
+fn known_is_a_boolean_on_either_profile() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {"a": {"command": "/bin/sh", "sandbox": {"known": true}}},
+            "openpact": {"sandbox": {"profile": {"known": false}}}}"#,
+        &[],
+    );
+    assert_eq!(c.hub.sandbox.profile.known, Some(false));
+    let e = f
+        .err(
+            r#"{"mcpServers": {"a": {"command": "/bin/sh", "sandbox": {"known": "no"}}}}"#,
+            &[],
+        )
+        .join("\n");
+    assert!(
+        e.contains("mcpServers.a.sandbox.known") && e.contains("use false"),
+        "{e}"
+    );
 }
 
 #[test]
