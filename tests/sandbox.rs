@@ -723,3 +723,125 @@ async fn a_server_keeps_its_state_in_its_private_data_folder() {
         "{human}"
     );
 }
+
+/// A home outside the temp dirs (which are closed to every server anyway) laid out like a
+/// developer's: a package npx has run before, a uv cache, and the variables the hub runs
+/// with.
+fn developer_home(root: &Path) -> (std::path::PathBuf, Vec<(&'static str, String)>) {
+    let home = root.join("home");
+    let pkg = home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/some-server");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("index.js"), "console.log('original');\n").unwrap();
+    std::fs::create_dir_all(home.join(".cache/uv/archive-v0")).unwrap();
+    std::fs::write(home.join(".cache/uv/CACHEDIR.TAG"), "Signature").unwrap();
+    let env = vec![
+        ("HOME", s(&home).to_string()),
+        ("XDG_DATA_HOME", s(&home.join(".local/share")).to_string()),
+        ("XDG_CACHE_HOME", s(&home.join(".cache")).to_string()),
+    ];
+    (home, env)
+}
+
+/// The first way out: code a confined server plants in a shared package cache is run later
+/// by an unconfined server (or the user's own `npx`). Confined, the shared caches are
+/// read-only; with `"sandbox": false` the plant works and the planted code runs.
+#[tokio::test]
+async fn a_confined_server_cannot_plant_code_in_the_shared_package_caches() {
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (home, env) = developer_home(outside_temp.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "c": {"command": FIXTURE, "args": ["--hostile"]},
+            "u": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false},
+        }),
+        None,
+    );
+    let planted = home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/some-server/index.js");
+    let code = "console.log('PLANTED ' + process.pid);\n";
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["c:try_write", "u:try_write"]).await;
+    for target in [
+        planted.clone(),
+        home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/.bin/some-server"),
+        home.join(".cache/uv/archive-v0/planted.py"),
+    ] {
+        let got = try_tool(
+            &mut hub,
+            "c:try_write",
+            json!({"path": s(&target), "text": code}),
+        )
+        .await;
+        assert!(got.starts_with("failed: "), "{}: {got}", target.display());
+    }
+    // Still readable: npx may reuse what the user fetched.
+    let got = try_tool(&mut hub, "c:try_read", json!({"path": s(&planted)})).await;
+    assert!(got.contains("original"), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "u:try_write",
+        json!({"path": s(&planted), "text": code}),
+    )
+    .await;
+    assert!(got.starts_with("ok: "), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "u:try_exec",
+        json!({"program": "node", "args": [s(&planted)]}),
+    )
+    .await;
+    assert!(got.contains("PLANTED"), "the planted code runs: {got}");
+}
+
+/// A confined server's package managers write to caches of its own (kept across restarts,
+/// out of every other server's reach), and `servers` / `config check` say so.
+#[tokio::test]
+async fn a_confined_server_has_package_caches_of_its_own() {
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (home, env) = developer_home(outside_temp.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "a": {"command": FIXTURE, "args": ["--hostile"]},
+            "b": {"command": FIXTURE, "args": ["--hostile"]},
+        }),
+        None,
+    );
+    let own = home.join(".cache/openpact/servers/a");
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["a:try_env", "b:try_list"]).await;
+    for (name, sub) in [
+        ("npm_config_cache", "npm"),
+        ("UV_CACHE_DIR", "uv"),
+        ("UV_TOOL_DIR", "uv/tools"),
+        ("PIP_CACHE_DIR", "pip"),
+        ("PIPX_HOME", "pipx"),
+    ] {
+        let got = try_tool(&mut hub, "a:try_env", json!({"name": name})).await;
+        assert_eq!(got, format!("ok: {}", s(&own.join(sub))), "{name}");
+    }
+    let cached = own.join("npm/_npx/0a1b/node_modules/x/index.js");
+    std::fs::create_dir_all(cached.parent().unwrap()).unwrap();
+    let got = try_tool(&mut hub, "a:try_write", json!({"path": s(&cached)})).await;
+    assert!(got.starts_with("ok: "), "{got}");
+    for (tool, path) in [("b:try_list", &own), ("b:try_write", &cached)] {
+        let got = try_tool(&mut hub, tool, json!({"path": s(path)})).await;
+        assert!(got.starts_with("failed: "), "{tool}: {got}");
+    }
+    hub.close().await;
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    let caches = &server(&hubs, "a")["sandbox"]["closes"]["packageCaches"];
+    assert_eq!(caches["private"], json!(s(&own)), "{out}");
+    let shared = caches["sharedReadOnly"].to_string();
+    assert!(
+        shared.contains(s(&home.join(".npm"))) && shared.contains(s(&home.join(".cache"))),
+        "{out}"
+    );
+    let (_, _, human) = cli_json(&config, &["config", "check"], &env).await;
+    assert!(
+        human.contains(&format!("package caches: its own at {}", s(&own))),
+        "{human}"
+    );
+}

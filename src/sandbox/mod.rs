@@ -117,9 +117,11 @@ pub struct Profile {
     pub data: PathBuf,
     /// Granted folders under the home folder, made (0700) at each start when missing.
     pub create: Vec<PathBuf>,
-    /// Package caches made before it starts (its package runner would otherwise have to
-    /// create them in the home directory).
-    pub made: Vec<PathBuf>,
+    /// The server's own package caches, kept across restarts (npm, uv, pip, … are sent here
+    /// through their variables).
+    pub caches: PathBuf,
+    /// The shared package caches of the home folder: read-only to this server.
+    pub shared_caches: Vec<PathBuf>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -153,6 +155,8 @@ pub struct Context<'a> {
     pub temp_root: &'a Path,
     /// Where the servers' private data folders go (one per server inside).
     pub data_root: &'a Path,
+    /// Where the servers' private package caches go (one per server inside).
+    pub cache_root: &'a Path,
 }
 
 impl Context<'_> {
@@ -202,11 +206,14 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
     let hub_env = hub_env();
     let lookup = |k: &str| std::env::var(k).ok();
     let data_root = data_root(&lookup);
+    let cache_root = crate::config::cache_dir(&lookup).join("servers");
     let own_dirs: Vec<PathBuf> = [
         Some(state_dir.to_path_buf()),
         crate::config::user_config_file(&lookup).and_then(|f| f.parent().map(Path::to_path_buf)),
         // The servers' data folders lie inside: each is granted to its own server only.
         Some(crate::config::data_dir(&lookup)),
+        // Likewise the servers' private package caches.
+        Some(crate::config::cache_dir(&lookup)),
     ]
     .into_iter()
     .flatten()
@@ -221,6 +228,7 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
         own_dirs: &own_dirs,
         temp_root: &temp_root,
         data_root: &data_root,
+        cache_root: &cache_root,
     };
     config.servers.iter().map(|s| plan(s, &cx)).collect()
 }
@@ -277,6 +285,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
+    let caches = cx.cache_root.join(folder_name(&server.name));
     let network = network(&cx.settings.profile, &spec);
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
@@ -313,20 +322,17 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let credential = |p: &Path| deny.iter().any(|d| p.starts_with(d));
     obvious.retain(|p| !places::too_broad(p, home) && !credential(p));
 
-    let mut write = vec![tmpdir.clone(), data.clone(), PathBuf::from("/dev")];
-    let made: Vec<PathBuf> = home
-        .map(|h| {
-            places::made_caches(program)
-                .iter()
-                .map(|c| h.join(c))
-                .collect()
-        })
-        .unwrap_or_default();
-    write.extend(places::caches(
-        home,
-        cx.var("XDG_CACHE_HOME").map(Path::new),
-        places::made_caches(program),
-    ));
+    // Its own package caches, not the shared ones: what a confined server writes there
+    // (npm's `_npx`, uv's tool environments) is run later by whoever uses that cache.
+    let mut write = vec![
+        tmpdir.clone(),
+        data.clone(),
+        caches.clone(),
+        PathBuf::from("/dev"),
+    ];
+    let shared_caches = places::shared_caches(home, cx.var("XDG_CACHE_HOME").map(Path::new));
+    let shared = |p: &Path| shared_caches.iter().any(|c| p.starts_with(c));
+    obvious.retain(|p| !shared(p));
     write.extend(obvious);
     write.extend(explicit_write);
     let mut read = vec![PathBuf::from("/")];
@@ -377,8 +383,11 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         .build(
             cx.hub_env,
             &network,
-            &tmpdir,
-            &data,
+            &Dirs {
+                tmpdir: &tmpdir,
+                data: &data,
+                caches: &caches,
+            },
             Some("http://127.0.0.1"),
         )
         .vars
@@ -395,7 +404,8 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         tmpdir,
         data,
         create,
-        made,
+        caches,
+        shared_caches,
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -520,21 +530,32 @@ fn container_env_names(args: &[String]) -> Vec<String> {
     out
 }
 
+/// A confined server's own folders, as its environment names them.
+struct Dirs<'a> {
+    tmpdir: &'a Path,
+    data: &'a Path,
+    caches: &'a Path,
+}
+
 impl EnvRecipe {
     fn build(
         &self,
         hub: &[(String, String)],
         network: &Network,
-        tmpdir: &Path,
-        data: &Path,
+        dirs: &Dirs,
         proxy: Option<&str>,
     ) -> env::Environment {
         let mut ours: Vec<(String, String)> = Vec::new();
+        // The package caches go before the entry's `env`, which may send one elsewhere (the
+        // write grant still decides whether it can write there).
+        let mut entry = Vec::new();
         if !self.container {
-            let t = tmpdir.display().to_string();
+            let t = dirs.tmpdir.display().to_string();
             ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
-            ours.push((DATA_VAR.to_string(), data.display().to_string()));
+            ours.push((DATA_VAR.to_string(), dirs.data.display().to_string()));
+            entry = places::private_cache_vars(dirs.caches);
         }
+        entry.extend(self.entry.iter().cloned());
         if let (Network::Proxy(_), Some(url)) = (network, proxy) {
             for k in [
                 "HTTP_PROXY",
@@ -554,7 +575,7 @@ impl EnvRecipe {
         }
         env::EnvRequest {
             hub,
-            entry: &self.entry,
+            entry: &entry,
             names: &self.names,
             container: self.container,
             network_open: matches!(network, Network::Any) || self.container,
@@ -630,7 +651,13 @@ impl Plan {
         let hub = hub_env();
         let Some(profile) = &self.profile else {
             // A container runtime: only the environment is ours to decide.
-            let env = recipe.build(&hub, &Network::Any, Path::new(""), Path::new(""), None);
+            let none = Path::new("");
+            let dirs = Dirs {
+                tmpdir: none,
+                data: none,
+                caches: none,
+            };
+            let env = recipe.build(&hub, &Network::Any, &dirs, None);
             return Ok(Launch {
                 env: Some(env.vars),
                 withheld: env.withheld,
@@ -642,8 +669,11 @@ impl Plan {
         let env = recipe.build(
             &hub,
             &profile.network,
-            &profile.tmpdir,
-            &profile.data,
+            &Dirs {
+                tmpdir: &profile.tmpdir,
+                data: &profile.data,
+                caches: &profile.caches,
+            },
             url.as_deref(),
         );
         if self.mode != Mode::Enforced {
@@ -670,8 +700,7 @@ impl Plan {
 
 /// Makes the private temp dir and data folder (0700), the granted folders under the home
 /// folder that are missing (0700: at each start, since the user may have removed one), and
-/// the package caches a first `npx`/`uvx` run would otherwise have to create in the home
-/// directory.
+/// its private package caches.
 fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
     use crate::platform;
     let err = |path: &Path| {
@@ -696,10 +725,7 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
             tracing::warn!(path = %dir.display(), error = %e, "sandbox: could not make a granted folder, so the grant does nothing");
         }
     }
-    for cache in &profile.made {
-        // Best effort: a read-only home is the user's choice, and the server may not need it.
-        let _ = platform::create_dir_all(cache, 0o755);
-    }
+    platform::create_dir_all(&profile.caches, 0o700).map_err(err(&profile.caches))?;
     Ok(())
 }
 
@@ -790,6 +816,14 @@ impl Plan {
                         "create": p.create.iter().filter(|d| !d.exists()).collect::<Vec<_>>(),
                     }),
                 );
+                // The ways out this sandbox closes, each with what closes it.
+                let closes = map.entry("closes").or_insert_with(|| json!({}));
+                if let Value::Object(closes) = closes {
+                    closes.insert(
+                        "packageCaches".into(),
+                        json!({"private": p.caches, "sharedReadOnly": p.shared_caches}),
+                    );
+                }
             }
             if let Some(recipe) = self.env.as_ref().filter(|_| self.profile.is_none()) {
                 map.insert("env".into(), json!(recipe.names));
@@ -878,6 +912,21 @@ pub fn describe(v: &Value) -> Vec<String> {
             "data: {data} (its own, kept across restarts; ${DATA_VAR})"
         ));
     }
+    if let Some(caches) = v.pointer("/closes/packageCaches") {
+        let shared: Vec<&str> = caches
+            .get("sharedReadOnly")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let shared = match shared.is_empty() {
+            true => "none here".to_string(),
+            false => shared.join(", "),
+        };
+        out.push(format!(
+            "package caches: its own at {} (npm/npx, uv/uvx, pip, pipx, yarn, pnpm, bun); the shared ones read-only: {shared}",
+            caches.get("private").and_then(Value::as_str).unwrap_or_default()
+        ));
+    }
     out
 }
 
@@ -917,6 +966,7 @@ mod tests {
             own_dirs: &[dir.join("state")],
             temp_root: &temp_root,
             data_root: &dir.join("data-root"),
+            cache_root: &dir.join("cache-root"),
         };
         config.servers.iter().map(|s| plan(s, &cx)).collect()
     }
