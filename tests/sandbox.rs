@@ -845,3 +845,108 @@ async fn a_confined_server_has_package_caches_of_its_own() {
         "{human}"
     );
 }
+
+/// A Node older than 22.21 / 24.5 ignores `NODE_USE_ENV_PROXY`, so a confined server's own
+/// requests cannot reach even an allowed host: said at start and in `servers` / `config
+/// check`, with the fix; a newer Node (itself or first on the entry's `PATH` for `npx`), or
+/// `"network": true`, is not warned about.
+#[tokio::test]
+async fn a_node_that_ignores_the_proxy_is_named_with_the_fix() {
+    let Some(peers) = Peers::get() else { return };
+    let node = peers.command("PEER_NODE").remove(0);
+    let node22 = peers.command("PEER_NODE22").remove(0);
+    let version = std::process::Command::new(&node)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let (major, minor): (u32, u32) = {
+        let mut it = version.trim_start_matches('v').split('.');
+        (
+            it.next().unwrap().parse().unwrap(),
+            it.next().unwrap().parse().unwrap(),
+        )
+    };
+    let node_is_old = match major {
+        22 => minor < 21,
+        24 => minor < 5,
+        m => m < 25,
+    };
+    let memory = peers.command("PEER_MEMORY").remove(1);
+    let node22_dir = s(Path::new(&node22).parent().unwrap()).to_string();
+    let node_dir = s(Path::new(&node).parent().unwrap()).to_string();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "old": {"command": node, "args": [memory]},
+            "new": {"command": node22, "args": [memory]},
+            "open": {"command": node, "args": [memory], "sandbox": {"network": true}},
+            "npx-old": {"command": "npx", "args": ["--version"], "env": {"PATH": format!("{node_dir}:/usr/bin:/bin")}},
+            "npx-new": {"command": "npx", "args": ["--version"], "env": {"PATH": format!("{node22_dir}:/usr/bin:/bin")}},
+        }),
+        None,
+    );
+    let (_, v, out) = cli_json(&config, &["config", "check", "--json"], &[]).await;
+    let warnings = |name: &str| {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {out}"))["sandbox"]["warnings"]
+            .to_string()
+    };
+    for name in ["new", "open", "npx-new"] {
+        assert_eq!(warnings(name), "null", "{name}: {out}");
+    }
+    for name in ["old", "npx-old"] {
+        let w = warnings(name);
+        if node_is_old {
+            assert!(
+                w.contains(&format!("Node {version}"))
+                    && w.contains("ignores proxy settings")
+                    && w.contains("22.21 / 24.5")
+                    && w.contains("\\\"network\\\": true"),
+                "{name}: {w}"
+            );
+        } else {
+            assert_eq!(w, "null", "{name}: {out}");
+        }
+    }
+    if !node_is_old {
+        return;
+    }
+    let (_, _, human) = cli_json(&config, &["config", "check"], &[]).await;
+    assert!(
+        human.contains(&format!("warning: Node {version}")),
+        "{human}"
+    );
+    let mut hub = serve_with(&config, &[], &[]).await;
+    ready(&mut hub.client, &["old:read_graph", "new:read_graph"]).await;
+    hub.wait_log("ignores proxy settings", WAIT).await;
+    let log = hub.stderr();
+    assert!(log.contains("old") && log.contains(&version), "{log}");
+}
+
+/// A server that ends during its start after the egress proxy refused it a host (an install
+/// script's download on a first `npx -y`, as puppeteer's Chrome) is told the host and both
+/// ways to avoid it: the package's skip variable or allowing the host.
+#[tokio::test]
+async fn a_download_refused_during_start_names_the_host_and_the_fix() {
+    let sc = Scratch::new();
+    let download = "import urllib.request\nurllib.request.urlopen('https://storage.googleapis.com/chrome-for-testing-public/x.zip', timeout=20)";
+    let config = sc.servers(
+        json!({"dl": {"command": "python3", "args": ["-c", download]}}),
+        None,
+    );
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &[]).await;
+    let dl = server(&hubs, "dl");
+    assert_eq!(dl["state"], "failed", "{out}");
+    let reason = dl.to_string();
+    assert!(
+        reason.contains("refused storage.googleapis.com:443 during its start")
+            && reason.contains("PUPPETEER_SKIP_DOWNLOAD=1")
+            && reason.contains("`openpact sandbox allow dl net storage.googleapis.com`"),
+        "{out}"
+    );
+}

@@ -13,6 +13,7 @@ pub mod env;
 mod linux;
 pub mod places;
 pub mod proxy;
+pub mod runtimes;
 mod seam;
 
 pub use seam::{Sandbox, Support, platform};
@@ -122,6 +123,8 @@ pub struct Profile {
     pub caches: PathBuf,
     /// The shared package caches of the home folder: read-only to this server.
     pub shared_caches: Vec<PathBuf>,
+    /// What will not work as the user expects, and the fix (a Node that ignores the proxy).
+    pub warnings: Vec<String>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -394,6 +397,17 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         .into_iter()
         .map(|(k, _)| k)
         .collect();
+    let path_var = entry_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .or_else(|| cx.var("PATH"));
+    let warnings: Vec<String> = match &network {
+        Network::Proxy(_) => runtimes::node_warning(program, path_var)
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    };
     let profile = Profile {
         read,
         write,
@@ -406,6 +420,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         create,
         caches,
         shared_caches,
+        warnings,
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -816,6 +831,9 @@ impl Plan {
                         "create": p.create.iter().filter(|d| !d.exists()).collect::<Vec<_>>(),
                     }),
                 );
+                if !p.warnings.is_empty() {
+                    map.insert("warnings".into(), json!(p.warnings));
+                }
                 // The ways out this sandbox closes, each with what closes it.
                 let closes = map.entry("closes").or_insert_with(|| json!({}));
                 if let Value::Object(closes) = closes {
@@ -849,6 +867,14 @@ pub fn describe(v: &Value) -> Vec<String> {
         _ => "remote (not a local process)".to_string(),
     };
     let mut out = vec![first];
+    let warnings = v.get("warnings").and_then(Value::as_array);
+    out.extend(
+        warnings
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|w| format!("warning: {w}")),
+    );
     let Some(p) = v.get("profile") else {
         return out;
     };
