@@ -950,3 +950,42 @@ async fn a_download_refused_during_start_names_the_host_and_the_fix() {
         "{out}"
     );
 }
+
+/// A HOME and a server's install in the same temp folder (a scratch home, a checkout in
+/// `/tmp`): the install folder and the home stay readable, the home's credentials and the
+/// rest of that temp folder do not.
+#[tokio::test]
+async fn a_home_and_an_install_in_one_temp_folder_keep_working() {
+    let sc = Scratch::new();
+    hostile_home(&sc);
+    let root = sc.path().to_path_buf();
+    let install = root.join("install");
+    std::fs::create_dir_all(install.join("bin")).unwrap();
+    std::fs::create_dir_all(install.join("lib")).unwrap();
+    std::fs::write(install.join("lib/data.txt"), "installed data").unwrap();
+    let program = install.join("bin/openpact-fixture");
+    std::fs::hard_link(FIXTURE, &program)
+        .or_else(|_| std::fs::copy(FIXTURE, &program).map(|_| ()))
+        .unwrap();
+    let settings = root.join("home/.config/tool/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "user settings").unwrap();
+    let config = sc.servers(
+        json!({"h": {"command": s(&program), "args": ["--hostile"], "cwd": s(&root.join("work"))}}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&root.join("home")))]).await;
+    ready(&mut hub.client, &["h:try_read"]).await;
+    for (path, want) in [
+        (install.join("lib/data.txt"), Some("installed data")),
+        (settings.clone(), Some("user settings")),
+        (root.join("private/secret.txt"), None),
+        (root.join("home/.ssh/id_ed25519"), None),
+    ] {
+        let got = try_tool(&mut hub, "h:try_read", json!({"path": s(&path)})).await;
+        match want {
+            Some(want) => assert_eq!(got, format!("ok: {want}"), "{}", path.display()),
+            None => assert!(got.starts_with("failed: "), "{}: {got}", path.display()),
+        }
+    }
+}

@@ -344,16 +344,28 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     // there, since a script's packages sit beside it (`node_modules`, a venv), not in its own
     // folder.
     let carved = |p: &Path| private.iter().any(|d| p.starts_with(d));
+    // The top-most folder there on the way to `d` that holds neither the home folder nor the
+    // hub's temp dirs (a HOME in `/tmp/x/home` must not make `/tmp/x/install` unreadable, nor
+    // open `/tmp/x` and the home's temp files with it).
     let package_tree = |d: &Path| {
-        private
+        let Some(root) = private
             .iter()
             .filter(|root| d.starts_with(root) && d != root.as_path())
             .max_by_key(|root| root.components().count())
-            .and_then(|root| Some(root.join(d.strip_prefix(root).ok()?.components().next()?)))
-            .filter(|top| {
-                !cx.temp_root.starts_with(top) && !places::too_broad(top, home) && !credential(top)
-            })
-            .unwrap_or_else(|| d.to_path_buf())
+        else {
+            return d.to_path_buf();
+        };
+        let mut top = root.clone();
+        for part in d.strip_prefix(root).into_iter().flat_map(Path::components) {
+            top.push(part);
+            if !cx.temp_root.starts_with(&top)
+                && !places::too_broad(&top, home)
+                && !credential(&top)
+            {
+                return top;
+            }
+        }
+        d.to_path_buf()
     };
     let named = named_dirs(args.iter(), &cwd);
     read.extend(
@@ -365,6 +377,14 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
             .filter(|d| carved(d) && !credential(d) && !places::too_broad(d, home))
             .map(package_tree),
     );
+    // The home folder it runs under, when that lies in a temp root (a scratch HOME): its own
+    // files as anywhere else, its credential places and the hub's temp dirs still cut out.
+    if let Some(h) = home
+        && carved(h)
+        && !private.iter().any(|p| p == h)
+    {
+        read.push(h.to_path_buf());
+    }
     read.extend(explicit_read);
     // The profile's own `deny` wins over every grant.
     for list in [&mut read, &mut write] {
@@ -1086,6 +1106,26 @@ mod tests {
         assert!(!t.read.contains(&dir), "{:?}", t.read);
         let w = plans[2].profile.as_ref().unwrap();
         assert!(!w.read.contains(&PathBuf::from("/tmp")), "{:?}", w.read);
+    }
+
+    #[test]
+    fn a_home_in_a_temp_dir_keeps_its_installs_and_itself_readable() {
+        // `plans_of` puts HOME in `dir/home`: a scratch dir, in the temp dir as a test's is.
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let script = dir.join("install/node_modules/@scope/server/dist/index.js");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "").unwrap();
+        let text = r#"{"mcpServers": {"n": {"command": "/bin/sh", "args": ["SCRIPT"]}}}"#
+            .replace("SCRIPT", script.to_str().unwrap());
+        let plans = plans_of(&dir, &text, Support::Full);
+        let n = plans[0].profile.as_ref().unwrap();
+        // The install beside the home, not the folder that holds both.
+        assert!(n.read.contains(&dir.join("install")), "{:?}", n.read);
+        assert!(n.read.contains(&dir.join("home")), "{:?}", n.read);
+        assert!(!n.read.contains(&dir), "{:?}", n.read);
+        let rules = n.confinement(None);
+        assert!(rules.carve.contains(&dir.join("home/.ssh")), "{rules:?}");
     }
 
     #[test]
