@@ -841,7 +841,8 @@ async fn a_confined_server_has_package_caches_of_its_own() {
     );
     let (_, _, human) = cli_json(&config, &["config", "check"], &env).await;
     assert!(
-        human.contains(&format!("package caches: its own at {}", s(&own))),
+        human.contains(&format!("package caches: its own at {}", s(&own)))
+            && human.contains("write: its own TMPDIR, its data folder, its package caches"),
         "{human}"
     );
 }

@@ -900,6 +900,10 @@ pub fn describe(v: &Value) -> Vec<String> {
     };
     let tmpdir = p.get("tmpdir").and_then(Value::as_str).unwrap_or_default();
     let data = p.get("data").and_then(Value::as_str).unwrap_or_default();
+    let caches = v
+        .pointer("/closes/packageCaches/private")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let strings = |key: &str| -> Vec<&str> {
         p.get(key)
             .and_then(Value::as_array)
@@ -907,8 +911,8 @@ pub fn describe(v: &Value) -> Vec<String> {
             .unwrap_or_default()
     };
     let create = strings("create");
-    // The temp dir's path holds the hub's pid: shown by what it is, as is the data folder
-    // (on a line of its own); a folder still to be made says so.
+    // The temp dir's path holds the hub's pid: shown by what it is, as are the data folder
+    // and the package caches (on lines of their own); a folder still to be made says so.
     let list = |key: &str| -> String {
         strings(key)
             .into_iter()
@@ -917,6 +921,8 @@ pub fn describe(v: &Value) -> Vec<String> {
                     "its own TMPDIR".to_string()
                 } else if s == data {
                     "its data folder".to_string()
+                } else if s == caches {
+                    "its package caches".to_string()
                 } else if create.contains(&s) {
                     format!("{s} (missing: made at start)")
                 } else {
