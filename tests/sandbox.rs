@@ -1211,3 +1211,270 @@ async fn other_processes_command_lines_are_hidden_from_a_confined_server() {
         "{human}"
     );
 }
+
+/// A home outside the temp dirs (which are closed to every server anyway) laid out like a
+/// developer's: a package npx has run before, a uv cache, and the variables the hub runs
+/// with.
+fn developer_home(root: &Path) -> (std::path::PathBuf, Vec<(&'static str, String)>) {
+    let home = root.join("home");
+    let pkg = home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/some-server");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("index.js"), "console.log('original');\n").unwrap();
+    std::fs::create_dir_all(home.join(".cache/uv/archive-v0")).unwrap();
+    std::fs::write(home.join(".cache/uv/CACHEDIR.TAG"), "Signature").unwrap();
+    let env = vec![
+        ("HOME", s(&home).to_string()),
+        ("XDG_DATA_HOME", s(&home.join(".local/share")).to_string()),
+        ("XDG_CACHE_HOME", s(&home.join(".cache")).to_string()),
+    ];
+    (home, env)
+}
+
+/// The first way out: code a confined server plants in a shared package cache is run later
+/// by an unconfined server (or the user's own `npx`). Confined, the shared caches are
+/// read-only; with `"sandbox": false` the plant works and the planted code runs.
+#[tokio::test]
+async fn a_confined_server_cannot_plant_code_in_the_shared_package_caches() {
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (home, env) = developer_home(outside_temp.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "c": {"command": FIXTURE, "args": ["--hostile"]},
+            "u": {"command": FIXTURE, "args": ["--hostile"], "sandbox": false},
+        }),
+        None,
+    );
+    let planted = home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/some-server/index.js");
+    let code = "console.log('PLANTED ' + process.pid);\n";
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["c:try_write", "u:try_write"]).await;
+    for target in [
+        planted.clone(),
+        home.join(".npm/_npx/0a1b2c3d4e5f/node_modules/.bin/some-server"),
+        home.join(".cache/uv/archive-v0/planted.py"),
+    ] {
+        let got = try_tool(
+            &mut hub,
+            "c:try_write",
+            json!({"path": s(&target), "text": code}),
+        )
+        .await;
+        assert!(got.starts_with("failed: "), "{}: {got}", target.display());
+    }
+    // Still readable: npx may reuse what the user fetched.
+    let got = try_tool(&mut hub, "c:try_read", json!({"path": s(&planted)})).await;
+    assert!(got.contains("original"), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "u:try_write",
+        json!({"path": s(&planted), "text": code}),
+    )
+    .await;
+    assert!(got.starts_with("ok: "), "{got}");
+    let got = try_tool(
+        &mut hub,
+        "u:try_exec",
+        json!({"program": "node", "args": [s(&planted)]}),
+    )
+    .await;
+    assert!(got.contains("PLANTED"), "the planted code runs: {got}");
+}
+
+/// A confined server's package managers write to caches of its own (kept across restarts,
+/// out of every other server's reach), and `servers` / `config check` say so.
+#[tokio::test]
+async fn a_confined_server_has_package_caches_of_its_own() {
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (home, env) = developer_home(outside_temp.path());
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "a": {"command": FIXTURE, "args": ["--hostile"]},
+            "b": {"command": FIXTURE, "args": ["--hostile"]},
+        }),
+        None,
+    );
+    let own = home.join(".cache/openpact/servers/a");
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["a:try_env", "b:try_list"]).await;
+    for (name, sub) in [
+        ("npm_config_cache", "npm"),
+        ("UV_CACHE_DIR", "uv"),
+        ("UV_TOOL_DIR", "uv/tools"),
+        ("PIP_CACHE_DIR", "pip"),
+        ("PIPX_HOME", "pipx"),
+    ] {
+        let got = try_tool(&mut hub, "a:try_env", json!({"name": name})).await;
+        assert_eq!(got, format!("ok: {}", s(&own.join(sub))), "{name}");
+    }
+    let cached = own.join("npm/_npx/0a1b/node_modules/x/index.js");
+    std::fs::create_dir_all(cached.parent().unwrap()).unwrap();
+    let got = try_tool(&mut hub, "a:try_write", json!({"path": s(&cached)})).await;
+    assert!(got.starts_with("ok: "), "{got}");
+    for (tool, path) in [("b:try_list", &own), ("b:try_write", &cached)] {
+        let got = try_tool(&mut hub, tool, json!({"path": s(path)})).await;
+        assert!(got.starts_with("failed: "), "{tool}: {got}");
+    }
+    hub.close().await;
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &env).await;
+    let caches = &server(&hubs, "a")["sandbox"]["closes"]["packageCaches"];
+    assert_eq!(caches["private"], json!(s(&own)), "{out}");
+    let shared = caches["sharedReadOnly"].to_string();
+    assert!(
+        shared.contains(s(&home.join(".npm"))) && shared.contains(s(&home.join(".cache"))),
+        "{out}"
+    );
+    let (_, _, human) = cli_json(&config, &["config", "check"], &env).await;
+    assert!(
+        human.contains(&format!("package caches: its own at {}", s(&own)))
+            && human.contains("write: its own TMPDIR, its data folder, its package caches"),
+        "{human}"
+    );
+}
+
+/// A Node older than 22.21 / 24.5 ignores `NODE_USE_ENV_PROXY`, so a confined server's own
+/// requests cannot reach even an allowed host: said at start and in `servers` / `config
+/// check`, with the fix; a newer Node (itself or first on the entry's `PATH` for `npx`), or
+/// `"network": true`, is not warned about.
+#[tokio::test]
+async fn a_node_that_ignores_the_proxy_is_named_with_the_fix() {
+    let Some(peers) = Peers::get() else { return };
+    let node = peers.command("PEER_NODE").remove(0);
+    let node22 = peers.command("PEER_NODE22").remove(0);
+    let version = std::process::Command::new(&node)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_string();
+    let (major, minor): (u32, u32) = {
+        let mut it = version.trim_start_matches('v').split('.');
+        (
+            it.next().unwrap().parse().unwrap(),
+            it.next().unwrap().parse().unwrap(),
+        )
+    };
+    let node_is_old = match major {
+        22 => minor < 21,
+        24 => minor < 5,
+        m => m < 25,
+    };
+    let memory = peers.command("PEER_MEMORY").remove(1);
+    let node22_dir = s(Path::new(&node22).parent().unwrap()).to_string();
+    let node_dir = s(Path::new(&node).parent().unwrap()).to_string();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({
+            "old": {"command": node, "args": [memory]},
+            "new": {"command": node22, "args": [memory]},
+            "open": {"command": node, "args": [memory], "sandbox": {"network": true}},
+            "npx-old": {"command": "npx", "args": ["--version"], "env": {"PATH": format!("{node_dir}:/usr/bin:/bin")}},
+            "npx-new": {"command": "npx", "args": ["--version"], "env": {"PATH": format!("{node22_dir}:/usr/bin:/bin")}},
+        }),
+        None,
+    );
+    let (_, v, out) = cli_json(&config, &["config", "check", "--json"], &[]).await;
+    let warnings = |name: &str| {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {out}"))["sandbox"]["warnings"]
+            .to_string()
+    };
+    for name in ["new", "open", "npx-new"] {
+        assert_eq!(warnings(name), "null", "{name}: {out}");
+    }
+    for name in ["old", "npx-old"] {
+        let w = warnings(name);
+        if node_is_old {
+            assert!(
+                w.contains(&format!("Node {version}"))
+                    && w.contains("ignores proxy settings")
+                    && w.contains("22.21 / 24.5")
+                    && w.contains("\\\"network\\\": true"),
+                "{name}: {w}"
+            );
+        } else {
+            assert_eq!(w, "null", "{name}: {out}");
+        }
+    }
+    if !node_is_old {
+        return;
+    }
+    let (_, _, human) = cli_json(&config, &["config", "check"], &[]).await;
+    assert!(
+        human.contains(&format!("warning: Node {version}")),
+        "{human}"
+    );
+    let mut hub = serve_with(&config, &[], &[]).await;
+    ready(&mut hub.client, &["old:read_graph", "new:read_graph"]).await;
+    hub.wait_log("ignores proxy settings", WAIT).await;
+    let log = hub.stderr();
+    assert!(log.contains("old") && log.contains(&version), "{log}");
+}
+
+/// A server that ends during its start after the egress proxy refused it a host (an install
+/// script's download on a first `npx -y`, as puppeteer's Chrome) is told the host and both
+/// ways to avoid it: the package's skip variable or allowing the host.
+#[tokio::test]
+async fn a_download_refused_during_start_names_the_host_and_the_fix() {
+    let sc = Scratch::new();
+    let download = "import urllib.request\nurllib.request.urlopen('https://storage.googleapis.com/chrome-for-testing-public/x.zip', timeout=20)";
+    let config = sc.servers(
+        json!({"dl": {"command": "python3", "args": ["-c", download]}}),
+        None,
+    );
+    let (_, hubs, out) = cli_json(&config, &["servers", "--json"], &[]).await;
+    let dl = server(&hubs, "dl");
+    assert_eq!(dl["state"], "failed", "{out}");
+    let reason = dl.to_string();
+    assert!(
+        reason.contains("refused storage.googleapis.com:443 during its start")
+            && reason.contains("PUPPETEER_SKIP_DOWNLOAD=1")
+            && reason.contains("`openpact sandbox allow dl net storage.googleapis.com`"),
+        "{out}"
+    );
+}
+
+/// A HOME and a server's install in the same temp folder (a scratch home, a checkout in
+/// `/tmp`): the install folder and the home stay readable, the home's credentials and the
+/// rest of that temp folder do not.
+#[tokio::test]
+async fn a_home_and_an_install_in_one_temp_folder_keep_working() {
+    let sc = Scratch::new();
+    hostile_home(&sc);
+    let root = sc.path().to_path_buf();
+    let install = root.join("install");
+    std::fs::create_dir_all(install.join("bin")).unwrap();
+    std::fs::create_dir_all(install.join("lib")).unwrap();
+    std::fs::write(install.join("lib/data.txt"), "installed data").unwrap();
+    let program = install.join("bin/openpact-fixture");
+    std::fs::hard_link(FIXTURE, &program)
+        .or_else(|_| std::fs::copy(FIXTURE, &program).map(|_| ()))
+        .unwrap();
+    let settings = root.join("home/.config/tool/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "user settings").unwrap();
+    let config = sc.servers(
+        json!({"h": {"command": s(&program), "args": ["--hostile"], "cwd": s(&root.join("work"))}}),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&root.join("home")))]).await;
+    ready(&mut hub.client, &["h:try_read"]).await;
+    for (path, want) in [
+        (install.join("lib/data.txt"), Some("installed data")),
+        (settings.clone(), Some("user settings")),
+        (root.join("private/secret.txt"), None),
+        (root.join("home/.ssh/id_ed25519"), None),
+    ] {
+        let got = try_tool(&mut hub, "h:try_read", json!({"path": s(&path)})).await;
+        match want {
+            Some(want) => assert_eq!(got, format!("ok: {want}"), "{}", path.display()),
+            None => assert!(got.starts_with("failed: "), "{}: {got}", path.display()),
+        }
+    }
+}

@@ -31,7 +31,7 @@ pub use units::human_duration;
 
 /// The server name built-in tools go by in logs, audit records, metrics and listings.
 pub const BUILTIN_SERVER: &str = "openpact";
-pub use paths::{FILE_NAME, data_dir, locate, state_dir, user_config_file};
+pub use paths::{FILE_NAME, cache_dir, data_dir, locate, state_dir, user_config_file};
 pub use policy::{
     AuditSettings, CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule, Secrets,
 };

@@ -89,6 +89,21 @@ pub fn data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     }
 }
 
+/// Where what can be made again is kept (the confined servers' private package caches):
+/// `$XDG_CACHE_HOME/openpact`, else the platform's cache dir (usually `~/.cache/openpact`).
+pub fn cache_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(xdg) = non_empty(env, "XDG_CACHE_HOME") {
+        return PathBuf::from(xdg).join(APP);
+    }
+    if let Some(dirs) = directories::ProjectDirs::from("", "", APP) {
+        return dirs.cache_dir().to_path_buf();
+    }
+    match non_empty(env, "HOME") {
+        Some(home) => PathBuf::from(home).join(".cache").join(APP),
+        None => std::env::temp_dir().join(APP),
+    }
+}
+
 /// Where persistent state goes: `--state-dir`, else `$OPENPACT_STATE_DIR`, else
 /// `$XDG_STATE_HOME/openpact`, else the platform state dir (or local data dir where
 /// the platform has none). Nothing is created here.

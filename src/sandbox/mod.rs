@@ -17,6 +17,7 @@ mod pidns;
 pub mod places;
 pub mod proxy;
 pub mod refusal;
+pub mod runtimes;
 mod seam;
 
 pub use seam::{Sandbox, Support, platform};
@@ -168,15 +169,19 @@ pub struct Profile {
     pub data: PathBuf,
     /// Granted folders under the home folder, made (0700) at each start when missing.
     pub create: Vec<PathBuf>,
-    /// Package caches made before it starts (its package runner would otherwise have to
-    /// create them in the home directory).
-    pub made: Vec<PathBuf>,
     /// Socket files granted (`unixSockets`).
     pub unix_sockets: Vec<PathBuf>,
     /// How its Unix sockets are limited.
     pub unix: UnixRule,
     /// Its own PID namespace and `/proc`, or why it shares the machine's.
     pub pid_namespace: Result<(), String>,
+    /// The server's own package caches, kept across restarts (npm, uv, pip, … are sent here
+    /// through their variables).
+    pub caches: PathBuf,
+    /// The shared package caches of the home folder: read-only to this server.
+    pub shared_caches: Vec<PathBuf>,
+    /// What will not work as the user expects, and the fix (a Node that ignores the proxy).
+    pub warnings: Vec<String>,
 }
 
 /// One server's sandbox, worked out from the config.
@@ -213,6 +218,8 @@ pub struct Context<'a> {
     pub temp_root: &'a Path,
     /// Where the servers' private data folders go (one per server inside).
     pub data_root: &'a Path,
+    /// Where the servers' private package caches go (one per server inside).
+    pub cache_root: &'a Path,
 }
 
 impl Context<'_> {
@@ -262,11 +269,14 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
     let hub_env = hub_env();
     let lookup = |k: &str| std::env::var(k).ok();
     let data_root = data_root(&lookup);
+    let cache_root = crate::config::cache_dir(&lookup).join("servers");
     let own_dirs: Vec<PathBuf> = [
         Some(state_dir.to_path_buf()),
         crate::config::user_config_file(&lookup).and_then(|f| f.parent().map(Path::to_path_buf)),
         // The servers' data folders lie inside: each is granted to its own server only.
         Some(crate::config::data_dir(&lookup)),
+        // Likewise the servers' private package caches.
+        Some(crate::config::cache_dir(&lookup)),
     ]
     .into_iter()
     .flatten()
@@ -292,6 +302,7 @@ pub fn plans(config: &crate::config::Config, state_dir: &Path) -> Vec<Plan> {
         own_dirs: &own_dirs,
         temp_root: &temp_root,
         data_root: &data_root,
+        cache_root: &cache_root,
     };
     config.servers.iter().map(|s| plan(s, &cx)).collect()
 }
@@ -367,6 +378,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let home = home.as_deref();
     let tmpdir = cx.temp_root.join(folder_name(&server.name));
     let data = cx.data_root.join(folder_name(&server.name));
+    let caches = cx.cache_root.join(folder_name(&server.name));
     let network = network(&cx.settings.profile, &spec, known.as_ref());
     let cwd = cwd.clone().unwrap_or_else(|| cx.cwd.to_path_buf());
 
@@ -425,20 +437,17 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     let credential = |p: &Path| deny.iter().any(|d| p.starts_with(d));
     obvious.retain(|p| !places::too_broad(p, home) && !credential(p));
 
-    let mut write = vec![tmpdir.clone(), data.clone(), PathBuf::from("/dev")];
-    let made: Vec<PathBuf> = home
-        .map(|h| {
-            places::made_caches(program)
-                .iter()
-                .map(|c| h.join(c))
-                .collect()
-        })
-        .unwrap_or_default();
-    write.extend(places::caches(
-        home,
-        cx.var("XDG_CACHE_HOME").map(Path::new),
-        places::made_caches(program),
-    ));
+    // Its own package caches, not the shared ones: what a confined server writes there
+    // (npm's `_npx`, uv's tool environments) is run later by whoever uses that cache.
+    let mut write = vec![
+        tmpdir.clone(),
+        data.clone(),
+        caches.clone(),
+        PathBuf::from("/dev"),
+    ];
+    let shared_caches = places::shared_caches(home, cx.var("XDG_CACHE_HOME").map(Path::new));
+    let shared = |p: &Path| shared_caches.iter().any(|c| p.starts_with(c));
+    obvious.retain(|p| !shared(p));
     write.extend(obvious);
     write.extend(explicit_write);
     let mut read = vec![PathBuf::from("/")];
@@ -447,16 +456,28 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     // there, since a script's packages sit beside it (`node_modules`, a venv), not in its own
     // folder.
     let carved = |p: &Path| private.iter().any(|d| p.starts_with(d));
+    // The top-most folder there on the way to `d` that holds neither the home folder nor the
+    // hub's temp dirs (a HOME in `/tmp/x/home` must not make `/tmp/x/install` unreadable, nor
+    // open `/tmp/x` and the home's temp files with it).
     let package_tree = |d: &Path| {
-        private
+        let Some(root) = private
             .iter()
             .filter(|root| d.starts_with(root) && d != root.as_path())
             .max_by_key(|root| root.components().count())
-            .and_then(|root| Some(root.join(d.strip_prefix(root).ok()?.components().next()?)))
-            .filter(|top| {
-                !cx.temp_root.starts_with(top) && !places::too_broad(top, home) && !credential(top)
-            })
-            .unwrap_or_else(|| d.to_path_buf())
+        else {
+            return d.to_path_buf();
+        };
+        let mut top = root.clone();
+        for part in d.strip_prefix(root).into_iter().flat_map(Path::components) {
+            top.push(part);
+            if !cx.temp_root.starts_with(&top)
+                && !places::too_broad(&top, home)
+                && !credential(&top)
+            {
+                return top;
+            }
+        }
+        d.to_path_buf()
     };
     let named = named_dirs(args.iter(), &cwd);
     read.extend(
@@ -468,6 +489,14 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
             .filter(|d| carved(d) && !credential(d) && !places::too_broad(d, home))
             .map(package_tree),
     );
+    // The home folder it runs under, when that lies in a temp root (a scratch HOME): its own
+    // files as anywhere else, its credential places and the hub's temp dirs still cut out.
+    if let Some(h) = home
+        && carved(h)
+        && !private.iter().any(|p| p == h)
+    {
+        read.push(h.to_path_buf());
+    }
     read.extend(explicit_read);
     // The profile's own `deny` wins over every grant.
     for list in [&mut read, &mut write] {
@@ -489,14 +518,28 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         .build(
             cx.hub_env,
             &network,
-            &tmpdir,
-            &data,
+            &Dirs {
+                tmpdir: &tmpdir,
+                data: &data,
+                caches: &caches,
+            },
             Some("http://127.0.0.1"),
         )
         .vars
         .into_iter()
         .map(|(k, _)| k)
         .collect();
+    let path_var = entry_env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .or_else(|| cx.var("PATH"));
+    let warnings: Vec<String> = match &network {
+        Network::Proxy(_) => runtimes::node_warning(program, path_var)
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    };
     let profile = Profile {
         read,
         write,
@@ -507,10 +550,12 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         tmpdir,
         data,
         create,
-        made,
         unix_sockets,
         unix,
         pid_namespace: cx.mechanisms.pid_namespace.clone(),
+        caches,
+        shared_caches,
+        warnings,
     };
     let mode = match cx.support {
         Support::Full => Mode::Enforced,
@@ -644,21 +689,32 @@ fn container_env_names(args: &[String]) -> Vec<String> {
     out
 }
 
+/// A confined server's own folders, as its environment names them.
+struct Dirs<'a> {
+    tmpdir: &'a Path,
+    data: &'a Path,
+    caches: &'a Path,
+}
+
 impl EnvRecipe {
     fn build(
         &self,
         hub: &[(String, String)],
         network: &Network,
-        tmpdir: &Path,
-        data: &Path,
+        dirs: &Dirs,
         proxy: Option<&str>,
     ) -> env::Environment {
         let mut ours: Vec<(String, String)> = Vec::new();
+        // The package caches go before the entry's `env`, which may send one elsewhere (the
+        // write grant still decides whether it can write there).
+        let mut entry = Vec::new();
         if !self.container {
-            let t = tmpdir.display().to_string();
+            let t = dirs.tmpdir.display().to_string();
             ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
-            ours.push((DATA_VAR.to_string(), data.display().to_string()));
+            ours.push((DATA_VAR.to_string(), dirs.data.display().to_string()));
+            entry = places::private_cache_vars(dirs.caches);
         }
+        entry.extend(self.entry.iter().cloned());
         if let (Network::Proxy(_), Some(url)) = (network, proxy) {
             for k in [
                 "HTTP_PROXY",
@@ -678,7 +734,7 @@ impl EnvRecipe {
         }
         env::EnvRequest {
             hub,
-            entry: &self.entry,
+            entry: &entry,
             names: &self.names,
             container: self.container,
             network_open: matches!(network, Network::Any) || self.container,
@@ -754,7 +810,13 @@ impl Plan {
         let hub = hub_env();
         let Some(profile) = &self.profile else {
             // A container runtime: only the environment is ours to decide.
-            let env = recipe.build(&hub, &Network::Any, Path::new(""), Path::new(""), None);
+            let none = Path::new("");
+            let dirs = Dirs {
+                tmpdir: none,
+                data: none,
+                caches: none,
+            };
+            let env = recipe.build(&hub, &Network::Any, &dirs, None);
             return Ok(Launch {
                 env: Some(env.vars),
                 withheld: env.withheld,
@@ -766,8 +828,11 @@ impl Plan {
         let env = recipe.build(
             &hub,
             &profile.network,
-            &profile.tmpdir,
-            &profile.data,
+            &Dirs {
+                tmpdir: &profile.tmpdir,
+                data: &profile.data,
+                caches: &profile.caches,
+            },
             url.as_deref(),
         );
         if self.mode != Mode::Enforced {
@@ -794,8 +859,7 @@ impl Plan {
 
 /// Makes the private temp dir and data folder (0700), the granted folders under the home
 /// folder that are missing (0700: at each start, since the user may have removed one), and
-/// the package caches a first `npx`/`uvx` run would otherwise have to create in the home
-/// directory.
+/// its private package caches.
 fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
     use crate::platform;
     let err = |path: &Path| {
@@ -820,10 +884,7 @@ fn prepare_dirs(profile: &Profile) -> Result<(), LaunchError> {
             tracing::warn!(path = %dir.display(), error = %e, "sandbox: could not make a granted folder, so the grant does nothing");
         }
     }
-    for cache in &profile.made {
-        // Best effort: a read-only home is the user's choice, and the server may not need it.
-        let _ = platform::create_dir_all(cache, 0o755);
-    }
+    platform::create_dir_all(&profile.caches, 0o700).map_err(err(&profile.caches))?;
     Ok(())
 }
 
@@ -915,7 +976,11 @@ impl Profile {
             Ok(()) => "PID namespace: its own processes only".to_string(),
             Err(why) => format!("shared ({why}): other processes' command lines are readable"),
         };
-        json!({"unixSockets": unix, "proc": proc})
+        json!({
+            "unixSockets": unix,
+            "proc": proc,
+            "packageCaches": {"private": self.caches, "sharedReadOnly": self.shared_caches},
+        })
     }
 }
 
@@ -954,6 +1019,10 @@ impl Plan {
                         "unixSockets": p.unix_sockets,
                     }),
                 );
+                if !p.warnings.is_empty() {
+                    map.insert("warnings".into(), json!(p.warnings));
+                }
+                // The ways out this sandbox closes, each with what closes it.
                 if self.enforced() {
                     map.insert("closes".into(), p.closes());
                 }
@@ -993,6 +1062,14 @@ pub fn describe(v: &Value) -> Vec<String> {
         _ => "remote (not a local process)".to_string(),
     };
     let mut out = vec![first];
+    let warnings = v.get("warnings").and_then(Value::as_array);
+    out.extend(
+        warnings
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|w| format!("warning: {w}")),
+    );
     if let Some(k) = v.get("known") {
         let name = k.get("name").and_then(Value::as_str).unwrap_or_default();
         let matched = k.get("matched").and_then(Value::as_str).unwrap_or_default();
@@ -1033,6 +1110,10 @@ pub fn describe(v: &Value) -> Vec<String> {
     };
     let tmpdir = p.get("tmpdir").and_then(Value::as_str).unwrap_or_default();
     let data = p.get("data").and_then(Value::as_str).unwrap_or_default();
+    let caches = v
+        .pointer("/closes/packageCaches/private")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let strings = |key: &str| -> Vec<&str> {
         p.get(key)
             .and_then(Value::as_array)
@@ -1040,8 +1121,8 @@ pub fn describe(v: &Value) -> Vec<String> {
             .unwrap_or_default()
     };
     let create = strings("create");
-    // The temp dir's path holds the hub's pid: shown by what it is, as is the data folder
-    // (on a line of its own); a folder still to be made says so.
+    // The temp dir's path holds the hub's pid: shown by what it is, as are the data folder
+    // and the package caches (on lines of their own); a folder still to be made says so.
     let list = |key: &str| -> String {
         strings(key)
             .into_iter()
@@ -1050,6 +1131,8 @@ pub fn describe(v: &Value) -> Vec<String> {
                     "its own TMPDIR".to_string()
                 } else if s == data {
                     "its data folder".to_string()
+                } else if s == caches {
+                    "its package caches".to_string()
                 } else if create.contains(&s) {
                     format!("{s} (missing: made at start)")
                 } else {
@@ -1096,6 +1179,21 @@ pub fn describe(v: &Value) -> Vec<String> {
         if let Some(how) = closes(key) {
             out.push(format!("{label}: {how}"));
         }
+    }
+    if let Some(caches) = v.pointer("/closes/packageCaches") {
+        let shared: Vec<&str> = caches
+            .get("sharedReadOnly")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let shared = match shared.is_empty() {
+            true => "none here".to_string(),
+            false => shared.join(", "),
+        };
+        out.push(format!(
+            "package caches: its own at {} (npm/npx, uv/uvx, pip, pipx, yarn, pnpm, bun); the shared ones read-only: {shared}",
+            caches.get("private").and_then(Value::as_str).unwrap_or_default()
+        ));
     }
     out
 }
@@ -1145,6 +1243,7 @@ mod tests {
             own_dirs: &[dir.join("state")],
             temp_root: &temp_root,
             data_root: &dir.join("data-root"),
+            cache_root: &dir.join("cache-root"),
         };
         config.servers.iter().map(|s| plan(s, &cx)).collect()
     }
@@ -1225,11 +1324,12 @@ mod tests {
         assert_eq!(a.profile.as_ref().unwrap().unix, UnixRule::Seccomp);
         // seccomp cannot tell one socket file from another: a grant opens them all.
         assert_eq!(g.profile.as_ref().unwrap().unix, UnixRule::Open);
+        let closes = &a.to_json()["closes"];
         assert_eq!(
-            a.to_json()["closes"],
-            json!({"unixSockets": "seccomp: no socket(AF_UNIX), socket pairs only",
-                "proc": "PID namespace: its own processes only"})
+            closes["unixSockets"],
+            "seccomp: no socket(AF_UNIX), socket pairs only"
         );
+        assert_eq!(closes["proc"], "PID namespace: its own processes only");
         assert_eq!(
             g.to_json()["closes"]["unixSockets"],
             "any (granted /run/docker.sock; limiting to it needs Landlock ABI 9, Linux 7.1)"
@@ -1297,6 +1397,26 @@ mod tests {
         assert!(!t.read.contains(&dir), "{:?}", t.read);
         let w = plans[2].profile.as_ref().unwrap();
         assert!(!w.read.contains(&PathBuf::from("/tmp")), "{:?}", w.read);
+    }
+
+    #[test]
+    fn a_home_in_a_temp_dir_keeps_its_installs_and_itself_readable() {
+        // `plans_of` puts HOME in `dir/home`: a scratch dir, in the temp dir as a test's is.
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let script = dir.join("install/node_modules/@scope/server/dist/index.js");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "").unwrap();
+        let text = r#"{"mcpServers": {"n": {"command": "/bin/sh", "args": ["SCRIPT"]}}}"#
+            .replace("SCRIPT", script.to_str().unwrap());
+        let plans = plans_of(&dir, &text, Support::Full);
+        let n = plans[0].profile.as_ref().unwrap();
+        // The install beside the home, not the folder that holds both.
+        assert!(n.read.contains(&dir.join("install")), "{:?}", n.read);
+        assert!(n.read.contains(&dir.join("home")), "{:?}", n.read);
+        assert!(!n.read.contains(&dir), "{:?}", n.read);
+        let rules = n.confinement(None);
+        assert!(rules.carve.contains(&dir.join("home/.ssh")), "{rules:?}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The places of a machine the default profile names: where credentials live (never
 //! readable), what is private to one server (temp dirs, the user's runtime dir), and where
-//! the package managers keep their caches (writable).
+//! the package managers keep their shared caches (read-only to a confined server).
 
 use std::path::{Path, PathBuf};
 
@@ -54,28 +54,47 @@ const HOME_CREDENTIALS: &[&str] = &[
 /// Outside the home directory: secrets mounted by container platforms.
 const SYSTEM_CREDENTIALS: &[&str] = &["/run/secrets", "/var/run/secrets"];
 
-/// Caches the package managers write to (`npx`, `uvx`, `pip`, `pnpm`, `bun`, `yarn`).
+/// The caches the package managers share between the user, unconfined servers and the
+/// user's own terminal (`npx`, `uvx`, `pip`, `pnpm`, `bun`, `yarn`): what is in them is run
+/// later by all of those, so a confined server only reads them.
 const HOME_CACHES: &[&str] = &[
     ".npm",
     ".cache",
     ".local/share/uv",
     ".local/share/pnpm",
+    ".local/share/pipx",
     ".bun/install/cache",
     ".yarn/berry/cache",
 ];
 
-/// The caches a package runner needs made when missing (it would otherwise have to create
-/// them in the home directory, which a confined server may not write), by program name.
-pub fn made_caches(program: &Path) -> &'static [&'static str] {
-    match program
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-    {
-        "uvx" | "uv" => &[".cache", ".local/share/uv"],
-        "npx" | "npm" | "pnpm" | "pnpx" | "yarn" | "node" => &[".npm", ".cache"],
-        _ => &[".cache"],
-    }
+/// The variables that send each package manager's cache — and what a one-off run installs
+/// there and runs (npm's `_npx`, uv's tool environments, `pipx run`'s venvs) — to `root`, a
+/// folder of the server's own, by tool: each tool's documented variable.
+pub fn private_cache_vars(root: &Path) -> Vec<(String, String)> {
+    let at = |sub: &str| root.join(sub).display().to_string();
+    [
+        // npm reads its settings from `npm_config_*` in any case: both spellings, so that a
+        // user's `NPM_CONFIG_CACHE` passed through cannot win by the order npm reads them.
+        ("npm_config_cache", at("npm")),
+        ("NPM_CONFIG_CACHE", at("npm")),
+        // pnpm: its package store and `pnpm dlx`'s cache.
+        ("npm_config_store_dir", at("pnpm/store")),
+        ("npm_config_cache_dir", at("pnpm/cache")),
+        ("YARN_CACHE_FOLDER", at("yarn")),
+        ("YARN_GLOBAL_FOLDER", at("yarn/global")),
+        ("BUN_INSTALL_CACHE_DIR", at("bun")),
+        ("COREPACK_HOME", at("corepack")),
+        ("DENO_DIR", at("deno")),
+        ("UV_CACHE_DIR", at("uv")),
+        ("UV_TOOL_DIR", at("uv/tools")),
+        ("UV_TOOL_BIN_DIR", at("uv/bin")),
+        ("PIP_CACHE_DIR", at("pip")),
+        ("PIPX_HOME", at("pipx")),
+        ("PIPX_BIN_DIR", at("pipx/bin")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 pub use crate::config::sandbox::made_at_start;
@@ -107,19 +126,20 @@ pub fn private(runtime_dir: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
-/// The package caches that exist or are `made`, `XDG_CACHE_HOME` included when it is set
-/// elsewhere.
-pub fn caches(home: Option<&Path>, xdg_cache: Option<&Path>, made: &[&str]) -> Vec<PathBuf> {
+/// The shared package caches of this home that exist, `XDG_CACHE_HOME` included when it is
+/// set elsewhere.
+pub fn shared_caches(home: Option<&Path>, xdg_cache: Option<&Path>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = match home {
         Some(home) => HOME_CACHES
             .iter()
-            .filter(|p| made.contains(p) || home.join(p).exists())
             .map(|p| home.join(p))
+            .filter(|p| p.exists())
             .collect(),
         None => Vec::new(),
     };
     if let Some(dir) = xdg_cache
         && !out.iter().any(|p| p == dir)
+        && dir.exists()
     {
         out.push(dir.to_path_buf());
     }

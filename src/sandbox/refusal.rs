@@ -195,17 +195,20 @@ pub struct Judge<'a> {
 
 impl Judge<'_> {
     /// The grant that would allow `seen`, if the profile does not already: places it grants
-    /// are refused for other reasons (file modes), which no grant changes, and the kernel's
-    /// own files are not the profile's to grant.
+    /// are refused for other reasons (file modes), which no grant changes; the kernel's own
+    /// files are not the profile's to grant, and the shared package caches must stay shut.
     pub fn refusal(&self, seen: &Seen) -> Option<Refusal> {
         let path = &seen.path;
+        let p = self.profile;
+        // The shared package caches are read-only on purpose (code planted there runs
+        // outside the sandbox later); the server has caches of its own.
         if ["/proc", "/sys", "/dev"]
             .iter()
-            .any(|p| path.starts_with(p))
+            .any(|d| path.starts_with(d))
+            || p.shared_caches.iter().any(|c| path.starts_with(c))
         {
             return None;
         }
-        let p = self.profile;
         let reads: Vec<PathBuf> = p.read.iter().chain(&p.write).cloned().collect();
         let readable = covered(&reads, &p.private, path) && !denied(&p.deny, &reads, path);
         let kind = match seen.op {
@@ -451,7 +454,9 @@ mod tests {
             tmpdir: "/elsewhere/tmp/s".into(),
             data: home.join(".local/share/openpact/servers/s"),
             create: Vec::new(),
-            made: Vec::new(),
+            caches: home.join(".cache/openpact/servers/s"),
+            shared_caches: vec![home.join(".npm")],
+            warnings: Vec::new(),
             unix_sockets: vec!["/run/granted.sock".into()],
             unix: crate::sandbox::confine::UnixRule::Seccomp,
             pid_namespace: Ok(()),
@@ -521,6 +526,7 @@ mod tests {
         assert_eq!(fix(Op::Write, home.join(".cache/x")), None);
         assert_eq!(fix(Op::Open, "/proc/1/environ".into()), None);
         assert_eq!(fix(Op::Connect, "/run/granted.sock".into()), None);
+        assert_eq!(fix(Op::Write, home.join(".npm/_npx/x/index.js")), None);
     }
 
     #[test]

@@ -93,6 +93,10 @@ pub struct Snapshot {
     pub remote: Option<RemoteStatus>,
 }
 
+/// The hosts a server's egress proxy refused (host, port), the first few.
+type RefusedHosts = Arc<std::sync::Mutex<Vec<(String, u16)>>>;
+const REFUSED_KEPT: usize = 8;
+
 /// What an upstream tells the hub through its event channel (coalesced there).
 #[derive(Debug)]
 pub enum Event {
@@ -128,6 +132,8 @@ pub trait Sink: Send + Sync {
 struct SinkGate {
     sink: Arc<dyn Sink>,
     index: usize,
+    /// The hosts refused so far, which a failed start names.
+    seen: RefusedHosts,
 }
 
 impl crate::sandbox::proxy::Gate for SinkGate {
@@ -142,6 +148,14 @@ impl crate::sandbox::proxy::Gate for SinkGate {
 
     fn refused(&self, refusal: &crate::sandbox::proxy::Refusal) {
         self.sink.egress_refused(self.index, refusal);
+        if let Ok(mut seen) = self.seen.lock()
+            && seen.len() < REFUSED_KEPT
+            && !seen
+                .iter()
+                .any(|(h, p)| *h == refusal.host && *p == refusal.port)
+        {
+            seen.push((refusal.host.clone(), refusal.port));
+        }
     }
 }
 
@@ -547,7 +561,7 @@ impl Upstream {
             });
             return;
         }
-        let (spec, _proxy) = match &config.transport {
+        let (spec, _proxy, refused) = match &config.transport {
             _ if config.disabled => return,
             Transport::Stdio {
                 program,
@@ -556,7 +570,7 @@ impl Upstream {
                 cwd,
                 ..
             } => match self.launch(program, args).await {
-                Ok((launch, proxy)) => {
+                Ok((launch, proxy, refused)) => {
                     let spec = ChildSpec {
                         label: self.name.to_string(),
                         inherit_env: launch.env.is_none(),
@@ -577,7 +591,7 @@ impl Upstream {
                             }))
                         },
                     };
-                    (spec, proxy)
+                    (spec, proxy, refused)
                 }
                 Err(reason) => {
                     tracing::error!(server = %self.name(), "not started: {reason}");
@@ -602,7 +616,7 @@ impl Upstream {
             };
             let reason = match attempt {
                 Err(reason) if !ever_ready => {
-                    let reason = self.with_sandbox_hint(reason);
+                    let reason = self.with_sandbox_hint(reason, &refused);
                     tracing::error!(server = %self.name(), "failed to start: {reason}");
                     self.update(|s| {
                         s.state = State::Failed(reason.clone());
@@ -674,8 +688,9 @@ impl Upstream {
         });
     }
 
-    /// The process's command line and environment under its sandbox, and the egress proxy
-    /// its network goes through (kept for as long as the server is supervised).
+    /// The process's command line and environment under its sandbox, the egress proxy its
+    /// network goes through (kept for as long as the server is supervised), and the hosts
+    /// that proxy refused.
     async fn launch(
         &self,
         program: &std::path::Path,
@@ -684,15 +699,18 @@ impl Upstream {
         (
             crate::sandbox::Launch,
             Option<crate::sandbox::proxy::EgressProxy>,
+            RefusedHosts,
         ),
         String,
     > {
+        let refused = RefusedHosts::default();
         let proxy = match self.sandbox.proxied() {
             None => None,
             Some(allow) => {
                 let gate = Arc::new(SinkGate {
                     sink: self.sink.clone(),
                     index: self.index,
+                    seen: refused.clone(),
                 });
                 let proxy = crate::sandbox::proxy::EgressProxy::start(
                     self.name.to_string(),
@@ -711,16 +729,34 @@ impl Upstream {
         if !launch.withheld.is_empty() {
             tracing::debug!(server = %self.name(), withheld = %launch.withheld.join(", "), "variables of the hub's environment not passed to the server (sandbox)");
         }
-        Ok((launch, proxy))
+        for warning in self.sandbox.profile.iter().flat_map(|p| &p.warnings) {
+            tracing::warn!(server = %self.name(), "sandbox: {warning}");
+        }
+        Ok((launch, proxy, refused))
     }
 
-    /// A start that failed inside the sandbox says so, and how to widen it.
-    fn with_sandbox_hint(&self, reason: String) -> String {
+    /// A start that failed inside the sandbox says so, and how to widen it: by the host the
+    /// egress proxy refused meanwhile when there is one.
+    fn with_sandbox_hint(&self, reason: String, refused: &RefusedHosts) -> String {
         if self.sandbox.profile.is_none() {
             return reason;
         }
-        if let Some(refused) = self.refusals.recent().last() {
-            return format!("{reason}; {}", refused.sentence());
+        // What the server itself said was refused (a path, a socket), and the hosts its
+        // proxy refused while it started (an install script's download).
+        let refused = refused.lock().map(|r| r.clone()).unwrap_or_default();
+        let hints: Vec<String> = self
+            .refusals
+            .recent()
+            .last()
+            .map(crate::sandbox::refusal::Refusal::sentence)
+            .into_iter()
+            .chain(crate::sandbox::runtimes::refused_during_start(
+                self.name(),
+                &refused,
+            ))
+            .collect();
+        if !hints.is_empty() {
+            return format!("{reason} ({})", hints.join("; "));
         }
         format!(
             "{reason} (it ran in openpact's sandbox: if it needs more files, hosts or variables, widen its profile with \"sandbox\": {{\"filesystem\": {{\"read\"/\"write\": […]}}, \"network\": …, \"env\": […]}}, or set \"sandbox\": false; `openpact servers` shows what each server may touch)"
