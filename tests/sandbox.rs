@@ -1435,7 +1435,10 @@ async fn a_download_refused_during_start_names_the_host_and_the_fix() {
     assert!(
         reason.contains("refused storage.googleapis.com:443 during its start")
             && reason.contains("PUPPETEER_SKIP_DOWNLOAD=1")
-            && reason.contains("`openpact sandbox allow dl net storage.googleapis.com`"),
+            && reason.contains(&format!(
+                "`openpact --config {} sandbox allow dl net storage.googleapis.com`",
+                config.display()
+            )),
         "{out}"
     );
 }

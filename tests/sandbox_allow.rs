@@ -344,7 +344,7 @@ async fn a_refused_host_names_the_command_and_following_it_works() {
         json!({"url": format!("{}/", stand.base)}),
         &home,
         &config,
-        &format!("openpact sandbox allow h net {host}"),
+        &allow(&config, &format!("h net {host}")),
     )
     .await;
     assert_eq!(stand.seen().len(), 1, "reached once, after the grant");

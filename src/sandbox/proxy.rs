@@ -54,6 +54,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     pub server: String,
+    /// The config file its command names, as shown (`None`: the user's own).
+    pub config: Option<String>,
     /// As the client named it (lower-cased; an IPv6 address without brackets).
     pub host: String,
     pub port: u16,
@@ -72,10 +74,11 @@ impl Refusal {
     /// The command that allows the host, when one does.
     pub fn fix(&self) -> Option<String> {
         self.listable.then(|| {
-            format!(
-                "openpact sandbox allow {} net {}",
-                self.server,
-                allow_entry(&self.host, self.port)
+            super::refusal::allow_command(
+                self.config.as_deref(),
+                &self.server,
+                crate::config::sandbox::Grant::Net,
+                &allow_entry(&self.host, self.port),
             )
         })
     }
@@ -132,8 +135,10 @@ pub struct EgressProxy {
 
 impl EgressProxy {
     /// Binds 127.0.0.1:0 and serves until dropped.
+    /// `config` is the config file a refusal's command names (see [`Refusal::config`]).
     pub async fn start(
         server: String,
+        config: Option<String>,
         allow: Vec<HostPattern>,
         gate: Arc<dyn Gate>,
     ) -> io::Result<EgressProxy> {
@@ -141,6 +146,7 @@ impl EgressProxy {
         let port = listener.local_addr()?.port();
         let rules = Arc::new(Rules {
             server,
+            config,
             allow,
             gate,
             deciding: Mutex::new(HashMap::new()),
@@ -172,6 +178,8 @@ type Pending = watch::Receiver<Option<Decision>>;
 /// What one proxy enforces.
 struct Rules {
     server: String,
+    /// See [`Refusal::config`].
+    config: Option<String>,
     allow: Vec<HostPattern>,
     gate: Arc<dyn Gate>,
     /// Hosts outside the list being decided now.
@@ -388,6 +396,7 @@ impl Rules {
         tracing::warn!(server = %self.server, host, port, "egress refused: {reason}");
         let refusal = Refusal {
             server: self.server.clone(),
+            config: self.config.clone(),
             host: host.to_owned(),
             port,
             reason,
@@ -760,7 +769,7 @@ mod tests {
             .iter()
             .map(|p| HostPattern::parse(p).unwrap())
             .collect();
-        let proxy = EgressProxy::start("srv".into(), allow, gate.clone())
+        let proxy = EgressProxy::start("srv".into(), None, allow, gate.clone())
             .await
             .unwrap();
         (proxy, gate)

@@ -189,8 +189,9 @@ pub struct Judge<'a> {
     pub server: &'a str,
     pub home: Option<&'a Path>,
     pub profile: &'a super::Profile,
-    /// The config file to name in the command (`None`: the one a plain `openpact` finds).
-    pub config: Option<&'a Path>,
+    /// The config file to name in the command, as shown (`None`: the one a plain
+    /// `openpact` finds).
+    pub config: Option<&'a str>,
 }
 
 impl Judge<'_> {
@@ -233,15 +234,7 @@ impl Judge<'_> {
         let place = self.place(kind, path);
         let what = tilde(path, self.home);
         let shown = tilde(&place, self.home);
-        let flag = self.config.map_or_else(String::new, |c| {
-            format!("--config {} ", shell_word(&tilde(c, self.home)))
-        });
-        let mut fix = format!(
-            "openpact {flag}sandbox allow {} {} {}",
-            shell_word(self.server),
-            kind.word(),
-            shell_word(&shown)
-        );
+        let mut fix = allow_command(self.config, self.server, kind, &shown);
         // A file to be can only be granted once it exists (see `made_at_start`).
         if kind == Grant::Write
             && !place.exists()
@@ -312,6 +305,19 @@ pub fn tilde(path: &Path, home: Option<&Path>) -> String {
         Some(rest) => format!("~/{}", rest.display()),
         None => path.display().to_string(),
     }
+}
+
+/// The command that grants `value` to `server`: the one every refusal names (paths, sockets,
+/// hosts, downloads at start). `config` is the file to name, shown as the user would type it,
+/// when it is not the one a plain `openpact` finds.
+pub fn allow_command(config: Option<&str>, server: &str, grant: Grant, value: &str) -> String {
+    let flag = config.map_or_else(String::new, |c| format!("--config {} ", shell_word(c)));
+    format!(
+        "openpact {flag}sandbox allow {} {} {}",
+        shell_word(server),
+        grant.word(),
+        shell_word(value)
+    )
 }
 
 /// `word` as one shell word: quoted when it holds anything a shell would read.
@@ -506,9 +512,8 @@ mod tests {
             Some(allow("socket /run/agent.sock"))
         );
         // A hub serving another config than the user's own names it.
-        let project = home.join("project/mcp.json");
         let other = Judge {
-            config: Some(&project),
+            config: Some("~/project/mcp.json"),
             ..judge
         };
         let named = other.refusal(&Seen {

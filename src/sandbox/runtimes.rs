@@ -2,6 +2,7 @@
 //! older than the versions that honour `NODE_USE_ENV_PROXY`, and a download an install
 //! script tried during a first `npx -y` that the proxy refused.
 
+use crate::config::sandbox::Grant;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -117,7 +118,11 @@ const SKIP_DOWNLOAD: &[&str] = &[
 
 /// What a server that ended during its start is told when the egress proxy refused hosts
 /// meanwhile (an install script's download, as puppeteer's Chrome on a first `npx -y`).
-pub fn refused_during_start(server: &str, hosts: &[(String, u16)]) -> Option<String> {
+pub fn refused_during_start(
+    server: &str,
+    config: Option<&str>,
+    hosts: &[(String, u16)],
+) -> Option<String> {
     let (host, _) = hosts.first()?;
     let named: Vec<String> = hosts
         .iter()
@@ -127,9 +132,10 @@ pub fn refused_during_start(server: &str, hosts: &[(String, u16)]) -> Option<Str
         })
         .collect();
     Some(format!(
-        "the sandbox refused {} during its start (an install script's download, such as a browser, is the usual cause): skip the download with the package's variable in the entry's \"env\" ({}), or allow the host: `openpact sandbox allow {server} net {host}`",
+        "the sandbox refused {} during its start (an install script's download, such as a browser, is the usual cause): skip the download with the package's variable in the entry's \"env\" ({}), or allow the host: `{}`",
         named.join(", "),
         SKIP_DOWNLOAD.join(", "),
+        super::refusal::allow_command(config, server, Grant::Net, host),
     ))
 }
 
@@ -156,13 +162,14 @@ mod tests {
 
     #[test]
     fn a_refused_start_names_the_host_and_both_fixes() {
-        let got = refused_during_start("pp", &[("storage.googleapis.com".into(), 443)]).unwrap();
+        let got =
+            refused_during_start("pp", None, &[("storage.googleapis.com".into(), 443)]).unwrap();
         assert!(got.contains("storage.googleapis.com:443"), "{got}");
         assert!(got.contains("PUPPETEER_SKIP_DOWNLOAD=1"), "{got}");
         assert!(
             got.contains("`openpact sandbox allow pp net storage.googleapis.com`"),
             "{got}"
         );
-        assert_eq!(refused_during_start("pp", &[]), None);
+        assert_eq!(refused_during_start("pp", None, &[]), None);
     }
 }

@@ -325,16 +325,8 @@ impl Upstream {
         else {
             return false;
         };
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(std::path::PathBuf::from);
-        // A plain `openpact` finds the user's own config from anywhere; any other file must
-        // be named, or the command would edit another config than this hub's.
-        let lookup = |k: &str| std::env::var(k).ok();
-        let config = self
-            .sink
-            .config_file()
-            .filter(|f| crate::config::user_config_file(&lookup).as_ref() != Some(f));
+        let home = home_dir();
+        let config = self.config_named();
         let judge = crate::sandbox::refusal::Judge {
             server: &self.name,
             home: home.as_deref(),
@@ -354,6 +346,18 @@ impl Upstream {
             self.update(|_| {});
         }
         noted
+    }
+
+    /// The config file a refusal's command names, as the user would type it: `None` for the
+    /// user's own, which a plain `openpact` finds from anywhere; any other file must be named,
+    /// or the command would edit another config than this hub's.
+    fn config_named(&self) -> Option<String> {
+        let lookup = |k: &str| std::env::var(k).ok();
+        let file = self
+            .sink
+            .config_file()
+            .filter(|f| crate::config::user_config_file(&lookup).as_ref() != Some(f))?;
+        Some(crate::sandbox::refusal::tilde(&file, home_dir().as_deref()))
     }
 
     /// How this server is contained.
@@ -714,6 +718,7 @@ impl Upstream {
                 });
                 let proxy = crate::sandbox::proxy::EgressProxy::start(
                     self.name.to_string(),
+                    self.config_named(),
                     allow.to_vec(),
                     gate,
                 )
@@ -752,6 +757,7 @@ impl Upstream {
             .into_iter()
             .chain(crate::sandbox::runtimes::refused_during_start(
                 self.name(),
+                self.config_named().as_deref(),
                 &refused,
             ))
             .collect();
@@ -1240,6 +1246,13 @@ fn backoff(policy: &RestartPolicy, crash_count: u32) -> Duration {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
+}
+
+/// The user's home folder, which refusals show paths under as `~`.
+fn home_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::PathBuf::from)
 }
 
 #[cfg(test)]

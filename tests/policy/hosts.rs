@@ -137,7 +137,7 @@ async fn a_host_outside_the_list_is_asked_for_once_always_and_deny() {
     let t = text(&r);
     assert!(
         t.contains(&format!("may not reach {host}: denied at the prompt"))
-            && t.contains(&format!("`openpact sandbox allow fx net {host}`")),
+            && t.contains(&format!("`{} fx net {host}`", allow(&config))),
         "{t}"
     );
 
@@ -156,7 +156,7 @@ async fn without_a_way_to_ask_a_host_is_refused_at_once_and_the_call_fails() {
     let stand = stand();
     let host = format!("127.0.0.1:{}", stand.port);
     let (mut hub, config) = hub_with(&sc, confined_fx(), settings()).await;
-    let fix = format!("openpact sandbox allow fx net {host}");
+    let fix = format!("{} fx net {host}", allow(&config));
     // Plain HTTP and a CONNECT tunnel: the fixture answers both as a normal result.
     for url in [format!("{}/", stand.base), format!("https://{host}/")] {
         let t0 = std::time::Instant::now();
@@ -221,7 +221,7 @@ async fn health_shows_refused_and_remembered_hosts() {
     assert_eq!(fx["refusals"][0]["what"], host.as_str(), "{health}");
     assert_eq!(
         fx["refusals"][0]["fix"],
-        format!("openpact sandbox allow fx net {host}"),
+        format!("{} fx net {host}", allow(&config)),
         "{health}"
     );
     assert_eq!(fx["askedHosts"][0]["host"], "example.org:8443", "{health}");
@@ -284,7 +284,7 @@ async fn the_notion_server_is_asked_for_its_api_and_works_once_allowed() {
     crate::support::wait_for_tool(c, "notion:API-get-self", WAIT).await;
     let r = c.call("notion:API-get-self", json!({})).await;
     assert!(is_error(&r), "{r}");
-    let fix = format!("openpact sandbox allow notion net {host}");
+    let fix = format!("{} notion net {host}", allow(&config));
     assert!(text(&r).contains(&format!("`{fix}`")), "{r}");
     assert!(api.seen().is_empty());
 
@@ -324,4 +324,10 @@ async fn the_notion_server_is_asked_for_its_api_and_works_once_allowed() {
     answer(c, &req, accept("once")).await;
     let r = c.response(&id).await;
     assert!(!is_error(&r) && text(&r).contains("Stand-in bot"), "{r}");
+}
+
+/// The start of the command a refusal names: a hub serving a config other than the user's own
+/// names its file.
+fn allow(config: &std::path::Path) -> String {
+    format!("openpact --config {} sandbox allow", config.display())
 }
