@@ -402,9 +402,9 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
     } else {
         UnixRule::Open
     };
-    let mut create: Vec<PathBuf> = explicit_read
+    // Only what it writes: what it only reads is the user's to create.
+    let mut create: Vec<PathBuf> = explicit_write
         .iter()
-        .chain(&explicit_write)
         .filter(|p| places::made_at_start(p, home))
         .cloned()
         .collect();
@@ -1448,7 +1448,7 @@ mod tests {
             &dir,
             r#"{"mcpServers": {
                 "../up": {"command": "/bin/sh"},
-                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape", "~/app.db"]}}}
+                "a/b": {"command": "/bin/sh", "sandbox": {"filesystem": {"write": ["~/.new/deep", "~/../escape", "~/app.db"], "read": ["~/.kube/config"]}}}
             }}"#,
             Support::Full,
         );
@@ -1458,7 +1458,8 @@ mod tests {
         assert!(up.write.contains(&up.data), "{:?}", up.write);
         let ab = plans[1].profile.as_ref().unwrap();
         assert_eq!(ab.data, dir.join("data-root/a%2Fb"));
-        // Only folders below the home folder, never by way of `..`, never a file to be.
+        // Only folders it writes below the home folder, never by way of `..`, never a file to
+        // be, never what it only reads (a `~/.kube/config` folder would break kubectl).
         assert_eq!(ab.create, [dir.join("home/.new/deep")]);
         assert_eq!(folder_name(".."), "%2E%2E");
     }

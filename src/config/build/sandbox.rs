@@ -125,7 +125,7 @@ impl Builder<'_> {
             };
             let paths = self.sandbox_paths(v, &p);
             if key != "deny" {
-                self.check_grants_exist(&paths, &p);
+                self.check_grants_exist(&paths, &p, key == "write");
             }
             list.extend(paths);
         }
@@ -159,17 +159,25 @@ impl Builder<'_> {
     /// paths): a folder under the home folder is made at each start (see
     /// [`made_at_start`](crate::config::sandbox::made_at_start)); one elsewhere, or a file
     /// to be, is reported, since making folders outside the user's own is not openpact's to
-    /// do, and the contents of a file are not openpact's to choose.
-    fn check_grants_exist(&mut self, paths: &[PathBuf], path: &str) {
+    /// do, and the contents of a file are not openpact's to choose. Only a write grant is
+    /// made: what a server may only read is the user's to create (an empty folder made for
+    /// a read of `~/.kube/config` would break kubectl).
+    fn check_grants_exist(&mut self, paths: &[PathBuf], path: &str, write: bool) {
         let home = (self.env)("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         for (i, p) in paths.iter().enumerate() {
-            if p.exists() || crate::config::sandbox::made_at_start(p, home.as_deref()) {
+            let made = write && crate::config::sandbox::made_at_start(p, home.as_deref());
+            if p.exists() || made {
                 continue;
             }
             let under_home = home.as_deref().is_some_and(|h| p.starts_with(h));
-            let message = if under_home && p.extension().is_some() {
+            let message = if !write {
+                format!(
+                    "{0} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant (openpact makes a missing folder only for a write grant: what a server only reads is yours to create); create it, or fix the path",
+                    p.display()
+                )
+            } else if under_home && p.extension().is_some() {
                 format!(
                     "{0} does not exist, and the sandbox can only grant a path that exists, so the server runs without this grant; openpact makes missing folders under your home folder, but {0} looks like a file: create it (`touch {0}`), or grant the folder it will be in",
                     p.display()
