@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # .ci/compat.sh [--install-only] [DIR] -- install the popular community MCP servers of the
-# compatibility suite into DIR, then run it (`cargo test --test compat`): each server, launched
+# compatibility suite into DIR, then run it (`cargo test --test integration compat::`): each server, launched
 # the way its README says under the default sandbox profile, starts, lists its tools and
 # completes one offline call through `openpact serve`.
 #
@@ -15,6 +15,7 @@
 #                  resolves to this install, with no download and no cache needed
 #   py/NAME/       a venv per PyPI server, with its console script in py/NAME/bin/NAME
 #   compat.json    names -> absolute paths, for tests/compat.rs (OPENPACT_COMPAT_JSON)
+#   run/           the npm servers' working directory (npx finds the install above it)
 #   .stamp         hash of the inputs; when it matches and everything is in place a re-run
 #                  installs nothing. COMPAT_FORCE=1 reinstalls anyway.
 #
@@ -136,5 +137,5 @@ LOCKED=()
 cd "$ROOT"
 t0=$SECONDS
 OPENPACT_COMPAT_JSON="$DIR/compat.json" OPENPACT_REQUIRE_COMPAT=1 \
-  cargo test ${LOCKED[@]+"${LOCKED[@]}"} --test compat -- --nocapture
+  cargo test ${LOCKED[@]+"${LOCKED[@]}"} --test integration compat:: -- --nocapture
 say "suite passed in $((SECONDS - t0))s (total $(elapsed))"
