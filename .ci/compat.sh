@@ -135,6 +135,9 @@ fi
 [ -n "$INSTALL_ONLY" ] && exit 0
 
 # ---- the suite --------------------------------------------------------------
+# Release the install lock: the servers the suite starts would inherit it, and one that
+# outlived its hub would hold every later install.
+exec 9>&-
 LOCKED=()
 [ -f "$ROOT/Cargo.lock" ] && LOCKED=(--locked)
 cd "$ROOT"
