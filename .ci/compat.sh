@@ -64,7 +64,8 @@ flock 9 2>/dev/null || true
 # ---- up to date? ----------------------------------------------------------
 want_stamp="$(
   {
-    cat "$SRC/package.json" "$SRC/package-lock.json" "$SRC"/python/*.txt "$SELF"
+    cat "$SRC/package.json" "$SRC/package-lock.json" "$SRC"/python/*.txt \
+      "$SRC/readabilipy/package-lock.json" "$SELF"
     # The venvs link to the machine's python3 and hold absolute paths (not relocatable).
     python3 -c 'import sys; print(sys.version)'; uname -m; echo "$DIR"
   } | sha256sum | cut -d' ' -f1
@@ -117,6 +118,14 @@ else
   for n in "${PY_SERVERS[@]}"; do
     [ -x "$DIR/py/$n/bin/$n" ] || die "pip did not install $DIR/py/$n/bin/$n"
   done
+  # mcp-server-fetch's readabilipy runs `npm install` inside its own package at its first
+  # fetch when node is on PATH: done here, from a lock of its open ranges, so that neither
+  # the suite nor a confined server has to write into the install.
+  readability="$(echo "$DIR"/py/mcp-server-fetch/lib/python3*/site-packages/readabilipy/javascript)"
+  [ -f "$readability/package.json" ] || die "readabilipy's javascript folder not found in $DIR/py/mcp-server-fetch"
+  cp "$SRC/readabilipy/package-lock.json" "$readability/"
+  (cd "$readability" && npm ci --no-audit --no-fund --loglevel=error --ignore-scripts >&2) \
+    || die "npm ci of readabilipy's javascript failed (is fixtures/peers/compat/readabilipy/package-lock.json in sync with its package.json?)"
   say "pip done in $((SECONDS - t0))s"
 
   # ---- compat.json --------------------------------------------------------
