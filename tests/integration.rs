@@ -18,6 +18,7 @@
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
 //! - `sandbox_allow`: a refusal names the command that allows it; following it works.
+//! - `compat`: popular community servers under the default profile (`.ci/compat.sh` installs them).
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
@@ -42,6 +43,7 @@ mod builtins_scripts;
 mod builtins_web;
 mod cli;
 mod clients;
+mod compat;
 mod editors;
 mod everything;
 mod failures;

@@ -34,10 +34,10 @@ impl Seen {
 /// A reply from a stand-in: status, headers, body.
 pub type Reply = (u16, Vec<(String, String)>, Vec<u8>);
 
-/// A loopback HTTP server on 127.0.0.1:0 answering with `handler`, recording requests;
+/// A loopback HTTP server on 127.0.0.1:0 (or another address) answering with `handler`, recording requests;
 /// it stops on drop.
 pub struct Stand {
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (or the address it was started on).
     pub base: String,
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -55,8 +55,17 @@ impl Stand {
     where
         F: Fn(&Seen) -> Reply + Send + Sync + 'static,
     {
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
-        let port = server.server_addr().to_ip().unwrap().port();
+        Stand::start_on(std::net::Ipv4Addr::LOCALHOST.into(), handler)
+    }
+
+    /// [`Stand::start`] on another of the machine's addresses (a port chosen on it).
+    pub fn start_on<F>(ip: std::net::IpAddr, handler: F) -> Stand
+    where
+        F: Fn(&Seen) -> Reply + Send + Sync + 'static,
+    {
+        let server = Arc::new(tiny_http::Server::http((ip, 0)).unwrap());
+        let addr = server.server_addr().to_ip().unwrap();
+        let port = addr.port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let handler = Arc::new(handler);
         let (srv, log) = (server.clone(), seen.clone());
@@ -90,7 +99,7 @@ impl Stand {
             }
         });
         Stand {
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}"),
             port,
             seen,
             server,
