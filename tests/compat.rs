@@ -523,7 +523,10 @@ async fn popular_servers_work_under_the_default_profile() {
     }
     for (tool, _) in &probes {
         let got = answers.get(*tool).map(all_text).unwrap_or_default();
-        let refused = got.starts_with("failed: ") && !got.contains("fake compat key");
+        // The probe's own answer is the last block: the hub puts what the sandbox refused,
+        // and the command that allows it, before it.
+        let own = got.rsplit('\n').next().unwrap_or_default();
+        let refused = own.starts_with("failed: ") && !got.contains("fake compat key");
         report.push(format!(
             "  {}  {tool}: {got}",
             if refused { "refused" } else { "ESCAPED" }

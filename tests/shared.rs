@@ -159,11 +159,16 @@ async fn three_windows_share_one_hub_each_with_its_own_prompts_and_progress() {
         windows.push(w);
     }
     let hub = the_hub(&config);
-    assert_eq!(
-        pids_with(&[FIXTURE, &marker]).len(),
-        1,
-        "three windows, one fixture server"
-    );
+    // The fixture itself, not the sandbox's wrapper and namespace init whose command lines
+    // name it too.
+    let servers: Vec<i32> = pids_with(&[FIXTURE, &marker])
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with(format!("{FIXTURE}\0").as_bytes()))
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "three windows, one fixture server");
 
     for (n, w) in windows.iter_mut().enumerate() {
         let r = echo_with_prompt(w, &format!("from window {n}")).await;

@@ -148,7 +148,9 @@ pub async fn allow(
             (value.clone(), None)
         };
         if let Some(p) = &resolved {
-            if matches!(grant, Grant::Write | Grant::Read)
+            // Only what it will write: a missing read grant is the user's to create (the
+            // check below refuses it), since `~/.kube/config` made as a folder breaks kubectl.
+            if grant == Grant::Write
                 && !p.exists()
                 && config::sandbox::made_at_start(p, home.as_deref())
             {

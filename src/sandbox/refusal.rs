@@ -156,6 +156,10 @@ pub struct Refusal {
     pub at: String,
     /// The command that allows it.
     pub fix: String,
+    /// Whether it lies in a place the profile denies (where credentials live): the sentence
+    /// then says so, since allowing it hands the server what is kept there.
+    #[serde(default)]
+    pub credential: bool,
 }
 
 impl Refusal {
@@ -167,8 +171,12 @@ impl Refusal {
             "socket" => "connecting to the socket",
             _ => "reaching",
         };
+        let why = match self.credential {
+            true => ", a place where credentials live; if this server should have it",
+            false => "; to allow it",
+        };
         format!(
-            "openpact: the sandbox refused {doing} {}; to allow it: {}",
+            "openpact: the sandbox refused {doing} {}{why}: {}",
             self.what, self.fix
         )
     }
@@ -247,6 +255,7 @@ impl Judge<'_> {
             kind: kind.word().to_string(),
             at: crate::time::now_rfc3339(),
             fix,
+            credential: denied(&p.deny, &reads, path),
         })
     }
 
@@ -488,11 +497,25 @@ mod tests {
                 allow("write ~/notes.txt")
             ))
         );
-        // A credential place is read.
+        // A credential place is read, and the sentence says what allowing it hands over.
         assert_eq!(
             fix(Op::Open, home.join(".ssh/id")),
             Some(("read".into(), "~/.ssh/id".into(), allow("read ~/.ssh/id")))
         );
+        let key = judge.refusal(&Seen {
+            op: Op::Open,
+            path: home.join(".ssh/id"),
+        });
+        assert!(
+            key.unwrap()
+                .sentence()
+                .contains("~/.ssh/id, a place where credentials live; if this server should have it: openpact sandbox allow s read ~/.ssh/id")
+        );
+        let note = judge.refusal(&Seen {
+            op: Op::Open,
+            path: home.join("notes.txt"),
+        });
+        assert!(!note.unwrap().credential);
         // A folder to be: the highest missing one below home, which `allow` makes.
         assert_eq!(
             fix(Op::Write, home.join(".app/cache/x")),

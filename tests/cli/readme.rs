@@ -541,9 +541,15 @@ const CASES: &[Case] = &[
         fails(&["no config file found"]),
     ),
     case(
+        "sandbox-allow-write-home",
+        &["sandbox", "allow", "github", "write", "~/notes"],
+        ok(&["github: allowed write ~/notes", "made the folder ~/notes"]),
+        fails(&["no config file found"]),
+    ),
+    case(
         "sandbox-allow-read",
-        &["sandbox", "allow", "github", "read", "~/notes"],
-        ok(&["github: allowed read ~/notes", "made the folder ~/notes"]),
+        &["sandbox", "allow", "github", "read", "/etc/hosts"],
+        ok(&["github: allowed read /etc/hosts"]),
         fails(&["no config file found"]),
     ),
     case(
@@ -689,6 +695,7 @@ const COVERAGE: &[(&str, &[&str])] = &[
         "openpact sandbox allow NAME write|read|net|socket VALUE [--json]",
         &[
             "sandbox-allow-write",
+            "sandbox-allow-write-home",
             "sandbox-allow-read",
             "sandbox-allow-net-json",
             "sandbox-allow-socket",

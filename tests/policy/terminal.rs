@@ -358,7 +358,10 @@ async fn terminal_asks_for_a_host_outside_the_allow_list() {
     assert_eq!(code, Some(1), "{out}");
     assert!(
         out.contains("denied at the prompt")
-            && out.contains(&format!("openpact sandbox allow fx net {host}")),
+            && out.contains(&format!(
+                "openpact --config {} sandbox allow fx net {host}",
+                config.display()
+            )),
         "{out}"
     );
 
