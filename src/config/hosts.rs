@@ -187,21 +187,32 @@ pub fn is_local_address(ip: IpAddr) -> bool {
 
 /// Whether `ip` is on a private network rather than the internet (and not local, see
 /// [`is_local_address`]): RFC 1918's 10/8, 172.16/12 and 192.168/16, carrier-grade NAT's
-/// 100.64/10, IPv6 unique-local fc00::/7, and any of those as an IPv4-mapped IPv6 address.
-/// The user's router, NAS and services bound to 0.0.0.0 answer there, so "any public host"
-/// does not reach them.
+/// 100.64/10, IPv6 unique-local fc00::/7, the other ranges the internet does not route
+/// (IANA's special-purpose 192.0.0/24, documentation 192.0.2/24, 198.51.100/24, 203.0.113/24
+/// and 2001:db8::/32, benchmarking 198.18/15, reserved 240/4), and any of those as an
+/// IPv4-mapped IPv6 address. Whatever answers there is a private network's — the user's
+/// router, NAS, services bound to 0.0.0.0 — so "any public host" does not reach it.
 pub fn is_private_address(ip: IpAddr) -> bool {
     if is_local_address(ip) {
         return false;
     }
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_private() || (a == 100 && (b & 0xc0) == 64)
+            let [a, b, c, _] = v4.octets();
+            v4.is_private()
+                || (a == 100 && (b & 0xc0) == 64)
+                || (a == 192 && b == 0 && (c == 0 || c == 2))
+                || (a == 198 && (b & 0xfe) == 18)
+                || (a == 198 && b == 51 && c == 100)
+                || (a == 203 && b == 0 && c == 113)
+                || a >= 240
         }
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
             Some(v4) => is_private_address(IpAddr::V4(v4)),
-            None => (v6.segments()[0] & 0xfe00) == 0xfc00,
+            None => {
+                let [s0, s1, ..] = v6.segments();
+                (s0 & 0xfe00) == 0xfc00 || (s0 == 0x2001 && s1 == 0x0db8)
+            }
         },
     }
 }
@@ -396,6 +407,13 @@ mod tests {
             "fd12:3456::1",
             "::ffff:192.168.1.1",
             "::ffff:10.1.2.3",
+            "192.0.2.2",
+            "198.51.100.7",
+            "203.0.113.9",
+            "198.19.0.1",
+            "192.0.0.8",
+            "240.0.0.1",
+            "2001:db8::1",
         ] {
             assert!(is_private_address(ip(private)), "{private}");
             assert!(!is_local_address(ip(private)), "{private}");
@@ -408,7 +426,9 @@ mod tests {
             "100.128.0.1",
             "192.169.0.1",
             "11.0.0.1",
-            "2001:db8::1",
+            "198.20.0.1",
+            "192.0.3.1",
+            "2606:4700::1111",
             "fe00::1",
             "::ffff:8.8.8.8",
             // Local, not private: refused as local whatever the entries.

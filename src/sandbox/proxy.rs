@@ -1070,7 +1070,7 @@ mod tests {
             [addr("93.184.216.34:443")]
         );
         assert_eq!(
-            usable(&[addr("[2001:db8::1]:443")], false, false)
+            usable(&[addr("[2606:4700::1111]:443")], false, false)
                 .unwrap()
                 .len(),
             1
