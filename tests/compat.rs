@@ -13,11 +13,11 @@
 
 use crate::http_face::{fx, http_hub};
 use crate::support::{
-    FIXTURE, Hub, Scratch, Stand, is_error, names, reply, s, send_call, serve_with,
+    FIXTURE, Hub, Scratch, Stand, accept, answer, is_error, names, non_loopback_address, reply, s,
+    send_call, serve_with,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -148,15 +148,6 @@ fn with_env(mut entry: Value, name: &str, value: &str) -> Value {
     entry
 }
 
-/// The address this machine sends from on its default route (no packet is sent), or
-/// loopback when it has none.
-fn non_loopback_address() -> IpAddr {
-    std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|u| u.connect("198.51.100.1:9").and_then(|()| u.local_addr()))
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
-}
-
 /// Whether the hub logged that server `name` failed to start (it will not list tools).
 fn failed_to_start(hub: &Hub, name: &str) -> bool {
     let tag = format!(" server={name}");
@@ -165,24 +156,45 @@ fn failed_to_start(hub: &Hub, name: &str) -> bool {
         .any(|l| l.contains("failed to start") && l.trim_end().ends_with(&tag))
 }
 
-/// Sends every call at once and collects the answers by id until all came or `limit`.
+/// Sends every call at once and collects the answers by id until all came or `limit`, as a
+/// user would answer the hub's questions meanwhile: a host the servers of `once_for` want is
+/// allowed once, anything else declined. Also returns the questions, in order.
 async fn call_all(
     hub: &mut Hub,
     calls: &[(String, Value)],
+    once_for: &[&str],
     limit: Duration,
-) -> BTreeMap<String, Value> {
+) -> (BTreeMap<String, Value>, Vec<String>) {
     let mut pending = BTreeMap::new();
     for (tool, args) in calls {
         let id = send_call(&mut hub.client, tool, args.clone()).await;
         pending.insert(id.to_string(), tool.clone());
     }
     let mut answers = BTreeMap::new();
+    let mut questions = Vec::new();
     let deadline = Instant::now() + limit;
     while !pending.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         let Some(m) = hub.client.recv(left).await else {
             break;
         };
+        if m["method"] == "elicitation/create" {
+            let question = m["params"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let once = once_for
+                .iter()
+                .any(|name| question.starts_with(&format!("openpact: server {name} wants ")));
+            let result = if once {
+                accept("once")
+            } else {
+                json!({"action": "decline"})
+            };
+            answer(&mut hub.client, &m, result).await;
+            questions.push(question);
+            continue;
+        }
         if m.get("method").is_some() {
             continue;
         }
@@ -190,7 +202,7 @@ async fn call_all(
             answers.insert(tool, m);
         }
     }
-    answers
+    (answers, questions)
 }
 
 /// Every text block of a `tools/call` answer, joined.
@@ -227,9 +239,12 @@ async fn popular_servers_work_under_the_default_profile() {
     let shop_db = home.join("projects/shop/shop.db");
 
     // The page mcp-server-fetch fetches, on the machine's own non-loopback address where it
-    // has one: loopback and link-local addresses are closed to a confined server whatever
-    // its profile, so only an address like a LAN host's can stand in for a site offline.
-    let page = Stand::start_on(non_loopback_address(), |seen| {
+    // has one: loopback and link-local addresses are closed to a confined server unless an
+    // entry names them, so only an address like a LAN host's can stand in for a site
+    // offline. Where that address is private, "any public host" does not reach it either:
+    // the hub asks, and the user (call_all) allows it once.
+    let page_ip = non_loopback_address();
+    let page = Stand::start_on(page_ip, |seen| {
         if seen.url.ends_with("/robots.txt") {
             reply(404, "text/plain", "none")
         } else {
@@ -363,8 +378,9 @@ async fn popular_servers_work_under_the_default_profile() {
                 "Europe/Paris".into(),
             )),
         },
-        // Needs: every host (fetching any URL is its whole job); here the machine's own
-        // address, which it refuses itself unless told (its --allow-private-ips).
+        // Needs: every public host (fetching any URL is its whole job); here the machine's
+        // own address, which it refuses itself unless told (its --allow-private-ips), and
+        // which, private, the hub asks about.
         Case {
             name: "fetch",
             entry: install.uvx("mcp-server-fetch", &["--allow-private-ips"]),
@@ -441,7 +457,12 @@ async fn popular_servers_work_under_the_default_profile() {
     );
     let config = sc.servers(Value::Object(servers), None);
     let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
-    hub.client.initialize().await;
+    // Declaring elicitation, so the hub can ask about a host as it would ask a user.
+    let r = hub
+        .client
+        .initialize_as(json!({"elicitation": {}}), "compat")
+        .await;
+    assert!(r["result"]["capabilities"].is_object(), "{r}");
 
     // Everything starts at once; wait until every server's tool is listed (or the server
     // failed to start), or the limit.
@@ -484,7 +505,7 @@ async fn popular_servers_work_under_the_default_profile() {
         ),
     ];
     calls.extend(probes.iter().map(|(t, a)| (t.to_string(), a.clone())));
-    let answers = call_all(&mut hub, &calls, CALL_LIMIT).await;
+    let (answers, questions) = call_all(&mut hub, &calls, &["fetch"], CALL_LIMIT).await;
 
     let mut report = Vec::new();
     let mut failed = Vec::new();
@@ -523,7 +544,13 @@ async fn popular_servers_work_under_the_default_profile() {
     }
     for (tool, _) in &probes {
         let got = answers.get(*tool).map(all_text).unwrap_or_default();
-        let refused = got.starts_with("failed: ") && !got.contains("fake compat key");
+        // The server's own words come last, after what the hub says the sandbox refused
+        // meanwhile (the probes run at once, so one's refusal may show in another's result).
+        let refused = got
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("failed: "))
+            && !got.contains("fake compat key");
         report.push(format!(
             "  {}  {tool}: {got}",
             if refused { "refused" } else { "ESCAPED" }
@@ -535,6 +562,9 @@ async fn popular_servers_work_under_the_default_profile() {
     // A clean stop, so the hub stops its servers (a killed hub leaves behind the ones that
     // outlive their stdin, as chroma-mcp does).
     hub.close().await;
+    for q in &questions {
+        report.push(format!("  asked {}", q.lines().next().unwrap_or_default()));
+    }
     let passed = cases.len() - failed.iter().filter(|f| !f.starts_with("hostile:")).count();
     eprintln!(
         "compat: {passed}/{} servers pass under the default profile (listed in {:.1}s, done in {:.1}s):\n{}",
@@ -544,4 +574,13 @@ async fn popular_servers_work_under_the_default_profile() {
         report.join("\n")
     );
     assert!(failed.is_empty(), "compat failures: {failed:?}");
+    // The page's host was asked about (and allowed once) rather than reached unasked.
+    if openpact::config::hosts::is_private_address(page_ip) {
+        let page_what = page.base.trim_start_matches("http://");
+        let asked = format!("openpact: server fetch wants {page_what}: ");
+        assert!(
+            questions.iter().any(|q| q.starts_with(&asked)),
+            "no question {asked:?} among {questions:?}"
+        );
+    }
 }
