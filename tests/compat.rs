@@ -27,6 +27,9 @@ const START_LIMIT: Duration = Duration::from_secs(120);
 /// How long the calls, sent together, may take to be answered.
 const CALL_LIMIT: Duration = Duration::from_secs(120);
 
+/// How long no question may come before the calls start.
+const QUIET: Duration = Duration::from_secs(3);
+
 const FAKE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- fake compat key";
 
 /// The install `.ci/compat.sh` wrote (`compat.json`): the npm project dir, `npx`, and each PyPI
@@ -156,53 +159,69 @@ fn failed_to_start(hub: &Hub, name: &str) -> bool {
         .any(|l| l.contains("failed to start") && l.trim_end().ends_with(&tag))
 }
 
-/// Sends every call at once and collects the answers by id until all came or `limit`, as a
-/// user would answer the hub's questions meanwhile: a host the servers of `once_for` want is
-/// allowed once, anything else declined. Also returns the questions, in order.
+/// Answers `m` if it is the hub's question (`elicitation/create`) as a user would: a host
+/// one of `once_for` wants is allowed once, anything else declined; records the question.
+async fn answered(
+    hub: &mut Hub,
+    m: &Value,
+    once_for: &[&str],
+    questions: &mut Vec<String>,
+) -> bool {
+    if m["method"] != "elicitation/create" {
+        return false;
+    }
+    let question = m["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let once = once_for
+        .iter()
+        .any(|name| question.starts_with(&format!("openpact: server {name} wants ")));
+    let result = if once {
+        accept("once")
+    } else {
+        json!({"action": "decline"})
+    };
+    answer(&mut hub.client, m, result).await;
+    questions.push(question);
+    true
+}
+
+/// Sends every call at once and collects the answers by id until all came or `limit`,
+/// answering the hub's questions meanwhile (see [`answered`]) and recording them in
+/// `questions`.
 async fn call_all(
     hub: &mut Hub,
     calls: &[(String, Value)],
     once_for: &[&str],
+    questions: &mut Vec<String>,
     limit: Duration,
-) -> (BTreeMap<String, Value>, Vec<String>) {
+) -> BTreeMap<String, Value> {
     let mut pending = BTreeMap::new();
     for (tool, args) in calls {
         let id = send_call(&mut hub.client, tool, args.clone()).await;
         pending.insert(id.to_string(), tool.clone());
     }
     let mut answers = BTreeMap::new();
-    let mut questions = Vec::new();
     let deadline = Instant::now() + limit;
     while !pending.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
-        let Some(m) = hub.client.recv(left).await else {
+        // What came while the tools were listed first: a question asked then waits too.
+        let next = match hub.client.inbox.pop_front() {
+            Some(m) => Some(m),
+            None => hub.client.recv(left).await,
+        };
+        let Some(m) = next else {
             break;
         };
-        if m["method"] == "elicitation/create" {
-            let question = m["params"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let once = once_for
-                .iter()
-                .any(|name| question.starts_with(&format!("openpact: server {name} wants ")));
-            let result = if once {
-                accept("once")
-            } else {
-                json!({"action": "decline"})
-            };
-            answer(&mut hub.client, &m, result).await;
-            questions.push(question);
-            continue;
-        }
-        if m.get("method").is_some() {
+        if answered(hub, &m, once_for, questions).await || m.get("method").is_some() {
             continue;
         }
         if let Some(tool) = m.get("id").and_then(|id| pending.remove(&id.to_string())) {
             answers.insert(tool, m);
         }
     }
-    (answers, questions)
+    answers
 }
 
 /// Every text block of a `tools/call` answer, joined.
@@ -467,12 +486,26 @@ async fn popular_servers_work_under_the_default_profile() {
     // Everything starts at once; wait until every server's tool is listed (or the server
     // failed to start), or the limit.
     let deadline = Instant::now() + START_LIMIT;
+    // Hosts servers want while they start are asked about too, as a user would answer.
+    let mut questions = Vec::new();
+    // Until they are all answered (none for a while): one answered during a call would be
+    // that call's refused host (desktop-commander asks for its telemetry's at start).
+    let mut last_question = Instant::now();
     let listed = loop {
         let listed = names(&hub.client.list_tools().await);
+        for m in std::mem::take(&mut hub.client.inbox) {
+            if answered(&mut hub, &m, &["fetch"], &mut questions).await {
+                last_question = Instant::now();
+            } else {
+                hub.client.inbox.push_back(m);
+            }
+        }
         let settled = |c: &Case| {
             listed.contains(&format!("{}:{}", c.name, c.listed)) || failed_to_start(&hub, c.name)
         };
-        if (cases.iter().all(settled) && listed.iter().any(|n| n == "hostile:try_read"))
+        if (cases.iter().all(settled)
+            && listed.iter().any(|n| n == "hostile:try_read")
+            && last_question.elapsed() >= QUIET)
             || Instant::now() >= deadline
         {
             break listed;
@@ -505,7 +538,7 @@ async fn popular_servers_work_under_the_default_profile() {
         ),
     ];
     calls.extend(probes.iter().map(|(t, a)| (t.to_string(), a.clone())));
-    let (answers, questions) = call_all(&mut hub, &calls, &["fetch"], CALL_LIMIT).await;
+    let answers = call_all(&mut hub, &calls, &["fetch"], &mut questions, CALL_LIMIT).await;
 
     let mut report = Vec::new();
     let mut failed = Vec::new();
