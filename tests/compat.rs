@@ -13,11 +13,11 @@
 
 use crate::http_face::{fx, http_hub};
 use crate::support::{
-    FIXTURE, Hub, Scratch, Stand, is_error, names, reply, s, send_call, serve_with,
+    FIXTURE, Hub, Scratch, Stand, accept, answer, is_error, names, non_loopback_address, reply, s,
+    send_call, serve_with,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 const START_LIMIT: Duration = Duration::from_secs(120);
 /// How long the calls, sent together, may take to be answered.
 const CALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// How long no question may come before the calls start.
+const QUIET: Duration = Duration::from_secs(3);
 
 const FAKE_KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- fake compat key";
 
@@ -148,15 +151,6 @@ fn with_env(mut entry: Value, name: &str, value: &str) -> Value {
     entry
 }
 
-/// The address this machine sends from on its default route (no packet is sent), or
-/// loopback when it has none.
-fn non_loopback_address() -> IpAddr {
-    std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|u| u.connect("198.51.100.1:9").and_then(|()| u.local_addr()))
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
-}
-
 /// Whether the hub logged that server `name` failed to start (it will not list tools).
 fn failed_to_start(hub: &Hub, name: &str) -> bool {
     let tag = format!(" server={name}");
@@ -165,10 +159,42 @@ fn failed_to_start(hub: &Hub, name: &str) -> bool {
         .any(|l| l.contains("failed to start") && l.trim_end().ends_with(&tag))
 }
 
-/// Sends every call at once and collects the answers by id until all came or `limit`.
+/// Answers `m` if it is the hub's question (`elicitation/create`) as a user would: a host
+/// one of `once_for` wants is allowed once, anything else declined; records the question.
+async fn answered(
+    hub: &mut Hub,
+    m: &Value,
+    once_for: &[&str],
+    questions: &mut Vec<String>,
+) -> bool {
+    if m["method"] != "elicitation/create" {
+        return false;
+    }
+    let question = m["params"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let once = once_for
+        .iter()
+        .any(|name| question.starts_with(&format!("openpact: server {name} wants ")));
+    let result = if once {
+        accept("once")
+    } else {
+        json!({"action": "decline"})
+    };
+    answer(&mut hub.client, m, result).await;
+    questions.push(question);
+    true
+}
+
+/// Sends every call at once and collects the answers by id until all came or `limit`,
+/// answering the hub's questions meanwhile (see [`answered`]) and recording them in
+/// `questions`.
 async fn call_all(
     hub: &mut Hub,
     calls: &[(String, Value)],
+    once_for: &[&str],
+    questions: &mut Vec<String>,
     limit: Duration,
 ) -> BTreeMap<String, Value> {
     let mut pending = BTreeMap::new();
@@ -180,10 +206,15 @@ async fn call_all(
     let deadline = Instant::now() + limit;
     while !pending.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
-        let Some(m) = hub.client.recv(left).await else {
+        // What came while the tools were listed first: a question asked then waits too.
+        let next = match hub.client.inbox.pop_front() {
+            Some(m) => Some(m),
+            None => hub.client.recv(left).await,
+        };
+        let Some(m) = next else {
             break;
         };
-        if m.get("method").is_some() {
+        if answered(hub, &m, once_for, questions).await || m.get("method").is_some() {
             continue;
         }
         if let Some(tool) = m.get("id").and_then(|id| pending.remove(&id.to_string())) {
@@ -227,9 +258,12 @@ async fn popular_servers_work_under_the_default_profile() {
     let shop_db = home.join("projects/shop/shop.db");
 
     // The page mcp-server-fetch fetches, on the machine's own non-loopback address where it
-    // has one: loopback and link-local addresses are closed to a confined server whatever
-    // its profile, so only an address like a LAN host's can stand in for a site offline.
-    let page = Stand::start_on(non_loopback_address(), |seen| {
+    // has one: loopback and link-local addresses are closed to a confined server unless an
+    // entry names them, so only an address like a LAN host's can stand in for a site
+    // offline. Where that address is private, "any public host" does not reach it either:
+    // the hub asks, and the user (call_all) allows it once.
+    let page_ip = non_loopback_address();
+    let page = Stand::start_on(page_ip, |seen| {
         if seen.url.ends_with("/robots.txt") {
             reply(404, "text/plain", "none")
         } else {
@@ -363,8 +397,9 @@ async fn popular_servers_work_under_the_default_profile() {
                 "Europe/Paris".into(),
             )),
         },
-        // Needs: every host (fetching any URL is its whole job); here the machine's own
-        // address, which it refuses itself unless told (its --allow-private-ips).
+        // Needs: every public host (fetching any URL is its whole job); here the machine's
+        // own address, which it refuses itself unless told (its --allow-private-ips), and
+        // which, private, the hub asks about.
         Case {
             name: "fetch",
             entry: install.uvx("mcp-server-fetch", &["--allow-private-ips"]),
@@ -441,17 +476,36 @@ async fn popular_servers_work_under_the_default_profile() {
     );
     let config = sc.servers(Value::Object(servers), None);
     let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
-    hub.client.initialize().await;
+    // Declaring elicitation, so the hub can ask about a host as it would ask a user.
+    let r = hub
+        .client
+        .initialize_as(json!({"elicitation": {}}), "compat")
+        .await;
+    assert!(r["result"]["capabilities"].is_object(), "{r}");
 
     // Everything starts at once; wait until every server's tool is listed (or the server
     // failed to start), or the limit.
     let deadline = Instant::now() + START_LIMIT;
+    // Hosts servers want while they start are asked about too, as a user would answer.
+    let mut questions = Vec::new();
+    // Until they are all answered (none for a while): one answered during a call would be
+    // that call's refused host (desktop-commander asks for its telemetry's at start).
+    let mut last_question = Instant::now();
     let listed = loop {
         let listed = names(&hub.client.list_tools().await);
+        for m in std::mem::take(&mut hub.client.inbox) {
+            if answered(&mut hub, &m, &["fetch"], &mut questions).await {
+                last_question = Instant::now();
+            } else {
+                hub.client.inbox.push_back(m);
+            }
+        }
         let settled = |c: &Case| {
             listed.contains(&format!("{}:{}", c.name, c.listed)) || failed_to_start(&hub, c.name)
         };
-        if (cases.iter().all(settled) && listed.iter().any(|n| n == "hostile:try_read"))
+        if (cases.iter().all(settled)
+            && listed.iter().any(|n| n == "hostile:try_read")
+            && last_question.elapsed() >= QUIET)
             || Instant::now() >= deadline
         {
             break listed;
@@ -484,7 +538,7 @@ async fn popular_servers_work_under_the_default_profile() {
         ),
     ];
     calls.extend(probes.iter().map(|(t, a)| (t.to_string(), a.clone())));
-    let answers = call_all(&mut hub, &calls, CALL_LIMIT).await;
+    let answers = call_all(&mut hub, &calls, &["fetch"], &mut questions, CALL_LIMIT).await;
 
     let mut report = Vec::new();
     let mut failed = Vec::new();
@@ -523,10 +577,13 @@ async fn popular_servers_work_under_the_default_profile() {
     }
     for (tool, _) in &probes {
         let got = answers.get(*tool).map(all_text).unwrap_or_default();
-        // The probe's own answer is the last block: the hub puts what the sandbox refused,
-        // and the command that allows it, before it.
-        let own = got.rsplit('\n').next().unwrap_or_default();
-        let refused = own.starts_with("failed: ") && !got.contains("fake compat key");
+        // The server's own words come last, after what the hub says the sandbox refused
+        // meanwhile (the probes run at once, so one's refusal may show in another's result).
+        let refused = got
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("failed: "))
+            && !got.contains("fake compat key");
         report.push(format!(
             "  {}  {tool}: {got}",
             if refused { "refused" } else { "ESCAPED" }
@@ -538,6 +595,9 @@ async fn popular_servers_work_under_the_default_profile() {
     // A clean stop, so the hub stops its servers (a killed hub leaves behind the ones that
     // outlive their stdin, as chroma-mcp does).
     hub.close().await;
+    for q in &questions {
+        report.push(format!("  asked {}", q.lines().next().unwrap_or_default()));
+    }
     let passed = cases.len() - failed.iter().filter(|f| !f.starts_with("hostile:")).count();
     eprintln!(
         "compat: {passed}/{} servers pass under the default profile (listed in {:.1}s, done in {:.1}s):\n{}",
@@ -547,4 +607,13 @@ async fn popular_servers_work_under_the_default_profile() {
         report.join("\n")
     );
     assert!(failed.is_empty(), "compat failures: {failed:?}");
+    // The page's host was asked about (and allowed once) rather than reached unasked.
+    if openpact::config::hosts::is_private_address(page_ip) {
+        let page_what = page.base.trim_start_matches("http://");
+        let asked = format!("openpact: server fetch wants {page_what}: ");
+        assert!(
+            questions.iter().any(|q| q.starts_with(&asked)),
+            "no question {asked:?} among {questions:?}"
+        );
+    }
 }

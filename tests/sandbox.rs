@@ -5,7 +5,8 @@
 //! touch is shown by `config check`, `servers` and `/health`.
 
 use crate::support::{
-    FIXTURE, OPENPACT, Peers, Scratch, Stand, WAIT, ready, reply, s, serve_with, text,
+    FIXTURE, OPENPACT, Peers, Scratch, Stand, WAIT, ready, reply, runner_stand_in, s, serve_with,
+    text,
 };
 use serde_json::{Value, json};
 use std::net::TcpListener;
@@ -734,18 +735,6 @@ async fn a_server_keeps_its_state_in_its_private_data_folder() {
         human.contains(&format!("data: {} (its own", s(&own))),
         "{human}"
     );
-}
-
-/// A stand-in for a package runner (`npx`, `uvx`) in a scratch `bin`: whatever package it is
-/// asked for, it runs the hostile fixture, so a config can launch a known package offline.
-fn runner_stand_in(sc: &Scratch, name: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = sc.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let path = bin.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\nexec {FIXTURE} --hostile\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    s(&path).to_string()
 }
 
 /// A server launched as a known package (`uvx arxiv-mcp-server`, no `sandbox` key) gets its

@@ -4,7 +4,10 @@
 //! would, in a shell — edits the config (keeping its comments), makes the folder, reloads the
 //! running hub, and the next call of the same client session works.
 
-use crate::support::{FIXTURE, OPENPACT, Scratch, WAIT, ready, s, serve_with, state_dir};
+use crate::support::{
+    FIXTURE, OPENPACT, Scratch, WAIT, non_loopback_address, ready, runner_stand_in, s, serve_with,
+    state_dir,
+};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -347,5 +350,45 @@ async fn a_refused_host_names_the_command_and_following_it_works() {
         &allow(&config, &format!("h net {host}")),
     )
     .await;
+    assert_eq!(stand.seen().len(), 1, "reached once, after the grant");
+}
+
+/// A server whose job is any URL (a known fetch server: "any public host") and a page on this
+/// machine's own private address, as a LAN service would be: refused, with nobody to ask,
+/// as a private address with `sandbox allow … net HOST:PORT`, and following it lets the next
+/// call through. Skipped where the machine has no private address to serve on.
+#[tokio::test]
+async fn a_private_address_any_public_host_refuses_names_the_command_and_following_it_works() {
+    let ip = non_loopback_address();
+    if !openpact::config::hosts::is_private_address(ip) {
+        eprintln!("skipped: {ip} is not a private address");
+        return;
+    }
+    let sc = Scratch::new();
+    let home = sc.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let uvx = runner_stand_in(&sc, "uvx");
+    let config = sc.servers(
+        json!({"fetch": {"command": uvx, "args": ["mcp-server-fetch"]}}),
+        None,
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{COMMENT}\n{text}")).unwrap();
+    let stand = crate::support::Stand::start_on(ip, |_| {
+        crate::support::reply(200, "text/plain", "from the LAN")
+    });
+    let what = stand.base.trim_start_matches("http://").to_string();
+    let blocks = refused_then_allowed(
+        "fetch:try_fetch",
+        json!({"url": format!("{}/", stand.base)}),
+        &home,
+        &config,
+        &allow(&config, &format!("fetch net {what}")),
+    )
+    .await;
+    assert!(
+        blocks[0].contains("a private address"),
+        "the refusal says why: {blocks:?}"
+    );
     assert_eq!(stand.seen().len(), 1, "reached once, after the grant");
 }

@@ -29,7 +29,7 @@ enum Host {
     /// `*.github.com` holds `github.com`: names strictly below it, not the domain itself.
     Subdomains(String),
     Ip(IpAddr),
-    /// Every host that is not local: never written in a config (`*` is refused there), only
+    /// Every host that is neither local nor private: never written in a config (`*` is refused there), only
     /// given by the known-servers table to a server whose job is any URL.
     Public,
 }
@@ -82,8 +82,9 @@ impl HostPattern {
         })
     }
 
-    /// Any host that is not this machine or its link, on any port (see [`Host::Public`]):
-    /// the proxy still refuses local and metadata addresses, which it names not.
+    /// Any host that is not this machine, its link or a private network, on any port (see
+    /// [`Host::Public`]): the proxy still refuses local, metadata and private addresses,
+    /// which it names not.
     pub fn any_public() -> HostPattern {
         HostPattern {
             text: "any public host".to_owned(),
@@ -125,6 +126,12 @@ impl HostPattern {
                         .all(|l| !l.is_empty() && l.bytes().all(name_byte))
             }
         }
+    }
+
+    /// Whether this is [`HostPattern::any_public`], which names no host: it reaches no
+    /// private address (see [`is_private_address`]) on its own.
+    pub fn is_any_public(&self) -> bool {
+        self.host == Host::Public
     }
 
     /// Whether the pattern names a loopback or link-local address or `localhost` literally (so
@@ -173,6 +180,38 @@ pub fn is_local_address(ip: IpAddr) -> bool {
                     || v6.is_unspecified()
                     || (v6.segments()[0] & 0xffc0) == 0xfe80
                     || v6 == METADATA_V6
+            }
+        },
+    }
+}
+
+/// Whether `ip` is on a private network rather than the internet (and not local, see
+/// [`is_local_address`]): RFC 1918's 10/8, 172.16/12 and 192.168/16, carrier-grade NAT's
+/// 100.64/10, IPv6 unique-local fc00::/7, the other ranges the internet does not route
+/// (IANA's special-purpose 192.0.0/24, documentation 192.0.2/24, 198.51.100/24, 203.0.113/24
+/// and 2001:db8::/32, benchmarking 198.18/15, reserved 240/4), and any of those as an
+/// IPv4-mapped IPv6 address. Whatever answers there is a private network's — the user's
+/// router, NAS, services bound to 0.0.0.0 — so "any public host" does not reach it.
+pub fn is_private_address(ip: IpAddr) -> bool {
+    if is_local_address(ip) {
+        return false;
+    }
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
+            v4.is_private()
+                || (a == 100 && (b & 0xc0) == 64)
+                || (a == 192 && b == 0 && (c == 0 || c == 2))
+                || (a == 198 && (b & 0xfe) == 18)
+                || (a == 198 && b == 51 && c == 100)
+                || (a == 203 && b == 0 && c == 113)
+                || a >= 240
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_private_address(IpAddr::V4(v4)),
+            None => {
+                let [s0, s1, ..] = v6.segments();
+                (s0 & 0xfe00) == 0xfc00 || (s0 == 0x2001 && s1 == 0x0db8)
             }
         },
     }
@@ -351,6 +390,58 @@ mod tests {
         );
         // Never from a config: `*` stays an error there.
         assert!(HostPattern::parse("*").is_err());
+    }
+
+    #[test]
+    fn private_addresses_are_the_private_networks_and_not_local_ones() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for private in [
+            "10.0.0.1",
+            "10.255.255.255",
+            "172.16.0.1",
+            "172.31.255.254",
+            "192.168.1.1",
+            "100.64.0.1",
+            "100.127.255.254",
+            "fc00::1",
+            "fd12:3456::1",
+            "::ffff:192.168.1.1",
+            "::ffff:10.1.2.3",
+            "192.0.2.2",
+            "198.51.100.7",
+            "203.0.113.9",
+            "198.19.0.1",
+            "192.0.0.8",
+            "240.0.0.1",
+            "2001:db8::1",
+        ] {
+            assert!(is_private_address(ip(private)), "{private}");
+            assert!(!is_local_address(ip(private)), "{private}");
+        }
+        for not in [
+            "93.184.216.34",
+            "172.15.255.255",
+            "172.32.0.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "192.169.0.1",
+            "11.0.0.1",
+            "198.20.0.1",
+            "192.0.3.1",
+            "2606:4700::1111",
+            "fe00::1",
+            "::ffff:8.8.8.8",
+            // Local, not private: refused as local whatever the entries.
+            "127.0.0.1",
+            "169.254.169.254",
+            "fe80::1",
+            "fd00:ec2::254",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_private_address(ip(not)), "{not}");
+        }
+        assert!(HostPattern::any_public().is_any_public());
+        assert!(!p("10.0.0.1").is_any_public() && !p("*.lan").is_any_public());
     }
 
     #[test]

@@ -690,6 +690,9 @@ fn container_env_names(args: &[String]) -> Vec<String> {
 }
 
 /// A confined server's own folders, as its environment names them.
+/// npm's setting for its "new version available" notice.
+const NPM_UPDATE_NOTIFIER: &str = "npm_config_update_notifier";
+
 struct Dirs<'a> {
     tmpdir: &'a Path,
     data: &'a Path,
@@ -713,6 +716,15 @@ impl EnvRecipe {
             ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
             ours.push((DATA_VAR.to_string(), dirs.data.display().to_string()));
             entry = places::private_cache_vars(dirs.caches);
+            // npm's notice of a newer npm fills the last lines of stderr, which the hub's
+            // "failed to start" reason quotes, and hides the real error of an `npx` start.
+            if !self
+                .entry
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(NPM_UPDATE_NOTIFIER))
+            {
+                entry.push((NPM_UPDATE_NOTIFIER.to_string(), "false".to_string()));
+            }
         }
         entry.extend(self.entry.iter().cloned());
         if let (Network::Proxy(_), Some(url)) = (network, proxy) {
@@ -1533,6 +1545,39 @@ mod tests {
         assert_eq!(plans[0].profile.as_ref().unwrap().network, Network::None);
         assert_eq!(name(&plans[1]).as_deref(), Some("kubernetes"));
         assert_eq!(plans[1].profile.as_ref().unwrap().network, Network::None);
+    }
+
+    #[test]
+    fn npm_update_notice_is_off_unless_the_entry_sets_it() {
+        let dirs = Dirs {
+            tmpdir: Path::new("/t"),
+            data: Path::new("/d"),
+            caches: Path::new("/c"),
+        };
+        let notifier = |entry: &[(&str, &str)]| {
+            let recipe = EnvRecipe {
+                entry: entry
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                names: Vec::new(),
+                container: false,
+            };
+            let vars = recipe.build(&[], &Network::None, &dirs, None).vars;
+            vars.into_iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(NPM_UPDATE_NOTIFIER))
+                .collect::<Vec<_>>()
+        };
+        let set = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        assert_eq!(notifier(&[]), set("npm_config_update_notifier", "false"));
+        assert_eq!(
+            notifier(&[("npm_config_update_notifier", "true")]),
+            set("npm_config_update_notifier", "true")
+        );
+        assert_eq!(
+            notifier(&[("NPM_CONFIG_UPDATE_NOTIFIER", "true")]),
+            set("NPM_CONFIG_UPDATE_NOTIFIER", "true")
+        );
     }
 
     #[test]

@@ -8,14 +8,17 @@
 //! allow list before it is resolved, and resolved here rather than by the server, so a refused
 //! name never reaches DNS; the address it resolves to is checked again, so an allowed name
 //! that points at loopback or link-local (DNS rebinding, cloud metadata) reaches nothing local
-//! unless an entry names a local host itself.
+//! unless an entry names a local host itself. "Any public host" (the known-servers table's
+//! entry for servers whose job is any URL) reaches no private network either (the user's
+//! router, NAS, services on the machine's LAN address): a private address it alone matches
+//! is asked about like a host outside the list.
 //!
 //! A host that matches no entry is not refused outright: the connection is held while the
 //! proxy's [`Gate`] (the hub) decides, by asking the user where someone can answer.
 //! Connections to one host that arrive while it is being decided wait for the same answer,
 //! so a burst of them raises one question.
 
-use crate::config::hosts::{HostPattern, is_local_address};
+use crate::config::hosts::{HostPattern, is_local_address, is_private_address};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::future::Future;
@@ -313,9 +316,13 @@ impl Rules {
     async fn open(&self, host: &str, port: u16) -> Result<TcpStream, Failure> {
         let mut matched = false;
         let mut local_ok = false;
+        // Whether an entry names the host (not just "any public host"): only that reaches
+        // a private network.
+        let mut private_ok = false;
         for pattern in self.allow.iter().filter(|p| p.matches(host, port)) {
             matched = true;
             local_ok |= pattern.names_local();
+            private_ok |= !pattern.is_any_public();
         }
         if !matched {
             match self.decide(host, port).await {
@@ -323,6 +330,7 @@ impl Rules {
                 Decision::Allow => {
                     local_ok =
                         HostPattern::parse(&host_port(host, port)).is_ok_and(|p| p.names_local());
+                    private_ok = true;
                 }
                 Decision::Refuse(reason) => {
                     return Err(Failure::Refused {
@@ -332,15 +340,39 @@ impl Rules {
                 }
             }
         }
+        let resolved: Vec<SocketAddr> =
+            match timeout(CONNECT_DEADLINE, tokio::net::lookup_host((host, port))).await {
+                Ok(Ok(found)) => found.collect(),
+                Ok(Err(e)) => {
+                    return Err(Failure::Unreachable(format!("cannot resolve {host}: {e}")));
+                }
+                Err(_) => return Err(deadline()),
+            };
+        let addresses = match usable(&resolved, local_ok, private_ok) {
+            Ok(addresses) => addresses,
+            Err(Unusable::Local(reason)) => {
+                return Err(Failure::Refused {
+                    reason,
+                    listable: false,
+                });
+            }
+            // Only "any public host" matched: asked about like a host outside the list, as
+            // naming it in the list would allow it.
+            Err(Unusable::Private(ip)) => match self.decide(host, port).await {
+                Decision::Allow => usable(&resolved, local_ok, true).unwrap_or_default(),
+                Decision::Refuse(reason) => {
+                    return Err(Failure::Refused {
+                        reason: format!(
+                            "it resolves to {ip}, a private address, which \"any public host\" \
+                             does not reach and only an entry naming the host or the address \
+                             allows; {reason}"
+                        ),
+                        listable: true,
+                    });
+                }
+            },
+        };
         let attempt = async {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
-                .await
-                .map_err(|e| Failure::Unreachable(format!("cannot resolve {host}: {e}")))?
-                .collect();
-            let addresses = usable(&resolved, local_ok).map_err(|reason| Failure::Refused {
-                reason,
-                listable: false,
-            })?;
             let mut last = format!("{host} has no address");
             for address in addresses {
                 match TcpStream::connect(address).await {
@@ -352,12 +384,7 @@ impl Rules {
         };
         timeout(CONNECT_DEADLINE, attempt)
             .await
-            .unwrap_or_else(|_| {
-                Err(Failure::Unreachable(format!(
-                    "no connection within {} s",
-                    CONNECT_DEADLINE.as_secs()
-                )))
-            })
+            .unwrap_or_else(|_| Err(deadline()))
     }
 
     /// The gate's decision about a host outside the list; connections that come while it
@@ -407,26 +434,55 @@ impl Rules {
     }
 }
 
+/// Why [`usable`] left no address to connect to.
+#[derive(Debug, PartialEq, Eq)]
+enum Unusable {
+    /// Every address was local; the reason for refusing.
+    Local(String),
+    /// Every address was local or private, and this one private.
+    Private(IpAddr),
+}
+
 /// The addresses of `resolved` the proxy may connect to: local ones (loopback, link-local,
 /// unspecified) only when `local_ok`, that is when an allow entry matching the name names a
-/// local host itself. An error is the reason for refusing: every address was local.
-fn usable(resolved: &[SocketAddr], local_ok: bool) -> Result<Vec<SocketAddr>, String> {
-    if local_ok {
-        return Ok(resolved.to_vec());
-    }
-    let remote: Vec<SocketAddr> = resolved
+/// local host itself; private ones (see [`is_private_address`]) only when `private_ok`, that
+/// is when an entry matching it names the host rather than being "any public host".
+fn usable(
+    resolved: &[SocketAddr],
+    local_ok: bool,
+    private_ok: bool,
+) -> Result<Vec<SocketAddr>, Unusable> {
+    let reachable: Vec<SocketAddr> = resolved
         .iter()
-        .filter(|a| !is_local_address(a.ip()))
+        .filter(|a| local_ok || !is_local_address(a.ip()))
+        .filter(|a| private_ok || !is_private_address(a.ip()))
         .copied()
         .collect();
+    if !reachable.is_empty() {
+        return Ok(reachable);
+    }
+    if let Some(private) = resolved
+        .iter()
+        .find(|a| !private_ok && is_private_address(a.ip()))
+    {
+        return Err(Unusable::Private(private.ip()));
+    }
     match resolved.first() {
-        Some(local) if remote.is_empty() => Err(format!(
+        Some(local) => Err(Unusable::Local(format!(
             "it resolves to {}, a local address, which only an entry naming a local host (such \
              as `localhost:PORT` or the address itself) allows",
             local.ip()
-        )),
-        _ => Ok(remote),
+        ))),
+        None => Ok(Vec::new()),
     }
+}
+
+/// Why a connection allowed by the list still failed: it took too long.
+fn deadline() -> Failure {
+    Failure::Unreachable(format!(
+        "no connection within {} s",
+        CONNECT_DEADLINE.as_secs()
+    ))
 }
 
 /// Reads up to the blank line that ends the head; returns what was read and where the head
@@ -1001,19 +1057,88 @@ mod tests {
             "[::ffff:127.0.0.1]:80",
             "[fd00:ec2::254]:80",
         ] {
-            let reason = usable(&[addr(local)], false).unwrap_err();
+            let Err(Unusable::Local(reason)) = usable(&[addr(local)], false, true) else {
+                panic!("{local} is local");
+            };
             assert!(reason.contains("local address"), "{local}: {reason}");
-            assert_eq!(usable(&[addr(local)], true).unwrap(), [addr(local)]);
+            assert_eq!(usable(&[addr(local)], true, true).unwrap(), [addr(local)]);
         }
         // A name that resolves both ways reaches only its remote address.
         let mixed = [addr("127.0.0.1:443"), addr("93.184.216.34:443")];
-        assert_eq!(usable(&mixed, false).unwrap(), [addr("93.184.216.34:443")]);
         assert_eq!(
-            usable(&[addr("[2001:db8::1]:443")], false).unwrap().len(),
+            usable(&mixed, false, false).unwrap(),
+            [addr("93.184.216.34:443")]
+        );
+        assert_eq!(
+            usable(&[addr("[2606:4700::1111]:443")], false, false)
+                .unwrap()
+                .len(),
             1
         );
-        assert_eq!(usable(&[addr("10.0.0.1:443")], false).unwrap().len(), 1);
-        assert!(usable(&[], false).unwrap().is_empty());
+        assert!(usable(&[], false, false).unwrap().is_empty());
+    }
+
+    #[test]
+    fn private_addresses_need_an_entry_that_names_the_host() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        for private in [
+            "10.0.0.1:443",
+            "172.16.5.4:80",
+            "192.168.1.1:80",
+            "100.64.0.1:80",
+            "[fd12::1]:80",
+            "[::ffff:192.168.1.1]:80",
+        ] {
+            let only = [addr(private)];
+            assert_eq!(
+                usable(&only, false, false),
+                Err(Unusable::Private(addr(private).ip()))
+            );
+            assert_eq!(usable(&only, false, true).unwrap(), only);
+        }
+        // Public ones are preferred; local ones stay local whatever names the host.
+        let mixed = [addr("192.168.1.1:443"), addr("93.184.216.34:443")];
+        assert_eq!(
+            usable(&mixed, false, false).unwrap(),
+            [addr("93.184.216.34:443")]
+        );
+        let local_and_private = [addr("127.0.0.1:80"), addr("10.0.0.1:80")];
+        assert_eq!(
+            usable(&local_and_private, false, true).unwrap(),
+            [addr("10.0.0.1:80")]
+        );
+        assert_eq!(
+            usable(&local_and_private, false, false),
+            Err(Unusable::Private(addr("10.0.0.1:80").ip()))
+        );
+    }
+
+    #[tokio::test]
+    async fn any_public_host_asks_about_a_private_address_and_names_the_fix() {
+        let gate = Arc::new(Recorder {
+            seen: Refusals::default(),
+            asked: Default::default(),
+            answer: Decision::Refuse("nobody to ask".into()),
+            delay: Duration::ZERO,
+        });
+        let allow = vec![HostPattern::any_public()];
+        let proxy = EgressProxy::start("srv".into(), None, allow, gate.clone())
+            .await
+            .unwrap();
+        let out = exchange(&proxy, b"CONNECT 192.168.1.1:8080 HTTP/1.1\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+        assert!(out.contains("192.168.1.1, a private address"), "{out}");
+        assert!(
+            out.contains("openpact sandbox allow srv net 192.168.1.1:8080"),
+            "{out}"
+        );
+        assert_eq!(gate.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let seen = gate.seen.lock().unwrap().clone();
+        assert!(seen.len() == 1 && seen[0].listable, "{seen:?}");
+        // Loopback stays local: refused without asking, and no entry of this kind fixes it.
+        let out = exchange(&proxy, b"CONNECT 127.0.0.1:8080 HTTP/1.1\r\n\r\n").await;
+        assert!(out.contains("a local address"), "{out}");
+        assert_eq!(gate.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -21,7 +21,8 @@
 //! tests run from one: "no prompt channel" means the same on a laptop as in CI.
 
 use crate::support::{
-    Client, Hub, OPENPACT, Ran, Scratch, WAIT, fixture, openpact_for, s, send_call, state_dir, text,
+    Client, Hub, OPENPACT, Ran, Scratch, WAIT, accept, answer, fixture, openpact_for, s, send_call,
+    state_dir, text,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -142,15 +143,6 @@ async fn prompt(c: &mut Client) -> Value {
         .expect("an elicitation/create request from the hub");
     assert!(req["id"].is_number() || req["id"].is_string(), "{req}");
     req
-}
-
-async fn answer(c: &mut Client, req: &Value, result: Value) {
-    c.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": result}))
-        .await;
-}
-
-fn accept(decision: &str) -> Value {
-    json!({"action": "accept", "content": {"decision": decision}})
 }
 
 /// Calls `name`, answers the permission prompt it raises with `result`; the call's response.

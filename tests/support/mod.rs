@@ -57,6 +57,39 @@ pub const FIXTURE: &str = env!("CARGO_BIN_EXE_openpact-fixture");
 /// Generous: CI machines are slow and busy; tests that measure speed say so themselves.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// A stand-in for a package runner (`npx`, `uvx`) in a scratch `bin`: whatever package it is
+/// asked for, it runs the hostile fixture, so a config can launch a known package offline.
+pub fn runner_stand_in(sc: &Scratch, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = sc.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = bin.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\nexec {FIXTURE} --hostile\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s(&path).to_string()
+}
+
+/// The address this machine sends from on its default route (no packet is sent), or
+/// loopback when it has none.
+pub fn non_loopback_address() -> std::net::IpAddr {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect("198.51.100.1:9").and_then(|()| u.local_addr()))
+        .map(|a| a.ip())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+}
+
+/// Answers the hub's request `req` (an `elicitation/create`, say) with `result`.
+pub async fn answer(c: &mut Client, req: &Value, result: Value) {
+    c.send(&json!({"jsonrpc": "2.0", "id": req["id"], "result": result}))
+        .await;
+}
+
+/// An elicitation result accepting a permission question with `decision` (`once`,
+/// `always`, `deny`).
+pub fn accept(decision: &str) -> Value {
+    json!({"action": "accept", "content": {"decision": decision}})
+}
+
 /// A fixture server entry for `mcpServers`, with extra flags.
 pub fn fixture(args: &[&str]) -> Value {
     json!({ "command": FIXTURE, "args": args })
