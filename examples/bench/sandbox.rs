@@ -23,7 +23,7 @@
 
 use crate::client::{CallTemplate, children, pass_through, start_hub, status_field};
 use crate::latency::{Paired, paired};
-use crate::startup::{HubRun, HubStartup, direct_together, hub_startup};
+use crate::startup::{HubRun, HubStartup, direct_together, fixtures, hub_startup};
 use crate::{Ctx, Params, median_by, min_by, ratio};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -196,6 +196,7 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<SandboxPart> {
     wd.arm("the sandbox: one fixture's tools", Duration::from_secs(30));
     let (_, per_server) = direct_together(ctx, 1)?;
     let (on_settings, off_settings) = (pass_through(), sandbox_off());
+    let servers = fixtures(ctx, SERVERS);
     let mut part = SandboxPart {
         per_server,
         on: Vec::new(),
@@ -221,13 +222,14 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<SandboxPart> {
             let run = HubRun {
                 config,
                 settings,
-                servers: SERVERS,
+                servers: &servers,
+                env: &[],
                 rep,
                 // The hub's memory with 50 proxies against none, read once per side; the
                 // second it costs is left out of --quick.
                 settle: rep == 0 && !p.quick,
             };
-            let h = hub_startup(ctx, &run, per_server)?;
+            let h = hub_startup(ctx, &run, Some(per_server))?;
             h.confinement
                 .check(SERVERS, on, &format!("hub {config} (rep {rep})"))?;
             if on {
