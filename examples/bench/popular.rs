@@ -8,7 +8,9 @@
 //! inside it, so emptying `$XDG_CACHE_HOME/openpact/servers/*` and
 //! `$XDG_DATA_HOME/openpact/servers/*` never touches the user's. The three alternate, each
 //! rep in the opposite order of the one before; the figures are the fastest and the median
-//! run of each. Information, never a gate. Left out: mcp-server-kubernetes (needs a kube
+//! run of each. Every process below each hub is checked in `/proc/PID/status`: sandboxed, at
+//! least one confined process per server (the wrapper outside each server's PID namespace
+//! is not); off, none. Information, never a gate. Left out: mcp-server-kubernetes (needs a kube
 //! config and a cluster) and mcp-remote (needs a remote server's URL). Skipped, and said so,
 //! when the install is absent.
 
@@ -244,6 +246,21 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<Option<PopularPart>> {
                 settle: false,
             };
             let h = hub_startup(ctx, &run, None)?;
+            // Sandboxed, each server's wrapper stays outside its PID namespace unconfined and
+            // everything it starts is confined; off, nothing is.
+            let c = h.confinement;
+            let confined = if start == Start::Off {
+                c.sandboxed == 0
+            } else {
+                c.sandboxed >= servers.len()
+            };
+            if !confined {
+                bail!(
+                    "hub {config} (rep {rep}): {} of the {} processes below it ran sandboxed (NoNewPrivs 1 and a seccomp filter of their own), which is not what its settings ask for",
+                    c.sandboxed,
+                    c.fixtures
+                );
+            }
             match start {
                 Start::First => part.first.push(h),
                 Start::Later => part.later.push(h),

@@ -1121,6 +1121,17 @@ fn print_popular(s: &PopularPart) {
         s.off.len(),
         popular::LEFT_OUT
     );
+    let confined = |v: &[HubStartup]| {
+        v.first().map_or(String::new(), |h| {
+            format!("{} of {}", h.confinement.sandboxed, h.confinement.fixtures)
+        })
+    };
+    println!(
+        "   processes below the hub confined in /proc (NoNewPrivs 1 and a seccomp filter), first run: off {}; first {}; later {}",
+        confined(&s.off),
+        confined(&s.first),
+        confined(&s.later)
+    );
     println!(
         "   {:<42} {:>11} {:>11} {:>11}  first/off, later/off",
         "", "off", "first", "later"

@@ -75,7 +75,8 @@ impl Guard {
 /// The fixtures of one hub, by how they ran.
 #[derive(Clone, Copy, Default)]
 pub struct Confinement {
-    /// Fixture processes found.
+    /// Fixture processes found (for servers that are not fixtures: every process below the
+    /// hub, [`descendants`]).
     pub fixtures: usize,
     /// With no new privileges and a seccomp filter of their own.
     pub sandboxed: usize,
@@ -147,6 +148,17 @@ pub fn confinement(ctx: &Ctx, hub: u32) -> Confinement {
             .partition(|c| is_fixture(*c));
         found.extend(fixtures);
         level = others;
+    }
+    Confinement::of(&found)
+}
+
+/// How every process below `hub` ran (four levels deep: the servers, their interpreters and
+/// the processes those start), for servers that are not fixtures.
+pub fn descendants(hub: u32) -> Confinement {
+    let (mut found, mut level) = (Vec::new(), vec![hub]);
+    for _ in 0..4 {
+        level = level.iter().flat_map(|p| children(*p)).collect();
+        found.extend(&level);
     }
     Confinement::of(&found)
 }

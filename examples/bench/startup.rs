@@ -19,7 +19,7 @@ use crate::client::{
     Peer, children, cpu_seconds, fixture_entry, hub_command, pass_through, spawn_fixture,
     status_field,
 };
-use crate::sandbox::{Confinement, confinement};
+use crate::sandbox::{Confinement, confinement, descendants};
 use crate::{Ctx, Params, median_by, min_by, ms};
 use anyhow::{Result, anyhow, bail};
 use serde_json::{Map, Value, json};
@@ -208,7 +208,10 @@ pub fn hub_startup(ctx: &Ctx, run: &HubRun, per_server: Option<usize>) -> Result
         .filter_map(|c| cpu_seconds(*c, ctx.clk_tck).ok())
         .sum::<f64>()
         * 1e3;
-    let confinement = confinement(ctx, hub.pid);
+    let confinement = match per_server {
+        Some(_) => confinement(ctx, hub.pid),
+        None => descendants(hub.pid),
+    };
     let (first_at, first_count) = first.unwrap_or((full, expected));
     let rss_kib = status_field(hub.pid, "VmRSS")?;
     let rss_settled_kib = if run.settle {
