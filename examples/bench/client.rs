@@ -475,9 +475,14 @@ pub fn spawn_hub(
 ) -> Result<Peer> {
     let map = servers
         .iter()
-        .map(|(name, args)| (name.clone(), json!({"command": ctx.fixture, "args": args})))
+        .map(|(name, args)| (name.clone(), fixture_entry(ctx, args)))
         .collect();
     spawn_hub_on(ctx, label, map, settings)
+}
+
+/// The `mcpServers` entry of a fixture started with `args`.
+pub fn fixture_entry(ctx: &Ctx, args: &[String]) -> Value {
+    json!({"command": ctx.fixture, "args": args})
 }
 
 /// Writes a config with these `mcpServers` entries and starts `openpact serve` on it.

@@ -36,6 +36,11 @@
 //!     search's p50 and p99 at 10,000 tools beside a plain `tools/call` through the same hub
 //!     (skipped without the test peers of `.ci/peers.sh`).
 //!
+//! 12. [`popular`]: the compatibility suite's popular servers (npx and uvx, installed by
+//!     `.ci/compat.sh`) in one hub to a complete tool list — sandboxed on a first start
+//!     (private caches emptied) and a later one, against the sandbox off (skipped, and said
+//!     so, without the install).
+//!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
 //! parts 7 and 8.
@@ -103,6 +108,7 @@ mod http;
 mod latency;
 mod pin;
 mod pipeline;
+mod popular;
 mod remote;
 mod report;
 mod retrieval;
@@ -157,6 +163,9 @@ pub struct Params {
     pub retrieval: bool,
     /// Run part 11 (`openpact connect` and the shared hub).
     pub shared: bool,
+    /// Run part 12 (the popular servers' start, sandboxed and not; skipped without the
+    /// compatibility suite's install).
+    pub popular: bool,
     /// Part 10's measured passes over the tasks' queries at 10,000 tools.
     pub retrieval_rounds: usize,
 }
@@ -189,6 +198,7 @@ impl Params {
             sandbox: true,
             retrieval: true,
             shared: true,
+            popular: true,
             retrieval_rounds: pick(3, 10),
         }
     }
@@ -207,6 +217,8 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
                           a search's cost at 10,000 tools (needs the peers of .ci/peers.sh)
   --only shared           a call through `openpact connect` against `serve`, and five windows'
                           memory shared against separate (that half needs the peers)
+  --only popular          the compatibility suite's popular servers to a complete tool list: sandboxed
+                          first and later starts against sandbox off (needs .ci/compat.sh's install)
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -224,6 +236,7 @@ pub enum Only {
     Sandbox,
     Retrieval,
     Shared,
+    Popular,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -243,9 +256,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("sandbox") => Only::Sandbox,
                     Some("retrieval") => Only::Retrieval,
                     Some("shared") => Only::Shared,
+                    Some("popular") => Only::Popular,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval or shared, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval, shared or popular, not {other:?}"
                         ));
                     }
                 });
@@ -274,6 +288,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                 | Only::Sandbox
                 | Only::Retrieval
                 | Only::Shared
+                | Only::Popular
         )
     );
     p.startup = only.is_none() || only == Some(Only::Startup);
@@ -282,6 +297,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.sandbox = only.is_none() || only == Some(Only::Sandbox);
     p.retrieval = only.is_none() || only == Some(Only::Retrieval);
     p.shared = only.is_none() || only == Some(Only::Shared);
+    p.popular = only.is_none() || only == Some(Only::Popular);
     Ok(Some((p, only)))
 }
 
@@ -556,6 +572,11 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let popular = if p.popular {
+        popular::run(&ctx, p)?
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
@@ -564,6 +585,7 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
         sandbox: sandbox.as_ref(),
         retrieval: retrieval.as_ref(),
         shared: shared.as_ref(),
+        popular: popular.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

@@ -10,6 +10,7 @@ use crate::client::{Procs, sched_runtime};
 use crate::face::{self, HttpPart, Rate};
 use crate::latency::{self, Latency, LatencyPart, Paired, Sequential, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
+use crate::popular::{self, PopularPart};
 use crate::remote;
 use crate::retrieval::{self, Quality, RetrievalPart};
 use crate::sandbox::{self, SandboxPart};
@@ -458,6 +459,7 @@ pub struct Parts<'a> {
     pub sandbox: Option<&'a SandboxPart>,
     pub retrieval: Option<&'a RetrievalPart>,
     pub shared: Option<&'a SharedPart>,
+    pub popular: Option<&'a PopularPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -756,6 +758,7 @@ pub fn finish(
         sandbox,
         retrieval,
         shared,
+        popular,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -803,6 +806,9 @@ pub fn finish(
     }
     if let Some(s) = shared {
         print_shared(s);
+    }
+    if let Some(s) = popular {
+        print_popular(s);
     }
 
     let gated = latency.map(Sequential::gated);
@@ -883,6 +889,7 @@ pub fn finish(
         "sandbox": sandbox.map(sandbox_json),
         "retrieval": retrieval.map(retrieval_json),
         "shared": shared.map(shared_json),
+        "popular": popular.map(popular_json),
         "gates": {
             "latency": gated.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", l.limit.unwrap_or(latency::REGRESSION_RATIO)),
@@ -1099,6 +1106,94 @@ fn sandbox_json(s: &SandboxPart) -> Value {
             "added_us_median": s.added_us().map(|us| round(us, 2)),
             "runs": s.pairs.iter().map(|p| json!({"off_p50_us": round(p.a_p50_us, 2), "on_p50_us": round(p.b_p50_us, 2)})).collect::<Vec<_>>(),
         },
+    })
+}
+
+/// Part 12: the sandbox's first and later starts against off, each over off.
+fn print_popular(s: &PopularPart) {
+    println!(
+        "12. the popular servers: {} in one hub ({}) to a tool list holding every server's tools;",
+        s.servers.len(),
+        s.servers.join(", ")
+    );
+    println!(
+        "   {} runs each, alternating; first = sandbox default with the private caches and data folders emptied, later = not emptied; left out: {}",
+        s.off.len(),
+        popular::LEFT_OUT
+    );
+    let confined = |v: &[HubStartup]| {
+        v.first().map_or(String::new(), |h| {
+            format!("{} of {}", h.confinement.sandboxed, h.confinement.fixtures)
+        })
+    };
+    println!(
+        "   processes below the hub confined in /proc (NoNewPrivs 1 and a seccomp filter), first run: off {}; first {}; later {}",
+        confined(&s.off),
+        confined(&s.first),
+        confined(&s.later)
+    );
+    println!(
+        "   {:<42} {:>11} {:>11} {:>11}  first/off, later/off",
+        "", "off", "first", "later"
+    );
+    let ratios = |pick: fn((f64, f64)) -> f64| {
+        format!(
+            "{:.2}×, {:.2}×",
+            pick(s.ratios(&s.first)),
+            pick(s.ratios(&s.later))
+        )
+    };
+    for (what, of, pick) in [
+        (
+            "complete tool list (fastest run)",
+            PopularPart::fastest as fn(&[HubStartup]) -> f64,
+            (|r: (f64, f64)| r.0) as fn((f64, f64)) -> f64,
+        ),
+        (
+            "complete tool list (median run)",
+            PopularPart::median,
+            |r| r.1,
+        ),
+    ] {
+        println!(
+            "   {:<42} {:>8.0} ms {:>8.0} ms {:>8.0} ms  {}",
+            what,
+            of(&s.off),
+            of(&s.first),
+            of(&s.later),
+            ratios(pick)
+        );
+    }
+    let runs = |v: &[HubStartup]| figures(v.iter().map(|h| h.full_ms), 0);
+    println!(
+        "   {:<42} off {}; first {}; later {}",
+        "every run (ms)",
+        runs(&s.off),
+        runs(&s.first),
+        runs(&s.later)
+    );
+}
+
+fn popular_json(s: &PopularPart) -> Value {
+    let runs = |v: &[HubStartup]| v.iter().map(hub_startup_json).collect::<Vec<_>>();
+    let of = |f: fn(&[HubStartup]) -> f64, ratio_of: fn((f64, f64)) -> f64| {
+        json!({
+            "off": round(f(&s.off), 2),
+            "first": round(f(&s.first), 2),
+            "later": round(f(&s.later), 2),
+            "first_over_off": round(ratio_of(s.ratios(&s.first)), 3),
+            "later_over_off": round(ratio_of(s.ratios(&s.later)), 3),
+        })
+    };
+    json!({
+        "servers": s.servers,
+        "left_out": popular::LEFT_OUT,
+        "settings": {"on": crate::client::pass_through(), "off": sandbox::sandbox_off()},
+        "fastest_ms": of(PopularPart::fastest, |r| r.0),
+        "median_ms": of(PopularPart::median, |r| r.1),
+        "first_runs": runs(&s.first),
+        "later_runs": runs(&s.later),
+        "off_runs": runs(&s.off),
     })
 }
 

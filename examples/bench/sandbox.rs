@@ -23,7 +23,7 @@
 
 use crate::client::{CallTemplate, children, pass_through, start_hub, status_field};
 use crate::latency::{Paired, paired};
-use crate::startup::{HubRun, HubStartup, direct_together, hub_startup};
+use crate::startup::{HubRun, HubStartup, direct_together, fixtures, hub_startup};
 use crate::{Ctx, Params, median_by, min_by, ratio};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
@@ -75,7 +75,8 @@ impl Guard {
 /// The fixtures of one hub, by how they ran.
 #[derive(Clone, Copy, Default)]
 pub struct Confinement {
-    /// Fixture processes found.
+    /// Fixture processes found (for servers that are not fixtures: every process below the
+    /// hub, [`descendants`]).
     pub fixtures: usize,
     /// With no new privileges and a seccomp filter of their own.
     pub sandboxed: usize,
@@ -151,6 +152,17 @@ pub fn confinement(ctx: &Ctx, hub: u32) -> Confinement {
     Confinement::of(&found)
 }
 
+/// How every process below `hub` ran (four levels deep: the servers, their interpreters and
+/// the processes those start), for servers that are not fixtures.
+pub fn descendants(hub: u32) -> Confinement {
+    let (mut found, mut level) = (Vec::new(), vec![hub]);
+    for _ in 0..4 {
+        level = level.iter().flat_map(|p| children(*p)).collect();
+        found.extend(&level);
+    }
+    Confinement::of(&found)
+}
+
 pub struct SandboxPart {
     pub per_server: usize,
     /// 50-server startups with the default settings (sandbox on) and with it off.
@@ -196,6 +208,7 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<SandboxPart> {
     wd.arm("the sandbox: one fixture's tools", Duration::from_secs(30));
     let (_, per_server) = direct_together(ctx, 1)?;
     let (on_settings, off_settings) = (pass_through(), sandbox_off());
+    let servers = fixtures(ctx, SERVERS);
     let mut part = SandboxPart {
         per_server,
         on: Vec::new(),
@@ -221,13 +234,14 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<SandboxPart> {
             let run = HubRun {
                 config,
                 settings,
-                servers: SERVERS,
+                servers: &servers,
+                env: &[],
                 rep,
                 // The hub's memory with 50 proxies against none, read once per side; the
                 // second it costs is left out of --quick.
                 settle: rep == 0 && !p.quick,
             };
-            let h = hub_startup(ctx, &run, per_server)?;
+            let h = hub_startup(ctx, &run, Some(per_server))?;
             h.confinement
                 .check(SERVERS, on, &format!("hub {config} (rep {rep})"))?;
             if on {

@@ -16,12 +16,15 @@
 //! 50 fixtures with nothing in between has measured 47–124 ms over sessions.
 
 use crate::client::{
-    Peer, children, cpu_seconds, pass_through, spawn_fixture, spawn_hub, status_field,
+    Peer, children, cpu_seconds, fixture_entry, hub_command, pass_through, spawn_fixture,
+    status_field,
 };
-use crate::sandbox::{Confinement, confinement};
+use crate::sandbox::{Confinement, confinement, descendants};
 use crate::{Ctx, Params, median_by, min_by, ms};
 use anyhow::{Result, anyhow, bail};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+use std::collections::HashSet;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub const SERVER_COUNTS: [usize; 3] = [1, 10, 50];
@@ -136,47 +139,59 @@ pub struct HubRun<'a> {
     pub config: &'a str,
     /// The config's `openpact` settings.
     pub settings: &'a Value,
-    pub servers: usize,
+    /// The config's `mcpServers`: name → entry.
+    pub servers: &'a Map<String, Value>,
+    /// Set in the hub's environment (and so its servers'): part 12's scratch HOME.
+    pub env: &'a [(&'a str, PathBuf)],
     pub rep: usize,
     /// Read VmRSS again after [`RSS_SETTLE`] idle (it costs that second).
     pub settle: bool,
 }
 
-/// Starts a hub with `run.servers` fixtures and times it to a complete tool list.
-pub fn hub_startup(ctx: &Ctx, run: &HubRun, per_server: usize) -> Result<HubStartup> {
-    let servers = run.servers;
-    let names: Vec<(String, Vec<String>)> = (0..servers)
-        .map(|i| (format!("s{i}"), Vec::new()))
-        .collect();
-    let mut hub = spawn_hub(ctx, run.config, &names, run.settings)?;
+/// `n` fixtures named `s0` … `sN-1`.
+pub fn fixtures(ctx: &Ctx, n: usize) -> Map<String, Value> {
+    (0..n)
+        .map(|i| (format!("s{i}"), fixture_entry(ctx, &[])))
+        .collect()
+}
+
+/// Starts a hub with `run.servers` and times it to a tool list holding every server's tools:
+/// `per_server` each when every server is a fixture, else at least one from each (a server's
+/// tools enter the hub's list together).
+pub fn hub_startup(ctx: &Ctx, run: &HubRun, per_server: Option<usize>) -> Result<HubStartup> {
+    let servers = run.servers.len();
+    let mut cmd = hub_command(ctx, run.config, run.servers.clone(), run.settings, &[])?;
+    cmd.envs(run.env.iter().map(|(k, v)| (k, v)));
+    let mut hub = Peer::spawn(run.config, cmd)?;
     hub.label = format!(
         "hub {} with {servers} servers (rep {})",
         run.config, run.rep
     );
     hub.initialize()?;
     let init = hub.spawned_at.elapsed();
-    let expected = servers * per_server;
+    let expected = servers * per_server.unwrap_or(1);
     let mut first = None;
     let (mut listings, mut stale_listings) = (0, 0);
     let mut seen_changes = hub.list_changed;
     loop {
         listings += 1;
-        // Only the fixtures' tools count (`sN:…`): the hub adds tools of its own.
+        // Only the servers' tools count (`NAME:…`): the hub adds tools of its own.
         let listed = hub.list_tools()?.map(|all| {
-            all.iter()
-                .filter(|t| {
-                    t.split_once(':')
-                        .is_some_and(|(server, _)| names.iter().any(|(n, _)| n == server))
-                })
-                .count()
+            let ours: Vec<&str> = all
+                .iter()
+                .filter_map(|t| t.split_once(':').map(|(server, _)| server))
+                .filter(|server| run.servers.contains_key(*server))
+                .collect();
+            let from: HashSet<&str> = ours.iter().copied().collect();
+            (ours.len(), from.len())
         });
         let now = hub.spawned_at.elapsed();
-        let Some(tools) = listed else {
+        let Some((tools, from)) = listed else {
             stale_listings += 1;
             continue;
         };
         first.get_or_insert((now, tools));
-        if tools >= expected {
+        if tools >= expected && from == servers {
             break;
         }
         // Not all there yet: list again on the next list_changed (or now, if one came
@@ -193,7 +208,10 @@ pub fn hub_startup(ctx: &Ctx, run: &HubRun, per_server: usize) -> Result<HubStar
         .filter_map(|c| cpu_seconds(*c, ctx.clk_tck).ok())
         .sum::<f64>()
         * 1e3;
-    let confinement = confinement(ctx, hub.pid);
+    let confinement = match per_server {
+        Some(_) => confinement(ctx, hub.pid),
+        None => descendants(hub.pid),
+    };
     let (first_at, first_count) = first.unwrap_or((full, expected));
     let rss_kib = status_field(hub.pid, "VmRSS")?;
     let rss_settled_kib = if run.settle {
@@ -290,11 +308,12 @@ pub fn run(ctx: &Ctx, p: &Params) -> Result<StartupPart> {
             let run = HubRun {
                 config: &format!("startup-{n}"),
                 settings: &settings,
-                servers: n,
+                servers: &fixtures(ctx, n),
+                env: &[],
                 rep,
                 settle: n == SERVER_COUNTS[SERVER_COUNTS.len() - 1],
             };
-            count.hub.push(hub_startup(ctx, &run, per_server)?);
+            count.hub.push(hub_startup(ctx, &run, Some(per_server))?);
         }
         counts.push(count);
     }
