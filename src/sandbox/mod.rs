@@ -201,6 +201,9 @@ struct EnvRecipe {
     entry: Vec<(String, String)>,
     names: Vec<String>,
     container: bool,
+    /// Launched by pnpm (`pnpm dlx`, `pnpx`): its cache variables are npm's setting names,
+    /// which npm itself warns about (and will refuse), so only a pnpm launch gets them.
+    pnpm: bool,
 }
 
 /// What the hub knows when it plans a server's sandbox.
@@ -370,6 +373,7 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
                 entry: entry_env.clone(),
                 names,
                 container: true,
+                pnpm: false,
             }),
             known,
         };
@@ -511,6 +515,9 @@ pub fn plan(server: &ServerConfig, cx: &Context) -> Plan {
         entry: entry_env.clone(),
         names,
         container: false,
+        pnpm: program
+            .file_name()
+            .is_some_and(|n| n == "pnpm" || n == "pnpx"),
     };
     // The names the server will get, the proxy's variables included (their value is the
     // proxy's address, known only once it runs).
@@ -689,10 +696,10 @@ fn container_env_names(args: &[String]) -> Vec<String> {
     out
 }
 
-/// A confined server's own folders, as its environment names them.
 /// npm's setting for its "new version available" notice.
 const NPM_UPDATE_NOTIFIER: &str = "npm_config_update_notifier";
 
+/// A confined server's own folders, as its environment names them.
 struct Dirs<'a> {
     tmpdir: &'a Path,
     data: &'a Path,
@@ -715,7 +722,7 @@ impl EnvRecipe {
             let t = dirs.tmpdir.display().to_string();
             ours.extend(["TMPDIR", "TMP", "TEMP"].map(|k| (k.to_string(), t.clone())));
             ours.push((DATA_VAR.to_string(), dirs.data.display().to_string()));
-            entry = places::private_cache_vars(dirs.caches);
+            entry = places::private_cache_vars(dirs.caches, self.pnpm);
             // npm's notice of a newer npm fills the last lines of stderr, which the hub's
             // "failed to start" reason quotes, and hides the real error of an `npx` start.
             if !self
@@ -1562,6 +1569,7 @@ mod tests {
                     .collect(),
                 names: Vec::new(),
                 container: false,
+                pnpm: false,
             };
             let vars = recipe.build(&[], &Network::None, &dirs, None).vars;
             vars.into_iter()

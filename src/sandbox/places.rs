@@ -69,17 +69,16 @@ const HOME_CACHES: &[&str] = &[
 
 /// The variables that send each package manager's cache — and what a one-off run installs
 /// there and runs (npm's `_npx`, uv's tool environments, `pipx run`'s venvs) — to `root`, a
-/// folder of the server's own, by tool: each tool's documented variable.
-pub fn private_cache_vars(root: &Path) -> Vec<(String, String)> {
+/// folder of the server's own, by tool: each tool's documented variable. pnpm's are npm's
+/// setting names, which npm warns about when it runs ("Unknown env config … will stop
+/// working"): they are set only for a pnpm launch (`pnpm`).
+pub fn private_cache_vars(root: &Path, pnpm: bool) -> Vec<(String, String)> {
     let at = |sub: &str| root.join(sub).display().to_string();
     [
         // npm reads its settings from `npm_config_*` in any case: both spellings, so that a
         // user's `NPM_CONFIG_CACHE` passed through cannot win by the order npm reads them.
         ("npm_config_cache", at("npm")),
         ("NPM_CONFIG_CACHE", at("npm")),
-        // pnpm: its package store and `pnpm dlx`'s cache.
-        ("npm_config_store_dir", at("pnpm/store")),
-        ("npm_config_cache_dir", at("pnpm/cache")),
         ("YARN_CACHE_FOLDER", at("yarn")),
         ("YARN_GLOBAL_FOLDER", at("yarn/global")),
         ("BUN_INSTALL_CACHE_DIR", at("bun")),
@@ -93,6 +92,15 @@ pub fn private_cache_vars(root: &Path) -> Vec<(String, String)> {
         ("PIPX_BIN_DIR", at("pipx/bin")),
     ]
     .into_iter()
+    // pnpm: its package store and `pnpm dlx`'s cache.
+    .chain(
+        [
+            ("npm_config_store_dir", at("pnpm/store")),
+            ("npm_config_cache_dir", at("pnpm/cache")),
+        ]
+        .into_iter()
+        .filter(|_| pnpm),
+    )
     .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
@@ -160,4 +168,23 @@ pub fn too_broad(dir: &Path, home: Option<&Path>) -> bool {
         || home.is_some_and(|h| h.starts_with(dir))
         || private(None).iter().any(|p| p == dir)
         || SYSTEM.iter().any(|s| dir.starts_with(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pnpm_settings_only_for_a_pnpm_launch() {
+        let names = |pnpm| -> Vec<String> {
+            private_cache_vars(Path::new("/c"), pnpm)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        };
+        // npm warns about settings it does not know, and says it will refuse them.
+        assert!(!names(false).iter().any(|k| k.contains("store_dir")));
+        assert!(names(false).contains(&"npm_config_cache".to_string()));
+        assert!(names(true).contains(&"npm_config_store_dir".to_string()));
+    }
 }

@@ -116,6 +116,46 @@ const SKIP_DOWNLOAD: &[&str] = &[
     "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1",
 ];
 
+/// The install script that failed in a server's last `npx` install, from npm's newest log in
+/// the server's own cache (`npm info run PKG@VER postinstall { code: 1, … }`): npm names it
+/// only there, and a failed postinstall (a browser download on a machine, or a Node, that
+/// cannot reach it) ends `npx -y` with status 1 and nothing on stderr.
+pub fn failed_install_script(npm_cache: &Path, server: &str) -> Option<String> {
+    let newest = std::fs::read_dir(npm_cache.join("_logs"))
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .max_by_key(|e| e.file_name())?;
+    let log = std::fs::read_to_string(newest.path()).ok()?;
+    let failed = log.lines().rev().find_map(|line| {
+        let (_, rest) = line.split_once(" info run ")?;
+        let (package, rest) = rest.split_once(' ')?;
+        let (script, outcome) = rest.split_once(' ')?;
+        let code = outcome.strip_prefix("{ code: ")?.split(',').next()?;
+        (code != "0").then(|| (package.to_string(), script.to_string(), code.to_string()))
+    })?;
+    let (package, script, code) = failed;
+    let skip: Vec<&str> = SKIP_DOWNLOAD
+        .iter()
+        .copied()
+        .filter(|v| {
+            let tool = v.split('_').next().unwrap_or_default().to_ascii_lowercase();
+            package.starts_with(&tool)
+        })
+        .collect();
+    let advice = match skip.as_slice() {
+        [] => "it usually downloads something the sandbox refused: allow its host, or run the server once with \"sandbox\": false".to_string(),
+        vars => format!(
+            "it downloads a browser: skip that with {} in the entry's \"env\" (the server then needs a browser of yours), or allow its host",
+            vars.join(", ")
+        ),
+    };
+    Some(format!(
+        "{package}'s {script} script failed (exit {code}) while npx installed {server}'s packages ({}); {advice}",
+        newest.path().display()
+    ))
+}
+
 /// What a server that ended during its start is told when the egress proxy refused hosts
 /// meanwhile (an install script's download, as puppeteer's Chrome on a first `npx -y`).
 pub fn refused_during_start(
@@ -142,6 +182,40 @@ pub fn refused_during_start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_install_script_is_read_from_npm_s_newest_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("_logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        std::fs::write(
+            logs.join("2026-11-28T21_00_00_000Z-debug-0.log"),
+            "1 info run puppeteer@1.0.0 postinstall { code: 1, signal: null }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            logs.join("2026-11-28T21_09_59_266Z-debug-0.log"),
+            "5544 info run sharp@0.34.5 install { code: 0, signal: null }\n\
+             5547 info run puppeteer@24.43.1 postinstall { code: 1, signal: null }\n\
+             5558 verbose exit 1\n",
+        )
+        .unwrap();
+        let got = failed_install_script(dir.path(), "desktop").unwrap();
+        assert!(
+            got.starts_with("puppeteer@24.43.1's postinstall script failed (exit 1)")
+                && got.contains("PUPPETEER_SKIP_DOWNLOAD=1")
+                && !got.contains("PLAYWRIGHT")
+                && got.contains("21_09_59"),
+            "{got}"
+        );
+        // The newest run installed nothing that failed: nothing to say.
+        std::fs::write(
+            logs.join("2026-11-28T22_00_00_000Z-debug-0.log"),
+            "1 verbose exit 0\n",
+        )
+        .unwrap();
+        assert_eq!(failed_install_script(dir.path(), "desktop"), None);
+    }
 
     #[test]
     fn the_node_versions_that_honour_the_proxy() {

@@ -760,6 +760,9 @@ impl Upstream {
                 self.config_named().as_deref(),
                 &refused,
             ))
+            .chain(self.sandbox.profile.as_ref().and_then(|p| {
+                crate::sandbox::runtimes::failed_install_script(&p.caches.join("npm"), self.name())
+            }))
             .collect();
         if !hints.is_empty() {
             return format!("{reason} ({})", hints.join("; "));
