@@ -501,7 +501,7 @@ async fn a_server_failing_in_the_sandbox_says_how_to_widen_it() {
     );
     assert!(
         reason.contains(&format!(
-            "the sandbox refused reading ~/.ssh/id_ed25519; to allow it: {named}"
+            "the sandbox refused reading ~/.ssh/id_ed25519, a place where credentials live; if this server should have it: {named}"
         )),
         "{reason}"
     );

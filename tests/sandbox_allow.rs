@@ -55,7 +55,7 @@ fn fix_in(blocks: &[String]) -> String {
 
 /// Runs `command` in a shell as the user would: `openpact` on the PATH, in the config's
 /// folder (where a plain `openpact` finds it), `~` being the test's home.
-fn run_in_shell(command: &str, config: &Path, home: &Path) -> (i32, String) {
+pub(crate) fn run_in_shell(command: &str, config: &Path, home: &Path) -> (i32, String) {
     let bin = Path::new(OPENPACT).parent().unwrap();
     let path = format!(
         "{}:{}",

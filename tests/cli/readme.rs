@@ -572,6 +572,12 @@ const CASES: &[Case] = &[
         fails(&["no config file found"]),
     ),
     case(
+        "sandbox-allow-net-private",
+        &["sandbox", "allow", "fetch", "net", "192.168.1.10:8080"],
+        fails(&["no server named fetch"]),
+        fails(&["no config file found"]),
+    ),
+    case(
         "sandbox-allow-socket",
         &["sandbox", "allow", "github", "socket", "/tmp/agent.sock"],
         ok(&["github: allowed socket /tmp/agent.sock"]),
@@ -704,6 +710,10 @@ const COVERAGE: &[(&str, &[&str])] = &[
     (
         "openpact sandbox allow notion net api.notion.com",
         &["sandbox-allow-net"],
+    ),
+    (
+        "openpact sandbox allow fetch net 192.168.1.10:8080",
+        &["sandbox-allow-net-private"],
     ),
     (
         "openpact scripts list [--json]",

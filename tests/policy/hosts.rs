@@ -288,12 +288,11 @@ async fn the_notion_server_is_asked_for_its_api_and_works_once_allowed() {
     assert!(text(&r).contains(&format!("`{fix}`")), "{r}");
     assert!(api.seen().is_empty());
 
-    // What that command does — the host in the server's allow list — reloaded by the
-    // running hub: the next call of the same client works.
-    let mut changed: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    changed["mcpServers"] = notion(&[&host]);
-    std::fs::write(&config, serde_json::to_vec_pretty(&changed).unwrap()).unwrap();
-    hub.wait_log("reloaded (the file changed)", WAIT).await;
+    // That command, run as the user would: it puts the host in the server's allow list and
+    // the running hub reloads; the next call of the same client works.
+    let home = std::path::PathBuf::from(std::env::var("HOME").unwrap());
+    let (code, out) = crate::sandbox_allow::run_in_shell(&fix, &config, &home);
+    assert_eq!(code, 0, "{fix}: {out}");
     let c = &mut hub.client;
     let deadline = std::time::Instant::now() + WAIT;
     let r = loop {
