@@ -617,3 +617,114 @@ async fn popular_servers_work_under_the_default_profile() {
         );
     }
 }
+
+/// Real servers under a profile too narrow on purpose (the known grants dropped, or a page
+/// on a private address that "any public host" does not reach): each failure names the exact
+/// command that fixes it, and running that command as a user would — the running hub
+/// reloads — makes the same client's next call work. A folder (desktop-commander's state),
+/// a file (kubernetes' `~/.kube/config`) and a host (fetch's page). (A socket: no server of
+/// the suite uses one; `sandbox_allow::a_refused_socket_…` follows that kind with the
+/// fixture.)
+#[tokio::test]
+async fn too_narrow_profiles_name_the_command_that_fixes_them() {
+    let Some(install) = Install::get() else {
+        return;
+    };
+    let sc = Scratch::new();
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = outside_temp.path().join("home");
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let kube_port = unused.local_addr().unwrap().port();
+    drop(unused);
+    developer_home(&home, kube_port);
+    let notes = home.join("projects/notes");
+    let page = Stand::start_on(crate::support::non_loopback_address(), |_| {
+        reply(
+            200,
+            "text/html",
+            "<html><body><h1>Narrow page</h1></body></html>",
+        )
+    });
+    let page_host = page.base.trim_start_matches("http://").to_string();
+    let narrow = |mut entry: Value| {
+        entry["sandbox"] = json!({"known": false});
+        entry
+    };
+    let config = sc.servers(
+        json!({
+            "desktop": narrow(install.npx("@wonderwhy-er/desktop-commander", &[])),
+            "kubernetes": narrow(install.npx("mcp-server-kubernetes", &[])),
+            "fetch": install.uvx("mcp-server-fetch", &["--allow-private-ips"]),
+        }),
+        None,
+    );
+    let mut hub = serve_with(&config, &[], &[("HOME", s(&home))]).await;
+    hub.client.initialize_as(json!({}), "compat-narrow").await;
+    let allow = |rest: &str| format!("openpact --config {} sandbox allow {rest}", s(&config));
+
+    // A folder and a file: the start fails, and its reason names the command.
+    for (server, fix) in [
+        ("desktop", allow("desktop write ~/.claude-server-commander")),
+        ("kubernetes", allow("kubernetes read ~/.kube/config")),
+    ] {
+        let deadline = Instant::now() + START_LIMIT;
+        while !failed_to_start(&hub, server) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let log = hub.stderr();
+        let failure = log
+            .lines()
+            .find(|l| {
+                l.contains("failed to start")
+                    && l.trim_end().ends_with(&format!(" server={server}"))
+            })
+            .unwrap_or_else(|| panic!("{server} did not fail to start: {log}"));
+        assert!(
+            failure.contains(&fix),
+            "{server}: wanted `{fix}` in: {failure}"
+        );
+        let (code, out) = crate::sandbox_allow::run_in_shell(&fix, &config, &home);
+        assert_eq!(code, 0, "{fix}: {out}");
+    }
+    // A host: the call fails naming the command.
+    let url = format!("{}/narrow", page.base);
+    crate::support::wait_for_tool(&mut hub.client, "fetch:fetch", START_LIMIT).await;
+    let r = hub.client.call("fetch:fetch", json!({"url": url})).await;
+    let fix = allow(&format!("fetch net {page_host}"));
+    assert!(
+        is_error(&r) && all_text(&r).contains(&fix),
+        "wanted `{fix}`: {r}"
+    );
+    let (code, out) = crate::sandbox_allow::run_in_shell(&fix, &config, &home);
+    assert_eq!(code, 0, "{fix}: {out}");
+
+    // The same client, no restart: each next call works.
+    for (tool, args, want) in [
+        (
+            "desktop:list_directory",
+            json!({"path": s(&notes)}),
+            "README.md",
+        ),
+        (
+            "kubernetes:kubectl_context",
+            json!({"operation": "list"}),
+            "dev-context",
+        ),
+        ("fetch:fetch", json!({"url": url}), "Narrow page"),
+    ] {
+        let deadline = Instant::now() + START_LIMIT;
+        let r = loop {
+            let r = hub.client.call(tool, args.clone()).await;
+            let done = !is_error(&r) && r.get("error").is_none() && all_text(&r).contains(want);
+            if done || Instant::now() > deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        assert!(
+            !is_error(&r) && all_text(&r).contains(want),
+            "{tool} after its fix: wanted {want:?}: {r}"
+        );
+    }
+    hub.close().await;
+}
