@@ -568,7 +568,7 @@ async fn a_server_that_wants_a_login_says_how_and_others_serve() {
 async fn config_check_shows_remote_servers_without_secrets() {
     let s = Scratch::new();
     let cfg = s.servers(
-        json!({"r": {"url": "https://user:pw@mcp.example.com/mcp?api_key=k3y",
+        json!({"r": {"url": "https://user:pw-s3cret@mcp.example.com/mcp?api_key=k3y-s3cret",
                      "headers": {"Authorization": "Bearer t0ken"},
                      "oauth": {"clientId": "app", "scopes": ["read"]}},
                "o": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}),
@@ -589,7 +589,8 @@ async fn config_check_shows_remote_servers_without_secrets() {
         let out = cmd.output().await.unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(out.status.success(), "{stdout}");
-        for secret in ["pw", "k3y", "t0ken"] {
+        // Secrets that no temp dir's random name can hold by chance (`.tmpwX…` holds "pw").
+        for secret in ["pw-s3cret", "k3y-s3cret", "t0ken"] {
             assert!(!stdout.contains(secret), "{secret} shown: {stdout}");
         }
         assert!(
