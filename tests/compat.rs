@@ -224,6 +224,19 @@ async fn call_all(
     answers
 }
 
+/// A developer's home (see [`developer_home`]) whose kube config names an unused loopback
+/// port, in a folder kept until the first value is dropped. Not under the temp dirs, which
+/// the default profile keeps private to each server: a developer's home is not there either.
+fn scratch_home() -> (tempfile::TempDir, PathBuf) {
+    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = outside_temp.path().join("home");
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let kube_port = unused.local_addr().unwrap().port();
+    drop(unused);
+    developer_home(&home, kube_port);
+    (outside_temp, home)
+}
+
 /// Every text block of a `tools/call` answer, joined.
 fn all_text(r: &Value) -> String {
     r["result"]["content"]
@@ -245,14 +258,7 @@ async fn popular_servers_work_under_the_default_profile() {
     };
     let t0 = Instant::now();
     let sc = Scratch::new();
-    // Not under the temp dirs, which the default profile keeps private to each server: a
-    // developer's home is not there either.
-    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let home = outside_temp.path().join("home");
-    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let kube_port = unused.local_addr().unwrap().port();
-    drop(unused);
-    developer_home(&home, kube_port);
+    let (_outside_temp, home) = scratch_home();
     let notes = home.join("projects/notes");
     let readme = notes.join("README.md");
     let shop_db = home.join("projects/shop/shop.db");
@@ -631,12 +637,7 @@ async fn too_narrow_profiles_name_the_command_that_fixes_them() {
         return;
     };
     let sc = Scratch::new();
-    let outside_temp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let home = outside_temp.path().join("home");
-    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let kube_port = unused.local_addr().unwrap().port();
-    drop(unused);
-    developer_home(&home, kube_port);
+    let (_outside_temp, home) = scratch_home();
     let notes = home.join("projects/notes");
     let page = Stand::start_on(crate::support::non_loopback_address(), |_| {
         reply(

@@ -32,6 +32,18 @@ pub(crate) async fn http_hub(
 }
 
 /// Once the fixture's echo is listed, the `http://HOST:PORT` the hub logged it serves on.
+/// The face's `/health` answer.
+pub(crate) async fn health(base: &str) -> Value {
+    client()
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub(crate) async fn http_base(hub: &mut Hub) -> String {
     ready(&mut hub.client, &["fx:echo"]).await;
     hub.wait_log("serving MCP over HTTP on http://", WAIT).await;

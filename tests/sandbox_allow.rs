@@ -212,14 +212,7 @@ async fn a_refused_file_named_on_stderr_names_the_command_and_following_it_works
     assert_eq!(shown[0]["kind"], "write");
     assert_eq!(shown[0]["fix"], *want);
     assert!(shown[0]["at"].as_str().is_some_and(|t| t.contains('T')));
-    let health: Value = crate::http_face::client()
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = crate::http_face::health(base).await;
     assert_eq!(
         health["servers"][0]["refusals"][0]["fix"], *want,
         "{health}"

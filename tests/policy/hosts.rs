@@ -209,14 +209,7 @@ async fn health_shows_refused_and_remembered_hosts() {
     let base = crate::http_face::http_base(&mut hub).await;
     let r = hub.client.call("fx:try_fetch", fetch(&stand)).await;
     assert!(is_error(&r), "{r}");
-    let health: Value = crate::http_face::client()
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = crate::http_face::health(&base).await;
     let fx = &health["servers"][0];
     assert_eq!(fx["refusals"][0]["what"], host.as_str(), "{health}");
     assert_eq!(
