@@ -219,7 +219,8 @@ impl Judge<'_> {
             return None;
         }
         let reads: Vec<PathBuf> = p.read.iter().chain(&p.write).cloned().collect();
-        let readable = covered(&reads, &p.private, path) && !denied(&p.deny, &reads, path);
+        let credential = denied(&p.deny, &reads, path);
+        let readable = covered(&reads, &p.private, path) && !credential;
         let kind = match seen.op {
             Op::Connect => Grant::Socket,
             Op::Read => Grant::Read,
@@ -227,7 +228,7 @@ impl Judge<'_> {
             // Reading it was allowed, so it was a write; a credential place is read; a
             // private place (a temp root) may have been either, and a write grant allows both.
             Op::Open if readable => Grant::Write,
-            Op::Open if denied(&p.deny, &reads, path) => Grant::Read,
+            Op::Open if credential => Grant::Read,
             Op::Open => Grant::Write,
         };
         let granted = match kind {
@@ -255,7 +256,7 @@ impl Judge<'_> {
             kind: kind.word().to_string(),
             at: crate::time::now_rfc3339(),
             fix,
-            credential: denied(&p.deny, &reads, path),
+            credential,
         })
     }
 
