@@ -16,7 +16,7 @@
 //!   a loopback callback, refresh, the token store.
 //! - [`sandbox`]: what a stdio server may touch — its profile, its confinement (Landlock and
 //!   seccomp on Linux, behind a platform seam) and its egress proxy.
-//! - [`transport`]: child processes, our own stdio, Streamable HTTP and legacy SSE clients.
+//! - [`transport`]: child processes, our own stdio, Streamable HTTP and HTTP+SSE clients.
 //! - [`upstream`]: one server — process, handshake, requests, lifecycle.
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).

@@ -3,7 +3,7 @@
 //! codes (a leaf: imports no layer).
 
 /// The one stateless revision.
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub const STATELESS_VERSION: &str = "2026-07-28";
 
 /// The reserved `_meta` keys of a 2026-07-28 request or result (§2.2).
 pub mod meta {
@@ -16,7 +16,7 @@ pub mod meta {
 }
 
 /// Error codes only the 2026-07-28 revision has (§1.3, §2.2): a peer answering with one
-/// is modern, whatever else it says; each goes with HTTP 400.
+/// is stateless, whatever else it says; each goes with HTTP 400.
 pub mod code {
     pub const HEADER_MISMATCH: i64 = -32020;
     pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;

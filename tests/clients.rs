@@ -549,7 +549,7 @@ async def main():
         out["sampling_result"] = dump(await client.call_tool(
             "everything:trigger-sampling-request", {"prompt": "Say hi", "maxTokens": 10}))
         out["sampled"] = sampled
-        # Logging and unsolicited roots requests belong to the legacy era (2026-07-28 drops
+        # Logging and unsolicited roots requests belong to the handshake era (2026-07-28 drops
         # logging/setLevel, and servers ask only during a request).
         if client.protocol_version != "2026-07-28":
             # server-everything asks for the roots after initialized and logs the count.
@@ -566,7 +566,7 @@ asyncio.run(main())
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
+async fn python_sdk_uses_the_whole_surface_in_auto_and_handshake_mode() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
     let config = config(&peers, &sc);
@@ -587,17 +587,21 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
         ];
         peers.python_via_tee(&script, mode, &sent(mode), &hub)
     };
-    let (auto, legacy) = tokio::join!(
+    let (auto, handshake) = tokio::join!(
         run(client("auto"), sc.path().to_path_buf()),
         run(client("legacy"), sc.path().to_path_buf())
     );
 
-    for (mode, ran) in [("auto", auto), ("legacy", legacy)] {
+    for (mode, ran) in [("auto", auto), ("legacy", handshake)] {
         let v = ran.json();
         let ctx = format!("{mode}: {v:#}\nstderr:\n{}", ran.stderr);
         // `auto` discovers that the hub speaks 2026-07-28 and stays on it.
-        let modern = mode == "auto";
-        let version = if modern { "2026-07-28" } else { "2025-11-25" };
+        let stateless = mode == "auto";
+        let version = if stateless {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
         assert_eq!(v["protocolVersion"], version, "{ctx}");
         assert_eq!(v["serverName"], "openpact", "{ctx}");
         assert_eq!(v["capabilities"]["resources"]["subscribe"], true, "{ctx}");
@@ -687,7 +691,7 @@ async fn python_sdk_uses_the_whole_surface_in_auto_and_legacy_mode() {
         // What the client sent.
         let methods = sent_methods(&sent(mode));
         assert_lifecycle(mode, &methods);
-        if modern {
+        if stateless {
             continue;
         }
         // Logging: the roots sync message (before any level was set), then at "warning" only

@@ -7,8 +7,8 @@
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
-//! - `modern`: the 2026-07-28 revision downstream: discover, stateless requests, input-required.
-//! - `modern_upstream`: 2026-07-28 servers behind the hub (pinned, auto), and their input requests.
+//! - `stateless`: the 2026-07-28 revision downstream: discover, stateless requests, input-required.
+//! - `stateless_upstream`: 2026-07-28 servers behind the hub (pinned, auto), and their input requests.
 //! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
 //! - `surface`: resources, prompts, completion, logging, progress, server→client requests.
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
@@ -53,8 +53,6 @@ mod http_load;
 mod hub;
 mod interleave;
 mod interop;
-mod modern;
-mod modern_upstream;
 mod policy;
 mod reload;
 mod remote;
@@ -63,5 +61,7 @@ mod sandbox;
 mod sandbox_allow;
 mod search_clients;
 mod shared;
+mod stateless;
+mod stateless_upstream;
 mod stdio_socket;
 mod surface;

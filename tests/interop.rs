@@ -538,7 +538,7 @@ asyncio.run(main())
 "#;
 
 #[tokio::test]
-async fn python_sdk_client_works_in_auto_and_legacy_mode() {
+async fn python_sdk_client_works_in_auto_and_handshake_mode() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
     let config = fx_config(&sc, "qualified");
@@ -556,13 +556,13 @@ async fn python_sdk_client_works_in_auto_and_legacy_mode() {
         "serve",
     ];
     let client = |mode: &str| peers.python_via_tee(&script, mode, &sent(mode), &hub);
-    let (auto_words, legacy_words) = (client("auto"), client("legacy"));
-    let (auto, legacy) = tokio::join!(
+    let (auto_words, handshake_words) = (client("auto"), client("legacy"));
+    let (auto, handshake) = tokio::join!(
         run_in(&auto_words, sc.path(), &[]),
-        run_in(&legacy_words, sc.path(), &[])
+        run_in(&handshake_words, sc.path(), &[])
     );
 
-    for (mode, ran) in [("auto", auto), ("legacy", legacy)] {
+    for (mode, ran) in [("auto", auto), ("legacy", handshake)] {
         let v = ran.json();
         // `auto` discovers that the hub speaks 2026-07-28 and stays on it.
         let version = if mode == "auto" {

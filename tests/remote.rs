@@ -2,7 +2,7 @@
 //! `streamableHttp` and `sse` modes and a Python SDK (`mcp` 2.x) server over Streamable HTTP,
 //! each a real process on a loopback port. Tools, resources, prompts, progress, cancellation,
 //! sampling and elicitation go through the hub; the transport (Streamable HTTP or, after
-//! the first POST fails, legacy SSE) is found on its own.
+//! the first POST fails, HTTP+SSE) is found on its own.
 //!
 //! The helpers here (the Python peer, a hub with a client that declares sampling and
 //! elicitation) serve `remote_faults` too; ports and server processes are in `support`.
@@ -184,7 +184,7 @@ async fn cancel_midway(c: &mut Client, tool: &str, arguments: Value, after: &str
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn everything_over_streamable_http_and_legacy_sse_next_to_a_stdio_child() {
+async fn everything_over_streamable_http_and_sse_next_to_a_stdio_child() {
     let Some(peers) = Peers::get() else { return };
     let web = everything(&peers, "streamableHttp", free_port()).await;
     let old = everything(&peers, "sse", free_port()).await;

@@ -589,7 +589,7 @@ async fn python_sdk_over_http_searches_and_calls_through_call_tool_on_2026() {
 // ---------------------------------------------------------------------------------------
 // The TypeScript SDK over HTTP
 
-/// The TypeScript SDK `sdk` (v1 or v2) in `era` (legacy or 2026-07-28), in `mode` against
+/// The TypeScript SDK `sdk` (v1 or v2) in `era` (handshake or 2026-07-28), in `mode` against
 /// `url`.
 async fn typescript(peers: &Peers, url: &str, mode: &str, sdk_era: [&str; 2], hub: &Hub) -> Value {
     let peers_dir = peers.vars["OPENPACT_PEERS_DIR"].as_str().unwrap();
@@ -607,8 +607,8 @@ async fn typescript_search(sdk_era: [&str; 2]) {
     let config = searching(&sc);
     let (hub, base) = http_only(&config).await;
     let v = typescript(&peers, &format!("{base}/mcp"), "search", sdk_era, &hub).await;
-    let modern = sdk_era[1] != "legacy";
-    if modern {
+    let stateless = sdk_era[1] != "legacy";
+    if stateless {
         assert_eq!(v["protocolVersion"], sdk_era[1], "{who}: {v:#}");
         assert_eq!(v["sessionId"], Value::Null, "{who}: stateless: {v:#}");
         // The SDK notes each input-required round it fulfils: progress's prompt came so.

@@ -22,7 +22,7 @@ pub fn reqwest_client() -> Result<reqwest::Client> {
         .context("cannot build the HTTP client")
 }
 
-/// One MCP session over Streamable HTTP (legacy era: `initialize`, then the session id and
+/// One MCP session over Streamable HTTP (handshake era: `initialize`, then the session id and
 /// protocol version on every request).
 pub struct Session {
     http: reqwest::Client,

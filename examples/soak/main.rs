@@ -23,7 +23,7 @@
 //!   when shorter than 3 minutes) to the end, and fds, threads, sessions, tasks and children
 //!   are back to their baseline once the clients are gone.
 //!
-//! [`hub`] starts and stops the processes, [`mcp`] holds the MCP clients (legacy HTTP
+//! [`hub`] starts and stops the processes, [`mcp`] holds the MCP clients (handshake HTTP
 //! sessions, 2026-07-28 stateless calls over HTTP, and stdio).
 //!
 //! Exit status: 0 on PASS, 1 on FAIL or an error, 2 on a bad command line.

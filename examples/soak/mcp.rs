@@ -1,8 +1,8 @@
-//! The soak's MCP clients, written for checking rather than speed: [`Legacy`], one
+//! The soak's MCP clients, written for checking rather than speed: [`Handshake`], one
 //! Streamable HTTP session (initialize, calls whose SSE streams are read to their response,
-//! an optional GET stream, cancellation, DELETE); [`Modern`], 2026-07-28 stateless calls over
+//! an optional GET stream, cancellation, DELETE); [`Stateless`], 2026-07-28 stateless calls over
 //! HTTP (the `_meta` envelope and the `Mcp-*` headers, input-required rounds); and [`Stdio`],
-//! a legacy client on the hub's own stdin/stdout. Each answers the hub's permission prompt
+//! a handshake client on the hub's own stdin/stdout. Each answers the hub's permission prompt
 //! (`elicitation/create`: allow once), counts the progress notifications of its own calls,
 //! and reports to [`Strays`] any message that reached it but was not for it.
 
@@ -16,8 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 
-pub const LEGACY: &str = "2025-06-18";
-pub const MODERN: &str = "2026-07-28";
+pub const HANDSHAKE: &str = "2025-06-18";
+pub const STATELESS: &str = "2026-07-28";
 
 pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -190,7 +190,7 @@ impl Reply {
     }
 }
 
-/// What a legacy session's POSTs and GET share.
+/// What a handshake session's POSTs and GET share.
 struct Conn {
     http: reqwest::Client,
     url: String,
@@ -205,7 +205,7 @@ impl Conn {
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-session-id", &self.sid)
-            .header("mcp-protocol-version", LEGACY)
+            .header("mcp-protocol-version", HANDSHAKE)
             .body(body.to_string())
     }
 
@@ -270,7 +270,7 @@ impl Conn {
             .get(&self.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", &self.sid)
-            .header("mcp-protocol-version", LEGACY)
+            .header("mcp-protocol-version", HANDSHAKE)
             .send()
             .await;
         let Ok(resp) = resp else { return };
@@ -288,14 +288,14 @@ impl Conn {
     }
 }
 
-/// One legacy Streamable HTTP session.
-pub struct Legacy {
+/// One handshake Streamable HTTP session.
+pub struct Handshake {
     conn: Arc<Conn>,
     next_id: u64,
     get: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Legacy {
+impl Handshake {
     /// `initialize` (declaring elicitation), `notifications/initialized`, and the GET stream
     /// when `get_stream`.
     pub async fn connect(
@@ -303,9 +303,9 @@ impl Legacy {
         url: &str,
         strays: Arc<Strays>,
         get_stream: bool,
-    ) -> Result<Legacy> {
+    ) -> Result<Handshake> {
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": LEGACY, "capabilities": {"elicitation": {}},
+            "protocolVersion": HANDSHAKE, "capabilities": {"elicitation": {}},
             "clientInfo": {"name": "openpact-soak", "version": "1"}}});
         let resp = http
             .post(url)
@@ -338,7 +338,7 @@ impl Legacy {
             bail!("notifications/initialized answered {status}");
         }
         let get = get_stream.then(|| tokio::spawn(conn.clone().listen()));
-        Ok(Legacy {
+        Ok(Handshake {
             conn,
             next_id: 0,
             get,
@@ -436,7 +436,7 @@ impl Legacy {
             .http
             .delete(&self.conn.url)
             .header("mcp-session-id", &self.conn.sid)
-            .header("mcp-protocol-version", LEGACY)
+            .header("mcp-protocol-version", HANDSHAKE)
             .send()
             .await?;
         if let Some(mut get) = self.get.take() {
@@ -448,7 +448,7 @@ impl Legacy {
     }
 }
 
-impl Drop for Legacy {
+impl Drop for Handshake {
     fn drop(&mut self) {
         if let Some(get) = self.get.take() {
             get.abort();
@@ -457,24 +457,24 @@ impl Drop for Legacy {
 }
 
 /// 2026-07-28 stateless calls over HTTP (each POST carries its version and capabilities).
-pub struct Modern {
+pub struct Stateless {
     http: reqwest::Client,
     url: String,
     strays: Arc<Strays>,
     next_id: u64,
 }
 
-fn modern_meta() -> Value {
+fn stateless_meta() -> Value {
     json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
         "io.modelcontextprotocol/clientInfo": {"name": "openpact-soak-modern", "version": "1"},
     })
 }
 
-impl Modern {
-    pub fn new(http: reqwest::Client, url: &str, strays: Arc<Strays>) -> Modern {
-        Modern {
+impl Stateless {
+    pub fn new(http: reqwest::Client, url: &str, strays: Arc<Strays>) -> Stateless {
+        Stateless {
             http,
             url: url.to_string(),
             strays,
@@ -496,7 +496,7 @@ impl Modern {
         mut params: Value,
     ) -> reqwest::RequestBuilder {
         let meta = params.get("_meta").cloned().unwrap_or_else(|| json!({}));
-        let mut full = modern_meta();
+        let mut full = stateless_meta();
         if let (Some(full), Some(extra)) = (full.as_object_mut(), meta.as_object()) {
             full.extend(extra.clone());
         }
@@ -506,7 +506,7 @@ impl Modern {
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", MODERN)
+            .header("mcp-protocol-version", STATELESS)
             .header("mcp-method", method);
         if let Some(n) = name {
             r = r.header("mcp-name", n);
@@ -617,7 +617,7 @@ struct StdioState {
     cancelled: HashSet<u64>,
 }
 
-/// A legacy client on the hub's stdin/stdout: requests in flight side by side, the hub's
+/// A handshake client on the hub's stdin/stdout: requests in flight side by side, the hub's
 /// questions answered by the reader.
 pub struct Stdio {
     out: mpsc::UnboundedSender<String>,

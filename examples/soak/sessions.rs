@@ -1,4 +1,4 @@
-//! `--sessions N`: session churn over the HTTP face. Phase A: N legacy sessions that each
+//! `--sessions N`: session churn over the HTTP face. Phase A: N handshake sessions that each
 //! initialize, send `notifications/initialized`, make five `fx:echo` calls (each answer
 //! checked) and are abandoned (never DELETEd: the hub ends the idlest when `maxSessions`,
 //! 64, are open). Phase B: the same, each ended with DELETE. [`CLIENTS`] clients at a time,
@@ -7,7 +7,7 @@
 //! call was answered right.
 
 use crate::hub;
-use crate::mcp::{Legacy, Strays, http_client};
+use crate::mcp::{Handshake, Strays, http_client};
 use crate::probe::{Probe, Sample};
 use crate::{Ctx, mib};
 use anyhow::{Result, anyhow, bail};
@@ -207,7 +207,7 @@ async fn session(
     delete: bool,
 ) -> Result<()> {
     let limit = Duration::from_secs(30);
-    let mut s = Legacy::connect(http.clone(), url, strays.clone(), false).await?;
+    let mut s = Handshake::connect(http.clone(), url, strays.clone(), false).await?;
     for k in 0..CALLS {
         let message = format!("session {i} call {k}");
         let r = s

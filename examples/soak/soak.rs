@@ -4,11 +4,11 @@
 //! Servers: `fx` (a plain fixture), `crashy` (made to crash every few seconds; the hub
 //! restarts it), `noisy` (floods stderr), `stuck` (its `slow` outlasts a 1 s `timeout`), and
 //! `remote`, an `openpact-fixture --http` on a loopback port that is killed and started
-//! again every 30 s. Clients: the hub's stdio, and [`LEGACY_CLIENTS`] legacy plus
-//! [`MODERN_CLIENTS`] 2026-07-28 HTTP clients ([`crate::work`]).
+//! again every 30 s. Clients: the hub's stdio, and [`HANDSHAKE_CLIENTS`] handshake plus
+//! [`STATELESS_CLIENTS`] 2026-07-28 HTTP clients ([`crate::work`]).
 //!
 //! Every [`SAMPLE_EVERY`] the hub is sampled ([`crate::probe`]); every 30 s a row is
-//! printed. At the end the clients stop (legacy sessions DELETEd, except those that
+//! printed. At the end the clients stop (handshake sessions DELETEd, except those that
 //! vanished: `sessionIdleTimeout` is 8 s here), the run waits up to [`QUIET`] for the hub to
 //! settle, and checks:
 //!
@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub const LEGACY_CLIENTS: u64 = 12;
-pub const MODERN_CLIENTS: u64 = 12;
+pub const HANDSHAKE_CLIENTS: u64 = 12;
+pub const STATELESS_CLIENTS: u64 = 12;
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 const PRINT_EVERY: Duration = Duration::from_secs(30);
 /// How long the hub may take to settle once the clients are gone.
@@ -100,7 +100,7 @@ pub async fn run(ctx: &Ctx, minutes: f64) -> Result<bool> {
         baseline.children
     );
     println!(
-        "clients: stdio + {LEGACY_CLIENTS} legacy HTTP + {MODERN_CLIENTS} 2026-07-28 HTTP; servers fx, crashy (crash every 3 s), noisy (stderr flood), stuck (1 s timeout), remote (restarted every 30 s)"
+        "clients: stdio + {HANDSHAKE_CLIENTS} handshake-era HTTP + {STATELESS_CLIENTS} 2026-07-28 HTTP; servers fx, crashy (crash every 3 s), noisy (stderr flood), stuck (1 s timeout), remote (restarted every 30 s)"
     );
     let env = Env {
         url: hub.url(),
@@ -110,11 +110,11 @@ pub async fn run(ctx: &Ctx, minutes: f64) -> Result<bool> {
     let t0 = Instant::now();
     let mut clients = tokio::task::JoinSet::new();
     clients.spawn(work::stdio_client(env.clone(), stdio.clone()));
-    for n in 0..LEGACY_CLIENTS {
-        clients.spawn(work::legacy_client(env.clone(), n));
+    for n in 0..HANDSHAKE_CLIENTS {
+        clients.spawn(work::handshake_client(env.clone(), n));
     }
-    for n in 0..MODERN_CLIENTS {
-        clients.spawn(work::modern_client(env.clone(), n));
+    for n in 0..STATELESS_CLIENTS {
+        clients.spawn(work::stateless_client(env.clone(), n));
     }
     let mut drivers = tokio::task::JoinSet::new();
     drivers.spawn(work::crash_driver(env.clone(), Duration::from_secs(3)));
@@ -155,7 +155,7 @@ pub async fn run(ctx: &Ctx, minutes: f64) -> Result<bool> {
         }
     }
 
-    // Stop: clients finish their action (legacy ones DELETE their session), drivers stop.
+    // Stop: clients finish their action (handshake ones DELETE their session), drivers stop.
     env.stop.store(true, Ordering::Relaxed);
     let stopping = Instant::now();
     let mut stuck_clients = 0;

@@ -1,8 +1,8 @@
 //! The soak's traffic: what each client and each fault driver does, what it expects, and
 //! the [`Tally`] of calls by kind and of failures.
 //!
-//! Clients (one action at a time, 100–400 ms apart): [`legacy_client`] (a Streamable HTTP
-//! session, half of them with a GET stream, renewed now and then), [`modern_client`]
+//! Clients (one action at a time, 100–400 ms apart): [`handshake_client`] (a Streamable HTTP
+//! session, half of them with a GET stream, renewed now and then), [`stateless_client`]
 //! (2026-07-28 stateless calls) and [`stdio_client`] (the hub's own stdin/stdout). Their
 //! actions ([`Action`]): an `fx:echo` with a unique payload, `fx:progress` (every progress
 //! notification must arrive, before the answer), a cache hit (`fx:add` has a TTL rule), a
@@ -24,7 +24,7 @@
 
 use crate::Ctx;
 use crate::hub::Remote;
-use crate::mcp::{Events, Legacy, Modern, Reply, Stdio, Strays, http_client, lock};
+use crate::mcp::{Events, Handshake, Reply, Stateless, Stdio, Strays, http_client, lock};
 use anyhow::Result;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -157,7 +157,7 @@ enum Action {
     Remote,
     Crashy,
     List,
-    /// Legacy: DELETE and a new session. 2026-07-28: a `subscriptions/listen` stream.
+    /// Handshake: DELETE and a new session. 2026-07-28: a `subscriptions/listen` stream.
     Renew,
 }
 
@@ -233,19 +233,19 @@ fn flaky_kind(tool: &str) -> &'static str {
     }
 }
 
-/// A legacy Streamable HTTP client: one session at a time.
-pub async fn legacy_client(env: Env, n: u64) {
+/// A handshake Streamable HTTP client: one session at a time.
+pub async fn handshake_client(env: Env, n: u64) {
     let Ok(http) = http_client() else { return };
     let tally = &env.tally;
     let mut rng = Rng::new(1_000 + n);
-    let mut session: Option<Legacy> = None;
+    let mut session: Option<Handshake> = None;
     let mut seq = 0u64;
     while !env.stopped() {
         let s = match session.as_mut() {
             Some(s) => s,
             None => {
                 let get = rng.range(0, 2) == 0;
-                match Legacy::connect(http.clone(), &env.url, tally.strays.clone(), get).await {
+                match Handshake::connect(http.clone(), &env.url, tally.strays.clone(), get).await {
                     Ok(s) => {
                         tally.ok("session");
                         session.insert(s)
@@ -419,11 +419,11 @@ fn judge_list(tally: &Tally, r: Result<Reply>) {
 }
 
 /// A 2026-07-28 client: every call a POST of its own.
-pub async fn modern_client(env: Env, n: u64) {
+pub async fn stateless_client(env: Env, n: u64) {
     let Ok(http) = http_client() else { return };
     let tally = &env.tally;
     let mut rng = Rng::new(2_000 + n);
-    let mut c = Modern::new(http, &env.url, tally.strays.clone());
+    let mut c = Stateless::new(http, &env.url, tally.strays.clone());
     let mut seq = 0u64;
     while !env.stopped() {
         seq += 1;
@@ -530,7 +530,7 @@ pub async fn modern_client(env: Env, n: u64) {
 
 /// `initialize` on the hub's stdio, declaring elicitation.
 pub async fn stdio_initialize(c: &Stdio) -> Result<()> {
-    let params = json!({"protocolVersion": crate::mcp::LEGACY, "capabilities": {"elicitation": {}},
+    let params = json!({"protocolVersion": crate::mcp::HANDSHAKE, "capabilities": {"elicitation": {}},
         "clientInfo": {"name": "openpact-soak-stdio", "version": "1"}});
     let r = c.request("initialize", params, false, LIMIT).await?;
     if r.msg.get("result").is_none() {
@@ -618,7 +618,7 @@ pub async fn stdio_client(env: Env, c: Arc<Stdio>) {
 pub async fn crash_driver(env: Env, every: Duration) {
     let Ok(http) = http_client() else { return };
     let tally = &env.tally;
-    let mut c = Modern::new(http, &env.url, tally.strays.clone());
+    let mut c = Stateless::new(http, &env.url, tally.strays.clone());
     while env.pause(every).await {
         match c.call("crashy:crash", json!({}), None, LIMIT).await {
             Ok(r) if r.is_ok() => tally.fail("crash", format!("crash answered {}", r.brief())),
@@ -630,7 +630,7 @@ pub async fn crash_driver(env: Env, every: Duration) {
 }
 
 /// Polls `tool` (an echo) until it answers right, for up to 20 s.
-async fn back(env: &Env, c: &mut Modern, tool: &str, kind: &'static str) {
+async fn back(env: &Env, c: &mut Stateless, tool: &str, kind: &'static str) {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(20) {
         let r = c.call(tool, json!({"message": "back?"}), None, LIMIT).await;
@@ -647,7 +647,7 @@ async fn back(env: &Env, c: &mut Modern, tool: &str, kind: &'static str) {
 /// Has `noisy` write `lines` stderr lines every `every`.
 pub async fn flood_driver(env: Env, every: Duration, lines: u64) {
     let Ok(http) = http_client() else { return };
-    let mut c = Modern::new(http, &env.url, env.tally.strays.clone());
+    let mut c = Stateless::new(http, &env.url, env.tally.strays.clone());
     while env.pause(every).await {
         let r = c
             .call("noisy:flood", json!({"lines": lines}), None, LIMIT)
@@ -661,7 +661,7 @@ pub async fn flood_driver(env: Env, every: Duration, lines: u64) {
 pub async fn stuck_driver(env: Env, every: Duration) {
     let Ok(http) = http_client() else { return };
     let tally = &env.tally;
-    let mut c = Modern::new(http, &env.url, tally.strays.clone());
+    let mut c = Stateless::new(http, &env.url, tally.strays.clone());
     while env.pause(every).await {
         match c
             .call("stuck:slow", json!({"ms": 20_000}), None, LIMIT)
@@ -680,7 +680,7 @@ pub async fn remote_driver(env: Env, ctx: Arc<Ctx>, mut remote: Remote, every: D
     let Ok(http) = http_client() else {
         return remote;
     };
-    let mut c = Modern::new(http, &env.url, env.tally.strays.clone());
+    let mut c = Stateless::new(http, &env.url, env.tally.strays.clone());
     while env.pause(every).await {
         let hard = remote.starts % 2 == 1;
         match remote.restart(&ctx, hard, Duration::from_secs(1)).await {

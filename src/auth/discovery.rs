@@ -170,7 +170,7 @@ pub async fn discover(
         "no protected resource metadata ({}); trying the 2025-03-26 discovery",
         tried.join("; ")
     );
-    legacy(http, server).await
+    handshake(http, server).await
 }
 
 /// What a Protected Resource Metadata document says, checked.
@@ -249,7 +249,7 @@ async fn from_resource_metadata(
 
 /// 2025-03-26: the server's origin is the authorization base; its metadata if published, else
 /// the default endpoints.
-async fn legacy(http: &Http, server: &Url) -> Result<Discovered, String> {
+async fn handshake(http: &Http, server: &Url) -> Result<Discovered, String> {
     let base = at(server, "/");
     let issuer = canonical_resource(base.as_str())?;
     let auth = match server_metadata(http, &base, &issuer).await? {

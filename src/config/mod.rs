@@ -177,42 +177,42 @@ impl ServerConfig {
 pub enum Protocol {
     /// `initialize` (2024-11-05 … 2025-11-25).
     #[default]
-    Legacy,
+    Handshake,
     /// Probe with `server/discover`, fall back to `initialize`.
     Auto,
     /// The "2026-07-28" protocol revision.
-    Modern,
+    Stateless,
 }
 
 impl Protocol {
     /// The default for a server reached over `transport`: `initialize` for both. Every
-    /// server answers `initialize`, while probing a legacy stdio server with
+    /// server answers `initialize`, while probing a handshake stdio server with
     /// `server/discover` can stall (some never answer an unknown method before
     /// `initialize`). Remote servers are not probed by default either: a dual-era server
-    /// (the Python SDK 2.3's) found modern loses what its tools may rely on in the legacy
+    /// (the Python SDK 2.3's) found stateless loses what its tools may rely on in the handshake
     /// era — a tool that asks the client through a server→client request mid-call, or a
     /// resumable SSE stream — so `auto` is an opt-in per server.
     pub fn default_for(transport: &Transport) -> Protocol {
         match transport {
-            Transport::Stdio { .. } | Transport::Http { .. } => Protocol::Legacy,
+            Transport::Stdio { .. } | Transport::Http { .. } => Protocol::Handshake,
         }
     }
 
     /// As written in the config.
     pub fn label(self) -> &'static str {
         match self {
-            Protocol::Legacy => "legacy",
+            Protocol::Handshake => "legacy",
             Protocol::Auto => "auto",
-            Protocol::Modern => "2026-07-28",
+            Protocol::Stateless => "2026-07-28",
         }
     }
 
     /// What `config check` says of it.
     pub fn plan(self) -> &'static str {
         match self {
-            Protocol::Legacy => "legacy (initialize)",
+            Protocol::Handshake => "legacy (initialize)",
             Protocol::Auto => "auto (server/discover, falling back to initialize)",
-            Protocol::Modern => "2026-07-28 (stateless, no initialize)",
+            Protocol::Stateless => "2026-07-28 (stateless, no initialize)",
         }
     }
 }
@@ -239,7 +239,7 @@ pub enum Transport {
         /// Expanded; values may be secrets and are never shown.
         headers: Vec<(String, String)>,
         /// "http" (also what an entry with a `url` and no `type` gets: Streamable HTTP,
-        /// falling back to legacy SSE), "streamable-http" or "sse".
+        /// falling back to HTTP+SSE), "streamable-http" or "sse".
         kind: String,
         /// The server's `oauth` object; all defaults when absent.
         oauth: OAuthSettings,

@@ -113,7 +113,7 @@ pub async fn serve(
         // Many HTTP clients and no editor whose `initialize` speaks for them all: servers are
         // told at once everything the hub can pass on (a question then reaches the calling
         // client only if that client declared it; otherwise the server hears "no").
-        hub.declare_client(Some(crate::upstream::modern::CLIENT_CAPABILITIES));
+        hub.declare_client(Some(crate::upstream::stateless::CLIENT_CAPABILITIES));
     }
     // Let the servers' supervisors queue their spawns before the rest of the setup: with one
     // worker they would otherwise wait for this task's next await.
@@ -182,7 +182,7 @@ pub async fn serve(
                 tracing::info!("stdin closed: the stdio session ends; HTTP serves on until SIGTERM or SIGINT");
                 // Servers waiting for the stdio client's capabilities hear HTTP's instead
                 // (a no-op if that client declared its own already).
-                hub.declare_client(Some(crate::upstream::modern::CLIENT_CAPABILITIES));
+                hub.declare_client(Some(crate::upstream::stateless::CLIENT_CAPABILITIES));
                 if let Some(face) = stdio_face.take() {
                     tokio::spawn(async move {
                         face.finish(true).await;

@@ -114,7 +114,7 @@ impl Hub {
         // wait for a connection held here.
         let session = self
             .asked_session(server, "elicitation")
-            .filter(|s| !s.is_modern());
+            .filter(|s| !s.is_stateless());
         let asker: &dyn Asker = match &session {
             Some(s) => s.as_ref(),
             None => &NoClient,

@@ -17,12 +17,12 @@ mod events;
 pub mod hosts;
 pub mod local;
 mod login;
-pub mod modern;
 pub mod names;
 mod relay;
 mod reload;
 mod routing;
 pub mod session;
+pub mod stateless;
 pub mod status;
 pub mod uri_template;
 pub mod views;
@@ -137,7 +137,7 @@ pub struct Hub {
     /// Per server: its OAuth credentials, for logins through a client (remote servers only).
     logins: RwLock<Vec<Option<Arc<login::LoginSeat>>>>,
     /// 2026-07-28 requests waiting for their clients' input.
-    waiting: modern::Waiting,
+    waiting: stateless::Waiting,
     /// Sessions' requests in flight, by server: a server's request to "the client" goes to
     /// the session whose call it is working on.
     callers: Mutex<Vec<relay::Caller>>,
@@ -239,7 +239,7 @@ impl Hub {
             rebuilt: AtomicU64::new(0),
             builtins: RwLock::new(Arc::new(Builtins::default())),
             logins: RwLock::new(Vec::new()),
-            waiting: modern::Waiting::new(),
+            waiting: stateless::Waiting::new(),
             callers: Mutex::new(Vec::new()),
             next_caller: AtomicU64::new(0),
             hosts: hosts::Hosts::default(),

@@ -38,7 +38,7 @@ impl Hub {
 
     /// Who gets server `upstream`'s request needing client capability `cap`: a session with
     /// a call to it in flight (the server is working on a call; on stdio nothing says which,
-    /// so the newest able to answer). Only a server no session is calling asks any legacy
+    /// so the newest able to answer). Only a server no session is calling asks any handshake
     /// session able to answer (a server may ask for roots at any time); a question is never
     /// carried to another client than the ones waiting on the server.
     pub(super) fn asked_session(&self, upstream: usize, cap: &str) -> Option<Arc<Session>> {
@@ -53,7 +53,7 @@ impl Hub {
         }
         self.sessions()
             .into_iter()
-            .find(|s| !s.is_modern() && s.client_has(cap))
+            .find(|s| !s.is_stateless() && s.client_has(cap))
     }
 
     fn rewrite_progress<'h, 'p>(
@@ -100,7 +100,7 @@ impl Hub {
             .sessions()
             .iter()
             // 2026-07-28 clients ask per request; their level is theirs alone.
-            .filter(|s| !s.is_modern())
+            .filter(|s| !s.is_stateless())
             .filter_map(|s| s.log_rank())
             .min()
             .map(|r| LOG_LEVELS[r].to_string());

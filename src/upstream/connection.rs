@@ -79,8 +79,8 @@ pub struct Connection {
     /// Turns true with `closed`, for whoever waits on the connection's end.
     ended: watch::Sender<bool>,
     /// The server speaks 2026-07-28: requests carry the `_meta` envelope.
-    modern: AtomicBool,
-    /// The log level to ask a modern server for, on every request (it has no setLevel).
+    stateless: AtomicBool,
+    /// The log level to ask a stateless server for, on every request (it has no setLevel).
     log_level: Mutex<Option<String>>,
     pub stderr: Arc<StderrLog>,
 }
@@ -94,22 +94,22 @@ impl Connection {
             next_id: AtomicU64::new(1),
             closed: Mutex::new(None),
             ended: watch::Sender::new(false),
-            modern: AtomicBool::new(false),
+            stateless: AtomicBool::new(false),
             log_level: Mutex::new(None),
             stderr,
         })
     }
 
     /// From now on the server is spoken to in 2026-07-28 (after `server/discover` said so).
-    pub fn set_modern(&self) {
-        self.modern.store(true, Ordering::Release);
+    pub fn set_stateless(&self) {
+        self.stateless.store(true, Ordering::Release);
     }
 
-    pub fn is_modern(&self) -> bool {
-        self.modern.load(Ordering::Acquire)
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.load(Ordering::Acquire)
     }
 
-    /// The log level stamped on a modern server's requests (`None`: no log messages).
+    /// The log level stamped on a stateless server's requests (`None`: no log messages).
     pub fn set_log_level(&self, level: Option<String>) {
         *self
             .log_level
@@ -128,13 +128,13 @@ impl Connection {
     /// dropped first, the server is sent `notifications/cancelled`.
     pub async fn request(&self, method: &str, params: Option<&str>, timeout: Duration) -> Reply {
         let stamped;
-        let params = if self.is_modern() {
+        let params = if self.is_stateless() {
             let level = self
                 .log_level
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone();
-            stamped = super::modern::stamp(params, level.as_deref());
+            stamped = super::stateless::stamp(params, level.as_deref());
             Some(stamped.as_str())
         } else {
             params
@@ -196,10 +196,10 @@ impl Connection {
         }
     }
 
-    /// Sends a notification; to a modern server only `notifications/cancelled` (the one
+    /// Sends a notification; to a stateless server only `notifications/cancelled` (the one
     /// notification 2026-07-28 has from a client), the rest are dropped.
     pub fn notify(&self, method: &str, params: Option<&str>) {
-        if self.is_modern() && method != "notifications/cancelled" {
+        if self.is_stateless() && method != "notifications/cancelled" {
             tracing::debug!(server = %self.label, method, "not sent: a 2026-07-28 server has no such notification");
             return;
         }

@@ -1,4 +1,4 @@
-//! The legacy-era handshake with one server (`initialize`, `notifications/initialized`) and
+//! The handshake-era handshake with one server (`initialize`, `notifications/initialized`) and
 //! fetching complete lists across pages.
 
 use super::connection::{CallError, Connection};
@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 /// Protocol versions of the `initialize` era that we accept from a server, oldest first.
-pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// What we offer in `initialize`.
 pub const OFFERED_VERSION: &str = "2025-11-25";
 
@@ -42,12 +42,12 @@ pub enum HandshakeError {
     Rejected { method: String, error: String },
     #[error("answered {method} with something that is not a valid result: {detail}")]
     Malformed { method: String, detail: String },
-    #[error("speaks protocol version {0}, which openpact does not (it speaks {versions}, {modern})", versions = LEGACY_VERSIONS.join(", "), modern = super::modern::MODERN_VERSION)]
+    #[error("speaks protocol version {0}, which openpact does not (it speaks {versions}, {stateless})", versions = HANDSHAKE_VERSIONS.join(", "), stateless = super::stateless::STATELESS_VERSION)]
     Version(String),
     #[error(
         "does not speak protocol 2026-07-28: it {0}; set \"protocol\": \"legacy\" or \"auto\" for this server"
     )]
-    NotModern(String),
+    NotStateless(String),
     /// The server ended on the `server/discover` probe (the caller starts it afresh and
     /// uses `initialize`).
     #[error("ended on the server/discover probe: {0}")]
@@ -83,7 +83,7 @@ pub async fn initialize(
             method: "initialize".into(),
             detail: e.to_string(),
         })?;
-    if !LEGACY_VERSIONS.contains(&init.protocol_version.as_str()) {
+    if !HANDSHAKE_VERSIONS.contains(&init.protocol_version.as_str()) {
         return Err(HandshakeError::Version(init.protocol_version));
     }
     conn.notify("notifications/initialized", None);

@@ -7,17 +7,17 @@
 //! supervised alike (see [`remote`]). Knows one server only.
 //!
 //! Each server is spoken to in the era its config asks for (`protocol`): `initialize`
-//! (legacy), 2026-07-28 (see [`modern`]: `server/discover`, the `_meta` envelope, change
+//! (handshake), 2026-07-28 (see [`stateless`]: `server/discover`, the `_meta` envelope, change
 //! notifications through `subscriptions/listen`), or `auto`, which probes once and
 //! remembers the answer for the life of the process.
 
 mod connection;
 mod handshake;
-pub mod modern;
 mod remote;
+pub mod stateless;
 
 pub use connection::{CallError, Connection, Incoming, code};
-pub use handshake::{Entry, HandshakeError, LEGACY_VERSIONS, OFFERED_VERSION, ServerInfo};
+pub use handshake::{Entry, HANDSHAKE_VERSIONS, HandshakeError, OFFERED_VERSION, ServerInfo};
 pub use remote::RemoteStatus;
 
 use crate::config::human_duration;
@@ -207,7 +207,7 @@ pub struct Upstream {
     remote: remote::Remote,
     /// The era `auto` found (kept for the process: a server does not change it).
     era: std::sync::Mutex<Option<Era>>,
-    /// Resource URIs the hub subscribed to on a modern server: its listen stream's filter.
+    /// Resource URIs the hub subscribed to on a stateless server: its listen stream's filter.
     listen_uris: watch::Sender<BTreeSet<String>>,
     /// What the process may touch, worked out from the config when the hub started.
     sandbox: crate::sandbox::Plan,
@@ -218,8 +218,8 @@ pub struct Upstream {
 /// The protocol era a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
-    Legacy,
-    Modern,
+    Handshake,
+    Stateless,
 }
 
 /// How the next connection starts.
@@ -230,7 +230,7 @@ enum Plan {
     Probe,
 }
 
-/// A modern listen stream that ends is opened again after this (doubling, up to
+/// A stateless listen stream that ends is opened again after this (doubling, up to
 /// [`RELISTEN_MAX`], while it keeps ending at once).
 const RELISTEN: Duration = Duration::from_millis(500);
 const RELISTEN_MAX: Duration = Duration::from_secs(30);
@@ -454,16 +454,18 @@ impl Upstream {
         self.conn.read().ok().and_then(|c| c.clone())
     }
 
-    /// Sends a request to the server with its configured timeout. To a modern server, the
-    /// legacy methods it no longer has are done the modern way, here: `ping` is answered
+    /// Sends a request to the server with its configured timeout. To a stateless server, the
+    /// handshake methods it no longer has are done the stateless way, here: `ping` is answered
     /// locally, `logging/setLevel` becomes the log level stamped on each request, and
     /// `resources/subscribe` / `unsubscribe` change the listen stream's filter.
     pub async fn request(&self, method: &str, params: Option<&str>) -> Result<Message, CallError> {
         match self.connection() {
-            Some(conn) if conn.is_modern() => match self.modern_locally(&conn, method, params) {
-                Some(reply) => reply,
-                None => conn.request(method, params, self.config().timeout).await,
-            },
+            Some(conn) if conn.is_stateless() => {
+                match self.stateless_locally(&conn, method, params) {
+                    Some(reply) => reply,
+                    None => conn.request(method, params, self.config().timeout).await,
+                }
+            }
             Some(conn) => conn.request(method, params, self.config().timeout).await,
             None => Err(CallError::NotReady {
                 server: self.name.to_string(),
@@ -475,8 +477,8 @@ impl Upstream {
     /// The era the server was found to speak (for a server that is, or was, connected).
     pub fn era(&self) -> Option<Era> {
         match self.config().protocol {
-            Protocol::Legacy => Some(Era::Legacy),
-            Protocol::Modern => Some(Era::Modern),
+            Protocol::Handshake => Some(Era::Handshake),
+            Protocol::Stateless => Some(Era::Stateless),
             Protocol::Auto => *self
                 .era
                 .lock()
@@ -487,12 +489,12 @@ impl Upstream {
     fn plan(&self) -> Plan {
         let sse = matches!(&self.config().transport, Transport::Http { kind, .. } if kind == "sse");
         match (self.config().protocol, self.era()) {
-            (Protocol::Legacy, _) => Plan::Initialize,
-            (Protocol::Modern, _) => Plan::Discover,
+            (Protocol::Handshake, _) => Plan::Initialize,
+            (Protocol::Stateless, _) => Plan::Discover,
             // 2026-07-28 has no HTTP+SSE transport: nothing to probe.
             _ if sse => Plan::Initialize,
-            (Protocol::Auto, Some(Era::Legacy)) => Plan::Initialize,
-            (Protocol::Auto, Some(Era::Modern)) => Plan::Discover,
+            (Protocol::Auto, Some(Era::Handshake)) => Plan::Initialize,
+            (Protocol::Auto, Some(Era::Stateless)) => Plan::Discover,
             (Protocol::Auto, None) => Plan::Probe,
         }
     }
@@ -504,9 +506,9 @@ impl Upstream {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(era);
     }
 
-    /// A legacy-only method towards a modern server, done the hub's way; None for the
+    /// A handshake-only method towards a stateless server, done the hub's way; None for the
     /// methods that go to the server.
-    fn modern_locally(
+    fn stateless_locally(
         &self,
         conn: &Connection,
         method: &str,
@@ -531,7 +533,7 @@ impl Upstream {
             }
             _ => return None,
         }
-        Some(modern::local_reply("{}"))
+        Some(stateless::local_reply("{}"))
     }
 
     /// A one-line description of the state, with the reason when failed.
@@ -792,7 +794,7 @@ impl Upstream {
     async fn start_once(self: &Arc<Self>, spec: &ChildSpec) -> Result<Running, String> {
         match self.spawn_and_handshake(spec).await {
             Err(StartError::ProbeDied(reason)) => {
-                // `auto` asked with `server/discover` and the server ended: a legacy server
+                // `auto` asked with `server/discover` and the server ended: a handshake server
                 // that takes any unknown first message badly. Start it afresh and initialize.
                 tracing::info!(server = %self.name(), "ended on the server/discover probe ({reason}); starting it again with initialize");
                 self.spawn_and_handshake(spec)
@@ -882,15 +884,15 @@ impl Upstream {
                 let caps = self.client_capabilities().await;
                 match handshake::initialize(conn, &caps, self.config().timeout).await {
                     Ok(info) => info,
-                    // A modern server still starting (a first `uvx` run, a loaded machine)
+                    // A stateless server still starting (a first `uvx` run, a loaded machine)
                     // can miss the probe's short wait, then refuse `initialize`: it is asked
                     // again, with its whole timeout, before the refusal counts.
                     Err(refused @ HandshakeError::Rejected { .. }) if probing => {
-                        match modern::discover(conn, self.config().timeout).await? {
-                            modern::Discovery::Modern(info) => {
-                                tracing::info!(server = %self.name(), "answered server/discover late and refused initialize: it speaks {}", modern::MODERN_VERSION);
-                                conn.set_modern();
-                                self.learn_era(Era::Modern);
+                        match stateless::discover(conn, self.config().timeout).await? {
+                            stateless::Discovery::Stateless(info) => {
+                                tracing::info!(server = %self.name(), "answered server/discover late and refused initialize: it speaks {}", stateless::STATELESS_VERSION);
+                                conn.set_stateless();
+                                self.learn_era(Era::Stateless);
                                 info
                             }
                             _ => return Err(refused),
@@ -903,7 +905,7 @@ impl Upstream {
         initialized(&info.protocol_version);
         let [tools, prompts, resources, templates] = self.fetch_lists(conn, &info).await?;
         let (tools, hidden_tools) = self.filter_tools(tools);
-        if conn.is_modern() {
+        if conn.is_stateless() {
             tokio::spawn(self.clone().listen(conn.clone(), info.clone()));
         }
         let ready_in = t0.elapsed();
@@ -923,48 +925,48 @@ impl Upstream {
         Ok(())
     }
 
-    /// The modern start (`server/discover`), when the plan has one: the server's
-    /// description, or None when `initialize` is next (planned, or the probe found a legacy
+    /// The stateless start (`server/discover`), when the plan has one: the server's
+    /// description, or None when `initialize` is next (planned, or the probe found a handshake
     /// server).
     async fn discover(&self, conn: &Connection) -> Result<Option<ServerInfo>, HandshakeError> {
         let plan = self.plan();
         if plan == Plan::Initialize {
             return Ok(None);
         }
-        // Over HTTP a legacy server refuses the probe at once; only a stdio server can stay
+        // Over HTTP a handshake server refuses the probe at once; only a stdio server can stay
         // silent, so only there is the wait cut short.
         let stdio = matches!(self.config().transport, Transport::Stdio { .. });
         let wait = if plan == Plan::Probe && stdio {
-            modern::PROBE_TIMEOUT.min(self.config().timeout)
+            stateless::PROBE_TIMEOUT.min(self.config().timeout)
         } else {
             self.config().timeout
         };
-        match modern::discover(conn, wait).await? {
-            modern::Discovery::Modern(info) => {
-                conn.set_modern();
-                self.learn_era(Era::Modern);
-                tracing::debug!(server = %self.name(), "speaks {}", modern::MODERN_VERSION);
+        match stateless::discover(conn, wait).await? {
+            stateless::Discovery::Stateless(info) => {
+                conn.set_stateless();
+                self.learn_era(Era::Stateless);
+                tracing::debug!(server = %self.name(), "speaks {}", stateless::STATELESS_VERSION);
                 Ok(Some(info))
             }
-            modern::Discovery::Legacy(why) if plan == Plan::Probe => {
-                tracing::info!(server = %self.name(), "not a {} server ({why}); using initialize", modern::MODERN_VERSION);
-                self.learn_era(Era::Legacy);
+            stateless::Discovery::Handshake(why) if plan == Plan::Probe => {
+                tracing::info!(server = %self.name(), "not a {} server ({why}); using initialize", stateless::STATELESS_VERSION);
+                self.learn_era(Era::Handshake);
                 Ok(None)
             }
-            modern::Discovery::Legacy(why) => Err(HandshakeError::NotModern(why)),
-            modern::Discovery::Died(reason) if plan == Plan::Probe => {
-                self.learn_era(Era::Legacy);
+            stateless::Discovery::Handshake(why) => Err(HandshakeError::NotStateless(why)),
+            stateless::Discovery::Died(reason) if plan == Plan::Probe => {
+                self.learn_era(Era::Handshake);
                 Err(HandshakeError::ProbeDied(reason))
             }
-            modern::Discovery::Died(reason) => Err(HandshakeError::Call(CallError::Closed {
+            stateless::Discovery::Died(reason) => Err(HandshakeError::Call(CallError::Closed {
                 server: self.name().to_string(),
                 reason,
             })),
         }
     }
 
-    /// Keeps a `subscriptions/listen` stream open on a modern server's connection for as
-    /// long as it lives: its list-change notifications refresh the lists like legacy
+    /// Keeps a `subscriptions/listen` stream open on a stateless server's connection for as
+    /// long as it lives: its list-change notifications refresh the lists like handshake
     /// `list_changed` ones, and its resource updates reach the subscribed clients. Opened
     /// again after it ends (then the lists are fetched afresh: changes may have been
     /// missed) and whenever the set of subscribed resources changes.
@@ -974,7 +976,7 @@ impl Upstream {
         let mut missed = false;
         loop {
             let wanted = uris.borrow_and_update().clone();
-            let Some(params) = modern::listen_params(&info, &wanted) else {
+            let Some(params) = stateless::listen_params(&info, &wanted) else {
                 tokio::select! {
                     _ = uris.changed() => continue,
                     _ = conn.closed() => return,

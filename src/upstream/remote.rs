@@ -1,4 +1,4 @@
-//! Supervising a remote server (Streamable HTTP or legacy HTTP+SSE, see
+//! Supervising a remote server (Streamable HTTP or HTTP+SSE, see
 //! [`crate::transport::http`]): connect and handshake; after any failure, fail the calls in
 //! flight and reconnect with exponential backoff and jitter (a server that is down at start
 //! keeps being retried, never parked); start over at once when the server forgets our

@@ -1,7 +1,7 @@
 //! server-everything's whole surface, run with the same client code against the server
 //! spawned directly and through `openpact serve` (config `{"mcpServers":{"everything": …}}`)
 //! with server-everything reached three ways: as a stdio child, over Streamable HTTP and over
-//! legacy SSE (its `streamableHttp` and `sse` modes on a loopback port). Each scenario
+//! HTTP+SSE (its `streamableHttp` and `sse` modes on a loopback port). Each scenario
 //! records a transcript of normalised results; every hub's transcript must equal the direct
 //! one.
 //!
@@ -104,7 +104,7 @@ enum Side {
     Hub,
     /// The hub reaching server-everything (`streamableHttp` mode) over Streamable HTTP.
     HubHttp,
-    /// The hub reaching server-everything (`sse` mode) over legacy HTTP+SSE.
+    /// The hub reaching server-everything (`sse` mode) over HTTP+SSE.
     HubSse,
 }
 

@@ -2,8 +2,8 @@
 //! (`@modelcontextprotocol/sdk`) and v2 (`@modelcontextprotocol/client`), the Python SDK
 //! (`mcp` 2.3) and rmcp's streamable HTTP client. Each lists, calls the fixture's echo,
 //! receives the progress tool's notifications, answers a permission prompt (through its
-//! elicitation handler on the legacy protocol, through an input-required result on
-//! 2026-07-28), subscribes to a resource and gets its update (legacy), and cancels a slow
+//! elicitation handler on the handshake protocol, through an input-required result on
+//! 2026-07-28), subscribes to a resource and gets its update (handshake), and cancels a slow
 //! call, which reaches the fixture, the hub serving on afterwards.
 //!
 //! One script per SDK (`client.mjs`, `client.py`, beside this file) takes the era as an
@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 /// The revision without `initialize`, which the hub's downstream is learning to speak.
-const MODERN: &str = "2026-07-28";
+const STATELESS: &str = "2026-07-28";
 
 /// What a `fx:touch` of the subscribed resource must announce: the URI as the hub lists it.
 const SUBSCRIBED: &str = "fixture://static/1";
@@ -70,7 +70,7 @@ async fn run_client(
     ran.json()
 }
 
-/// The TypeScript SDK `sdk` (v1 or v2) in `mode` (legacy or 2026-07-28).
+/// The TypeScript SDK `sdk` (v1 or v2) in `mode` (handshake or 2026-07-28).
 async fn typescript(peers: &Peers, sdk: &str, mode: &str, h: &HttpHub) -> Value {
     let peers_dir = peers.vars["OPENPACT_PEERS_DIR"].as_str().unwrap();
     run_client(peers, "PEER_NODE", "client.mjs", &[peers_dir, sdk, mode], h).await
@@ -133,8 +133,8 @@ fn assert_session(v: &Value, who: &str) {
     assert_eq!(text(&v["after"]), format!("{who} still served"), "{v:#}");
 }
 
-/// A legacy session: the subscribed resource's update arrived once, with the hub's URI.
-fn assert_legacy(v: &Value, who: &str) {
+/// A handshake session: the subscribed resource's update arrived once, with the hub's URI.
+fn assert_handshake(v: &Value, who: &str) {
     let resources = v["resources"].as_array().unwrap();
     assert!(
         resources.contains(&json!(SUBSCRIBED)),
@@ -147,8 +147,8 @@ fn assert_legacy(v: &Value, who: &str) {
 
 /// A 2026-07-28 exchange: the prompt came as an input-required result carrying an
 /// elicitation for add (the first, unanswered call), which the SDK then fulfilled.
-fn assert_modern(v: &Value, who: &str) {
-    assert_eq!(v["protocolVersion"], MODERN, "{who}: {v:#}");
+fn assert_stateless(v: &Value, who: &str) {
+    assert_eq!(v["protocolVersion"], STATELESS, "{who}: {v:#}");
     let ir = &v["inputRequired"];
     assert_eq!(ir["resultType"], "input_required", "{who}: {v:#}");
     let requests: Vec<&Value> = match &ir["inputRequests"] {
@@ -176,7 +176,7 @@ async fn typescript_sdk_v1_client_over_http() {
     assert!(sid.len() >= 32, "a session id: {v:#}");
     assert_eq!(v["server"]["name"], "openpact", "{v:#}");
     assert_session(&v, "ts-v1");
-    assert_legacy(&v, "ts-v1");
+    assert_handshake(&v, "ts-v1");
     assert!(
         v["cancelled"]
             .as_str()
@@ -190,7 +190,7 @@ async fn typescript_sdk_v1_client_over_http() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn typescript_sdk_v2_client_over_http_legacy() {
+async fn typescript_sdk_v2_client_over_http_handshake() {
     let Some(peers) = Peers::get() else { return };
     let h = http_hub().await;
     let v = typescript(&peers, "v2", "legacy", &h).await;
@@ -198,7 +198,7 @@ async fn typescript_sdk_v2_client_over_http_legacy() {
     assert!(sid.len() >= 32, "a session id: {v:#}");
     assert_eq!(v["server"]["name"], "openpact", "{v:#}");
     assert_session(&v, "ts-v2");
-    assert_legacy(&v, "ts-v2");
+    assert_handshake(&v, "ts-v2");
     h.hub
         .wait_log("request cancelled by the client", WAIT)
         .await;
@@ -208,10 +208,10 @@ async fn typescript_sdk_v2_client_over_http_legacy() {
 async fn typescript_sdk_v2_client_over_http_2026() {
     let Some(peers) = Peers::get() else { return };
     let h = http_hub().await;
-    let v = typescript(&peers, "v2", MODERN, &h).await;
+    let v = typescript(&peers, "v2", STATELESS, &h).await;
     assert_eq!(v["sessionId"], Value::Null, "stateless: {v:#}");
     assert_session(&v, "ts-v2");
-    assert_modern(&v, "ts-v2");
+    assert_stateless(&v, "ts-v2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +220,7 @@ async fn python_sdk_client_over_http() {
     let h = http_hub().await;
     let v = run_client(&peers, "PEER_PYTHON", "client.py", &["legacy"], &h).await;
     assert_session(&v, "py");
-    assert_legacy(&v, "py");
+    assert_handshake(&v, "py");
     assert_eq!(v["cancelled"], true, "{v:#}");
     h.hub
         .wait_log("request cancelled by the client", WAIT)
@@ -231,8 +231,8 @@ async fn python_sdk_client_over_http() {
 async fn python_sdk_client_over_http_2026() {
     let Some(peers) = Peers::get() else { return };
     let h = http_hub().await;
-    let v = run_client(&peers, "PEER_PYTHON", "client.py", &[MODERN], &h).await;
+    let v = run_client(&peers, "PEER_PYTHON", "client.py", &[STATELESS], &h).await;
     assert_session(&v, "py");
-    assert_modern(&v, "py");
+    assert_stateless(&v, "py");
     assert_eq!(v["cancelled"], true, "{v:#}");
 }

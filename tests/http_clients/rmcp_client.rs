@@ -2,7 +2,7 @@
 //! era: the same steps as the scripted SDKs, gathered into the same JSON shape so that the
 //! same assertions judge it.
 
-use super::{MODERN, assert_legacy, assert_modern, assert_session, http_hub, text};
+use super::{STATELESS, assert_handshake, assert_session, assert_stateless, http_hub, text};
 use crate::support::WAIT;
 use crate::support::rmcp::obj;
 use rmcp::model::{
@@ -107,16 +107,16 @@ async fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
     true
 }
 
-/// One rmcp session against a fresh HTTP hub in `mode` (legacy or 2026-07-28): what it saw,
+/// One rmcp session against a fresh HTTP hub in `mode` (handshake or 2026-07-28): what it saw,
 /// in the scripts' shape.
 async fn rmcp_session(mode: &str) -> Value {
-    let modern = mode != "legacy";
+    let stateless = mode != "legacy";
     let h = http_hub().await;
     // reqwest is built without a TLS provider of its own; plain http:// needs none, but the
     // client builder wants one chosen.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(h.url.clone());
-    let lifecycle = if modern {
+    let lifecycle = if stateless {
         ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         }
@@ -166,7 +166,7 @@ async fn rmcp_session(mode: &str) -> Value {
     eventually(Duration::from_secs(5), || ours().len() >= 3).await;
     out["progressSeen"] = json!(ours());
 
-    if modern {
+    if stateless {
         // The prompt as it comes: an input-required result, left unanswered here.
         let add = CallToolRequestParams::new("fx:add").with_arguments(obj(json!({"a": 2, "b": 3})));
         out["inputRequired"] = match within("fx:add once", client.call_tool_once(add)).await {
@@ -177,7 +177,7 @@ async fn rmcp_session(mode: &str) -> Value {
     out["add"] = call(&client, "fx:add", json!({"a": 2, "b": 3})).await;
     out["asked"] = json!(*seen.asked.lock().unwrap());
 
-    if !modern {
+    if !stateless {
         let resources = within("resources/list", client.list_all_resources()).await;
         let uris: Vec<String> = resources.iter().map(|r| r.uri.clone()).collect();
         let uri = uris
@@ -186,7 +186,7 @@ async fn rmcp_session(mode: &str) -> Value {
             .unwrap_or_else(|| panic!("no static/1 in {uris:?}"))
             .clone();
         out["resources"] = json!(uris);
-        // resources/subscribe is the legacy era's way (2026-07-28 listens instead).
+        // resources/subscribe is the handshake era's way (2026-07-28 listens instead).
         #[allow(deprecated)]
         let subscribe = client.subscribe(SubscribeRequestParams::new(&uri));
         within("subscribe", subscribe).await;
@@ -225,7 +225,7 @@ async fn rmcp_session(mode: &str) -> Value {
     }
     out["after"] = call(&client, "fx:echo", json!({"message": "rmcp still served"})).await;
     within("close", client.cancel()).await;
-    if !modern {
+    if !stateless {
         h.hub
             .wait_log("request cancelled by the client", WAIT)
             .await;
@@ -238,12 +238,12 @@ async fn rmcp_streamable_http_client_over_http() {
     let v = rmcp_session("legacy").await;
     assert_eq!(v["server"]["name"], "openpact", "{v:#}");
     assert_session(&v, "rmcp");
-    assert_legacy(&v, "rmcp");
+    assert_handshake(&v, "rmcp");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_streamable_http_client_over_http_2026() {
-    let v = rmcp_session(MODERN).await;
+    let v = rmcp_session(STATELESS).await;
     assert_session(&v, "rmcp");
-    assert_modern(&v, "rmcp");
+    assert_stateless(&v, "rmcp");
 }

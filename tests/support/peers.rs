@@ -93,7 +93,7 @@ pub fn sent_methods(sent: &Path) -> Vec<String> {
 }
 
 /// What a client in `mode` sent: `auto` asks `server/discover` first and, the hub offering
-/// 2026-07-28, never sends `initialize`; `legacy` goes straight to `initialize`.
+/// 2026-07-28, never sends `initialize`; `handshake` goes straight to `initialize`.
 pub fn assert_lifecycle(mode: &str, methods: &[String]) {
     let (first, init) = if mode == "auto" {
         ("server/discover", false)

@@ -116,9 +116,9 @@ impl Builder<'_> {
         let protocol = match get(entry, "protocol") {
             None => None,
             Some(v) => match v.as_str() {
-                Some("legacy") => Some(Protocol::Legacy),
+                Some("legacy") => Some(Protocol::Handshake),
                 Some("auto") => Some(Protocol::Auto),
-                Some("2026-07-28") => Some(Protocol::Modern),
+                Some("2026-07-28") => Some(Protocol::Stateless),
                 _ => {
                     self.error(
                         &child(path, "protocol"),

@@ -20,9 +20,9 @@ fn protocol_and_timeouts() {
         got,
         [
             (Protocol::Auto, Duration::from_secs(10)),
-            (Protocol::Modern, Duration::from_millis(500)),
-            (Protocol::Legacy, Duration::from_secs(120)),
-            (Protocol::Legacy, Duration::from_secs(60000)),
+            (Protocol::Stateless, Duration::from_millis(500)),
+            (Protocol::Handshake, Duration::from_secs(120)),
+            (Protocol::Handshake, Duration::from_secs(60000)),
         ]
     );
     assert_eq!(c.warnings.len(), 1);

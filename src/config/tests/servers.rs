@@ -25,7 +25,7 @@ fn minimal_server_with_defaults() {
     assert_eq!(s.name, "t");
     assert_eq!(s.prefix(), "t");
     assert_eq!(s.timeout, DEFAULT_TIMEOUT);
-    assert_eq!(s.protocol, Protocol::Legacy);
+    assert_eq!(s.protocol, Protocol::Handshake);
     assert!(!s.disabled);
     let (command, program, args, env, cwd, injected) = stdio(s);
     assert_eq!(command, "tool");

@@ -1,5 +1,5 @@
 //! `openpact serve --http`: the hub over Streamable HTTP on `/mcp` — both the session-based
-//! shape of 2025-03-26 … 2025-11-25 and the stateless 2026-07-28 revision (`modern`) —
+//! shape of 2025-03-26 … 2025-11-25 and the stateless 2026-07-28 revision (`stateless`) —
 //! and on `/mcp/PROFILE` for each profile's view of the catalogue, plus `/health` and
 //! `/metrics`, with axum on the hub's runtime.
 //!
@@ -11,8 +11,8 @@
 mod command;
 mod guard;
 mod listen;
-mod modern;
 mod session;
+mod stateless;
 mod stream;
 
 pub use command::serve_stdio_command;
@@ -429,14 +429,14 @@ async fn serve_post(face: Arc<Face>, view: usize, headers: HeaderMap, body: Byte
         }
         None => return StatusCode::BAD_REQUEST.into_response(),
     };
-    // No session: the 2026-07-28 revision, stateless (a session id means a legacy client).
+    // No session: the 2026-07-28 revision, stateless (a session id means a handshake client).
     // Checked before `initialize`, which that revision does not have.
     if let Some(hub) = face.backend.hub()
         && !headers.contains_key(SESSION_HEADER)
-        && modern::speaks_modern(&headers, &m)
+        && stateless::speaks_stateless(&headers, &m)
     {
         return match m.kind() {
-            Kind::Request => modern::post(hub, view, &headers, m).await,
+            Kind::Request => stateless::post(hub, view, &headers, m).await,
             // The revision defines no client notification over HTTP (closing a stream
             // cancels); accepted and dropped.
             Kind::Notification => StatusCode::ACCEPTED.into_response(),
@@ -457,7 +457,7 @@ async fn serve_post(face: Arc<Face>, view: usize, headers: HeaderMap, body: Byte
     };
     if let Some(v) = headers.get(VERSION_HEADER) {
         let v = v.to_str().unwrap_or("");
-        if !crate::upstream::LEGACY_VERSIONS.contains(&v) {
+        if !crate::upstream::HANDSHAKE_VERSIONS.contains(&v) {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
                 if m.kind() == Kind::Request {

@@ -1,4 +1,4 @@
-//! One client's legacy Streamable HTTP session: the bodies of its POSTs handed to a
+//! One client's handshake Streamable HTTP session: the bodies of its POSTs handed to a
 //! [`Backend`], with each line the backend sends routed to an HTTP response.
 //!
 //! The backend is a hub [`Session`] (the very one the stdio face uses), or, for serving a

@@ -1,5 +1,5 @@
 //! A 2026-07-28 server's `input_required` results (§5.2), fulfilled for a client that asks
-//! through server→client requests (legacy, §5.3 "legacy ↔ modern"): each of the server's
+//! through server→client requests (handshake, §5.3 "legacy ↔ modern"): each of the server's
 //! input requests becomes a real request to this session's client (only for what the client
 //! declared), and the call is retried upstream with the answers and the server's
 //! `requestState`, round after round, until the server gives its result.
@@ -17,7 +17,7 @@ pub const MAX_INPUT_ROUNDS: usize = 8;
 /// cannot reach the client (the spec's `MissingRequiredClientCapabilityError`).
 pub const INPUT_NOT_BRIDGED: i64 = -32021;
 
-/// URL-mode elicitations minted for clients (a legacy client needs an `elicitationId`, which
+/// URL-mode elicitations minted for clients (a handshake client needs an `elicitationId`, which
 /// a 2026-07-28 server no longer gives).
 static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(1);
 
@@ -119,7 +119,7 @@ impl Session {
 
 /// The params to send the client for an input request of `method`, and the client
 /// capabilities that takes (`elicitation.url` for URL mode, which gets the `elicitationId`
-/// a legacy client expects); None for a method no client answers.
+/// a handshake client expects); None for a method no client answers.
 fn for_client(method: &str, params: &str) -> Option<(String, Vec<&'static str>)> {
     let capability = crate::hub::client_capability(method)?;
     if method == "elicitation/create" {

@@ -3,7 +3,7 @@
 
 use super::{Session, lock};
 use crate::jsonrpc::{self, Message, RawObject, code};
-use crate::upstream::{LEGACY_VERSIONS, OFFERED_VERSION};
+use crate::upstream::{HANDSHAKE_VERSIONS, OFFERED_VERSION};
 use std::time::Duration;
 
 /// How long `initialize` may wait for servers still starting.
@@ -39,7 +39,7 @@ impl Session {
             .and_then(|p| RawObject::parse(p).ok())
             .unwrap_or_default();
         let version = match params.get_str("protocolVersion") {
-            Some(v) if LEGACY_VERSIONS.contains(&v.as_ref()) => v.into_owned(),
+            Some(v) if HANDSHAKE_VERSIONS.contains(&v.as_ref()) => v.into_owned(),
             _ => OFFERED_VERSION.to_string(),
         };
         let mut result = format!(

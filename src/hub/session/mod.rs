@@ -89,9 +89,9 @@ pub struct Session {
     own: Mutex<FastMap<u64, oneshot::Sender<Message>>>,
     /// `clientInfo.name` from `initialize`, for the audit log.
     client_name: Mutex<Arc<str>>,
-    /// Serves one 2026-07-28 request (see [`crate::hub::modern`]): gets no spontaneous
+    /// Serves one 2026-07-28 request (see [`crate::hub::stateless`]): gets no spontaneous
     /// notifications, and logs only when that request asked for them.
-    modern: bool,
+    stateless: bool,
     /// This client's permission prompts, one at a time.
     prompt_turn: tokio::sync::Mutex<()>,
     /// Which of the hub's views this client sees (0: the default one; see
@@ -195,7 +195,7 @@ impl Session {
         session
     }
 
-    /// A session for one 2026-07-28 request: what a legacy client declares once in
+    /// A session for one 2026-07-28 request: what a handshake client declares once in
     /// `initialize` (capabilities, name, log level) comes from that request's `_meta`.
     pub(crate) fn ephemeral(
         hub: Arc<Hub>,
@@ -222,7 +222,7 @@ impl Session {
         capabilities: Option<&str>,
         client_name: &str,
         log_rank: Option<usize>,
-        modern: bool,
+        stateless: bool,
         view: usize,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
@@ -233,7 +233,7 @@ impl Session {
             dropped: AtomicU64::new(0),
             next_task: AtomicU64::new(0),
             // A 2026-07-28 request has no handshake to wait for.
-            held: Mutex::new((!modern).then(Vec::new)),
+            held: Mutex::new((!stateless).then(Vec::new)),
             lists: Mutex::new([ListSeen::default(); LISTS]),
             batches: Mutex::new(FastMap::default()),
             open_batches: AtomicUsize::new(0),
@@ -244,7 +244,7 @@ impl Session {
             next_forward_id: AtomicU64::new(1),
             own: Mutex::new(FastMap::default()),
             client_name: Mutex::new(Arc::from(client_name)),
-            modern,
+            stateless,
             prompt_turn: tokio::sync::Mutex::new(()),
             view,
             alive: Mutex::new(None),
@@ -253,8 +253,8 @@ impl Session {
         session
     }
 
-    pub(crate) fn is_modern(&self) -> bool {
-        self.modern
+    pub(crate) fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     /// The catalogue as this client sees it.
@@ -442,8 +442,8 @@ impl Session {
     pub(crate) fn deliver_log(&self, rank: usize, line: &str) {
         let wanted = match self.log_rank() {
             Some(min) => rank >= min,
-            // 2026-07-28 clients opt in per request; legacy ones get everything by default.
-            None => !self.modern,
+            // 2026-07-28 clients opt in per request; handshake ones get everything by default.
+            None => !self.stateless,
         };
         if wanted {
             self.send_droppable(line.to_string());
@@ -592,8 +592,8 @@ impl Session {
     }
 
     fn request(self: &Arc<Self>, m: Message) {
-        if !self.modern && super::modern::wants_modern(&m) {
-            return self.spawn(m, |s, m| async move { s.serve_modern(m).await });
+        if !self.stateless && super::stateless::wants_stateless(&m) {
+            return self.spawn(m, |s, m| async move { s.serve_stateless(m).await });
         }
         match m.method() {
             "initialize" => {
@@ -722,14 +722,14 @@ impl Session {
     }
 
     /// A 2026-07-28 request on this session's pipe: served on its own (see
-    /// [`super::modern`]), its notifications and answer sent here.
-    async fn serve_modern(self: Arc<Self>, m: Message) -> Reply {
+    /// [`super::stateless`]), its notifications and answer sent here.
+    async fn serve_stateless(self: Arc<Self>, m: Message) -> Reply {
         let origin = format!("stdio:{:p}", Arc::as_ptr(&self));
-        let mut call = super::modern::start(self.hub.clone(), m, origin, self.view);
+        let mut call = super::stateless::start(self.hub.clone(), m, origin, self.view);
         while let Some(out) = call.next().await {
             match out {
-                super::modern::Out::Notify(line) => self.send(line),
-                super::modern::Out::Done { line, .. } => return Reply::Line(line),
+                super::stateless::Out::Notify(line) => self.send(line),
+                super::stateless::Out::Done { line, .. } => return Reply::Line(line),
             }
         }
         Reply::Sent

@@ -15,9 +15,9 @@
 mod auth_tests;
 #[doc(hidden)]
 pub mod events;
-mod legacy;
-mod modern;
 mod shared;
+mod sse;
+mod stateless;
 mod streamable;
 
 use crate::auth::Credentials;
@@ -33,7 +33,7 @@ use url::Url;
 /// Which HTTP transport a server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoteKind {
-    /// Streamable HTTP first; the legacy HTTP+SSE transport when the first POST is answered
+    /// Streamable HTTP first; the HTTP+SSE transport when the first POST is answered
     /// with 400, 404 or 405 (the spec's backwards-compatibility recipe).
     Auto,
     Streamable,

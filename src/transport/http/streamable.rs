@@ -2,14 +2,14 @@
 //! every message is POSTed to the one endpoint; a request's answer comes as a JSON body or
 //! as an SSE stream (notifications and server requests, then the response), resumed with
 //! `Last-Event-ID` when it drops; a GET stream carries the server's own messages. With the
-//! transport unknown, the first POST decides: 400, 404 or 405 means the legacy HTTP+SSE
+//! transport unknown, the first POST decides: 400, 404 or 405 means the HTTP+SSE
 //! transport. Once the handshake says 2026-07-28 (and for the `server/discover` probe
-//! before it), requests go the modern way instead (see [`super::modern`]).
+//! before it), requests go the stateless way instead (see [`super::stateless`]).
 
 use super::events::{Events, StreamError, message_data};
-use super::legacy;
-use super::modern;
 use super::shared::{Shared, answers, content_type, status_text};
+use super::sse;
+use super::stateless;
 use super::{Command, LinkEnd, RemoteKind};
 use crate::FastMap;
 use crate::jsonrpc::RawObject;
@@ -40,7 +40,7 @@ pub(super) struct Outbound {
     /// For a request: its id (JSON text), which the answer will carry.
     pub id: Option<String>,
     pub method: Option<String>,
-    /// `params.name`, or else `params.uri` (what a modern POST names in `Mcp-Name`).
+    /// `params.name`, or else `params.uri` (what a stateless POST names in `Mcp-Name`).
     pub name: Option<String>,
     /// For `notifications/cancelled`: the id of the request it cancels (JSON text).
     pub cancels: Option<String>,
@@ -83,10 +83,10 @@ enum Mode {
     /// Transport unknown: the first POST decides.
     Probe,
     Streamable,
-    /// Legacy HTTP+SSE, POSTing to this endpoint.
-    Legacy(Arc<Url>),
+    /// Handshake HTTP+SSE, POSTing to this endpoint.
+    Sse(Arc<Url>),
     /// 2026-07-28: stateless POSTs with the standard headers.
-    Modern,
+    Stateless,
 }
 
 /// Runs a link: sends every line in order until the client closes its side, and owns every
@@ -97,12 +97,12 @@ pub(super) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
 ) {
     let mut tasks = JoinSet::new();
-    // Modern requests in flight, by id: aborting the POST is how they are cancelled.
-    let mut modern_requests: FastMap<String, AbortHandle> = FastMap::default();
+    // Stateless requests in flight, by id: aborting the POST is how they are cancelled.
+    let mut stateless_requests: FastMap<String, AbortHandle> = FastMap::default();
     let mut mode = match shared.learned() {
         Some(RemoteKind::Streamable) => Mode::Streamable,
-        Some(RemoteKind::Sse) => match legacy::open(&shared, &mut tasks).await {
-            Ok(endpoint) => Mode::Legacy(endpoint),
+        Some(RemoteKind::Sse) => match sse::open(&shared, &mut tasks).await {
+            Ok(endpoint) => Mode::Sse(endpoint),
             Err(end) => return shared.end(end),
         },
         Some(RemoteKind::Auto) | None => Mode::Probe,
@@ -113,9 +113,9 @@ pub(super) async fn run(
             Some(command) = commands.recv() => match command {
                 Command::Established(version) => {
                     shared.set_version(&version);
-                    if version == modern::VERSION {
+                    if version == stateless::VERSION {
                         shared.learn(RemoteKind::Streamable);
-                        mode = Mode::Modern;
+                        mode = Mode::Stateless;
                     } else if matches!(mode, Mode::Streamable) {
                         tasks.spawn(listen(shared.clone()));
                     }
@@ -125,38 +125,38 @@ pub(super) async fn run(
                 let Some(Outgoing::Line(line)) = line else { break };
                 let out = Outbound::new(line);
                 if let Some(cancelled) = &out.cancels
-                    && let Some(request) = modern_requests.remove(cancelled)
+                    && let Some(request) = stateless_requests.remove(cancelled)
                 {
                     request.abort();
                     continue;
                 }
-                let is_modern = matches!(mode, Mode::Modern);
-                // The probe is a modern request whatever the transport turns out to be.
-                if is_modern || out.method.as_deref() == Some("server/discover") {
+                let is_stateless = matches!(mode, Mode::Stateless);
+                // The probe is a stateless request whatever the transport turns out to be.
+                if is_stateless || out.method.as_deref() == Some("server/discover") {
                     match out.id.clone() {
                         Some(id) => {
-                            let handle = modern::spawn(&shared, &mut tasks, out);
-                            if modern_requests.len() >= 64 {
-                                modern_requests.retain(|_, h| !h.is_finished());
+                            let handle = stateless::spawn(&shared, &mut tasks, out);
+                            if stateless_requests.len() >= 64 {
+                                stateless_requests.retain(|_, h| !h.is_finished());
                             }
-                            modern_requests.insert(id, handle);
+                            stateless_requests.insert(id, handle);
                         }
                         None => tracing::debug!(server = %shared.label(), method = ?out.method, "not sent: 2026-07-28 over HTTP has no such notification"),
                     }
                     continue;
                 }
                 match &mode {
-                    Mode::Modern => {}
+                    Mode::Stateless => {}
                     Mode::Streamable => send(&shared, &mut tasks, out).await,
-                    Mode::Legacy(endpoint) => legacy::send(&shared, &mut tasks, endpoint, out).await,
+                    Mode::Sse(endpoint) => sse::send(&shared, &mut tasks, endpoint, out).await,
                     Mode::Probe => match probe(&shared, &out).await {
                         Probe::Streamable => mode = Mode::Streamable,
                         Probe::Ended => break,
-                        Probe::Fallback(status) => match legacy::open(&shared, &mut tasks).await {
+                        Probe::Fallback(status) => match sse::open(&shared, &mut tasks).await {
                             Ok(endpoint) => {
                                 tracing::info!(server = %shared.label(), "the POST was answered with HTTP {}: using the legacy HTTP+SSE transport", status.as_u16());
-                                legacy::send(&shared, &mut tasks, &endpoint, out).await;
-                                mode = Mode::Legacy(endpoint);
+                                sse::send(&shared, &mut tasks, &endpoint, out).await;
+                                mode = Mode::Sse(endpoint);
                             }
                             Err(LinkEnd::Lost(why)) => {
                                 shared.end(LinkEnd::Lost(format!(

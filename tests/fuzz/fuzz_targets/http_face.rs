@@ -22,7 +22,7 @@ use std::time::Duration;
 use tower::ServiceExt;
 
 const TOKEN: &str = "fuzz-token-0123456789";
-const MODERN: &str = "2026-07-28";
+const STATELESS: &str = "2026-07-28";
 
 struct World {
     rt: tokio::runtime::Runtime,
@@ -180,7 +180,7 @@ fn body(input: &mut Input<'_>) -> Rpc {
         meta.insert(
             "io.modelcontextprotocol/protocolVersion".into(),
             if shape & 2 != 0 {
-                MODERN.into()
+                STATELESS.into()
             } else {
                 input.text().into()
             },
@@ -380,7 +380,7 @@ fuzz_target!(|data: &[u8]| {
         2 => Some("2025-06-18".into()),
         3 => Some("2025-03-26".into()),
         4 => Some("2025-11-25".into()),
-        5 | 6 => Some(MODERN.into()),
+        5 | 6 => Some(STATELESS.into()),
         _ => Some(input.text()),
     };
     put(
@@ -567,17 +567,17 @@ fuzz_target!(|data: &[u8]| {
         }
         known.push(id.to_string());
     }
-    let modern_post = method == Method::POST
+    let stateless_post = method == Method::POST
         && (path == "/mcp" || path == "/mcp/files")
         && !has_session
-        && version.as_deref() == Some(MODERN)
+        && version.as_deref() == Some(STATELESS)
         && request_id.is_some()
         && !foreign_origin
         && !bad_host
         && !bad_token
         && parsed.as_ref().is_some_and(|v| v.is_object())
         && b.bytes.len() <= 64 * 1024;
-    if modern_post && !has_mcp_method {
+    if stateless_post && !has_mcp_method {
         assert_eq!(
             status,
             StatusCode::BAD_REQUEST,

@@ -12,8 +12,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use openpact::hub::modern::state::{Opened, Signer, digest, now};
-use openpact::hub::modern::{envelope_version, inner_request, request_digest, wants_modern};
+use openpact::hub::stateless::state::{Opened, Signer, digest, now};
+use openpact::hub::stateless::{envelope_version, inner_request, request_digest, wants_stateless};
 use openpact::jsonrpc::Message;
 use openpact::policy::canonical::canonical_value;
 use serde_json::{Map, Value, json};
@@ -399,15 +399,15 @@ fuzz_target!(|data: &[u8]| {
             panic!("a request openpact does not read");
         };
         let version = envelope_version(&m);
-        let modern = wants_modern(&m);
+        let stateless = wants_stateless(&m);
         assert_eq!(
-            modern,
+            stateless,
             m1 == "server/discover" || version.is_some(),
             "style {style}: {p1}"
         );
         match &seen {
-            None => seen = Some((modern, version)),
-            Some(first) => assert_eq!(first, &(modern, version), "style {style} changed it: {p1}"),
+            None => seen = Some((stateless, version)),
+            Some(first) => assert_eq!(first, &(stateless, version), "style {style} changed it: {p1}"),
         }
     }
 });

@@ -4,7 +4,7 @@
 
 use super::{VERSION_HEADER, json, rpc_error, sse};
 use crate::hub::Hub;
-use crate::hub::modern::{self, Call, Out, Status};
+use crate::hub::stateless::{self, Call, Out, Status};
 use crate::jsonrpc::Message;
 use crate::revision::code::HEADER_MISMATCH;
 use axum::http::{HeaderMap, StatusCode};
@@ -22,8 +22,9 @@ const B64_START: &str = "=?base64?";
 const B64_END: &str = "?=";
 
 /// Whether a session-less POST speaks the revision: its header or its envelope says so.
-pub(super) fn speaks_modern(headers: &HeaderMap, m: &Message) -> bool {
-    header(headers, VERSION_HEADER).as_deref() == Some(modern::VERSION) || modern::wants_modern(m)
+pub(super) fn speaks_stateless(headers: &HeaderMap, m: &Message) -> bool {
+    header(headers, VERSION_HEADER).as_deref() == Some(stateless::VERSION)
+        || stateless::wants_stateless(m)
 }
 
 fn header(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -49,7 +50,7 @@ fn decoded(value: &str) -> Option<String> {
 /// Why the headers do not match the body, if they do not.
 fn mismatch(headers: &HeaderMap, m: &Message) -> Option<String> {
     let version = header(headers, VERSION_HEADER);
-    let in_body = modern::envelope_version(m);
+    let in_body = stateless::envelope_version(m);
     match (&version, &in_body) {
         (None, _) => return Some("the MCP-Protocol-Version header is missing".into()),
         (Some(h), Some(b)) if h != b => {
@@ -98,10 +99,10 @@ pub(super) async fn post(hub: &Arc<Hub>, view: usize, headers: &HeaderMap, m: Me
     if let Some(why) = mismatch(headers, &m) {
         return rpc_error(StatusCode::BAD_REQUEST, m.id(), HEADER_MISMATCH, &why);
     }
-    let mut call = modern::start(hub.clone(), m, "http".into(), view);
+    let mut call = stateless::start(hub.clone(), m, "http".into(), view);
     match call.next().await {
         Some(Out::Done { line, status }) => json(http_status(status), line),
-        Some(Out::Notify(line)) => sse(Sse::new(ModernStream {
+        Some(Out::Notify(line)) => sse(Sse::new(StatelessStream {
             first: Some(line),
             call,
             done: false,
@@ -122,13 +123,13 @@ fn http_status(status: Status) -> StatusCode {
 
 /// A request's notifications then its answer; no event ids, since the revision has no
 /// resuming. Dropped early (the client closed it), it drops the call, which cancels it.
-struct ModernStream {
+struct StatelessStream {
     first: Option<String>,
     call: Call,
     done: bool,
 }
 
-impl Stream for ModernStream {
+impl Stream for StatelessStream {
     type Item = Result<Event, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

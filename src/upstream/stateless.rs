@@ -1,29 +1,29 @@
 //! The 2026-07-28 protocol towards one server ("modern", no `initialize`): the `_meta`
 //! envelope every request carries, `server/discover` in place of the handshake (also as the
-//! probe that tells a modern server from a legacy one), and the `subscriptions/listen`
+//! probe that tells a stateless server from a handshake one), and the `subscriptions/listen`
 //! filter that brings list and resource changes.
 
 use super::connection::{CallError, Connection};
-use super::handshake::{HandshakeError, LEGACY_VERSIONS, ServerInfo};
+use super::handshake::{HANDSHAKE_VERSIONS, HandshakeError, ServerInfo};
 use crate::jsonrpc::{self, Message, RawObject};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-pub use crate::revision::{MODERN_VERSION, code, meta};
+pub use crate::revision::{STATELESS_VERSION, code, meta};
 
-/// What the hub declares to a modern server on every request: all it can bridge to its
+/// What the hub declares to a stateless server on every request: all it can bridge to its
 /// clients (form and URL elicitation, sampling, roots — each reaches a client that declared
-/// it; for one that did not, the call fails saying so). Unlike a legacy `initialize`, these
-/// do not depend on which client is connected: a modern server must not vary its lists per
+/// it; for one that did not, the call fails saying so). Unlike a handshake `initialize`, these
+/// do not depend on which client is connected: a stateless server must not vary its lists per
 /// request, and one hub serves many clients.
 pub const CLIENT_CAPABILITIES: &str =
     r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}"#;
 
 /// How long `auto` waits for a stdio server to answer the `server/discover` probe before
-/// taking it for a legacy server. A modern server answers at once (it has nothing to set
-/// up), while some legacy servers never answer a method they do not know before
+/// taking it for a handshake server. A stateless server answers at once (it has nothing to set
+/// up), while some handshake servers never answer a method they do not know before
 /// `initialize`: the wait is short so that such a server only costs its start this much.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -35,7 +35,7 @@ fn client_info() -> String {
     )
 }
 
-/// `params` (a JSON object, or none) with the modern `_meta` envelope: our protocol version
+/// `params` (a JSON object, or none) with the stateless `_meta` envelope: our protocol version
 /// and `clientInfo` always; `clientCapabilities` and the log level only where the caller
 /// has not put its own (a client's request passed on keeps what that client declared).
 pub fn stamp(params: Option<&str>, log_level: Option<&str>) -> String {
@@ -44,7 +44,7 @@ pub fn stamp(params: Option<&str>, log_level: Option<&str>) -> String {
         .unwrap_or_default();
     let existing = obj.get("_meta").and_then(|m| RawObject::parse(m).ok());
     let has = |key: &str| existing.as_ref().is_some_and(|m| m.get(key).is_some());
-    let version = jsonrpc::quote(MODERN_VERSION);
+    let version = jsonrpc::quote(STATELESS_VERSION);
     let info = client_info();
     let level = log_level.map(jsonrpc::quote);
     let mut edits: Vec<(&str, Option<&str>)> = vec![
@@ -70,9 +70,9 @@ pub fn stamp(params: Option<&str>, log_level: Option<&str>) -> String {
 #[derive(Debug)]
 pub enum Discovery {
     /// A 2026-07-28 server, described as the rest of the hub expects a server to be.
-    Modern(ServerInfo),
-    /// Not (or not usably) a modern server: the reason, for the log.
-    Legacy(String),
+    Stateless(ServerInfo),
+    /// Not (or not usably) a stateless server: the reason, for the log.
+    Handshake(String),
     /// The server's process or connection ended on the probe.
     Died(String),
 }
@@ -90,8 +90,8 @@ struct DiscoverResult<'a> {
 }
 
 /// Sends `server/discover` (waiting at most `timeout`) and reads the answer per §1.4: a
-/// `DiscoverResult` or a recognized modern error means a modern server, anything else
-/// (another error, silence) a legacy one. A modern server that refuses us outright is an
+/// `DiscoverResult` or a recognized stateless error means a stateless server, anything else
+/// (another error, silence) a handshake one. A stateless server that refuses us outright is an
 /// error, not a reason to fall back: it would refuse `initialize` too.
 pub async fn discover(conn: &Connection, timeout: Duration) -> Result<Discovery, HandshakeError> {
     const METHOD: &str = "server/discover";
@@ -99,7 +99,7 @@ pub async fn discover(conn: &Connection, timeout: Duration) -> Result<Discovery,
     let reply = match conn.request(METHOD, Some(&params), timeout).await {
         Ok(reply) => reply,
         Err(CallError::Timeout { after, .. }) => {
-            return Ok(Discovery::Legacy(format!(
+            return Ok(Discovery::Handshake(format!(
                 "did not answer {METHOD} within {}",
                 crate::config::human_duration(after)
             )));
@@ -111,19 +111,23 @@ pub async fn discover(conn: &Connection, timeout: Duration) -> Result<Discovery,
         return read_error(error);
     }
     let Some(result) = reply.result() else {
-        return Ok(Discovery::Legacy(format!(
+        return Ok(Discovery::Handshake(format!(
             "answered {METHOD} with no result"
         )));
     };
     let Ok(found) = serde_json::from_str::<DiscoverResult<'_>>(result) else {
-        return Ok(Discovery::Legacy(format!(
+        return Ok(Discovery::Handshake(format!(
             "answered {METHOD} with something that is not a DiscoverResult"
         )));
     };
-    if !found.supported_versions.iter().any(|v| v == MODERN_VERSION) {
-        return match legacy_among(&found.supported_versions) {
-            Some(v) => Ok(Discovery::Legacy(format!(
-                "offers {} but not {MODERN_VERSION}; using {v} through initialize",
+    if !found
+        .supported_versions
+        .iter()
+        .any(|v| v == STATELESS_VERSION)
+    {
+        return match handshake_among(&found.supported_versions) {
+            Some(v) => Ok(Discovery::Handshake(format!(
+                "offers {} but not {STATELESS_VERSION}; using {v} through initialize",
                 found.supported_versions.join(", ")
             ))),
             None => Err(HandshakeError::Version(found.supported_versions.join(", "))),
@@ -134,8 +138,8 @@ pub async fn discover(conn: &Connection, timeout: Duration) -> Result<Discovery,
         .and_then(|m| RawObject::parse(m.get()).ok()?.get(meta::SERVER_INFO))
         .unwrap_or("{}")
         .to_string();
-    Ok(Discovery::Modern(ServerInfo {
-        protocol_version: MODERN_VERSION.to_string(),
+    Ok(Discovery::Stateless(ServerInfo {
+        protocol_version: STATELESS_VERSION.to_string(),
         capabilities: found
             .capabilities
             .map_or_else(|| "{}".to_string(), |c| c.get().to_string()),
@@ -154,19 +158,19 @@ fn read_error(error: &str) -> Result<Discovery, HandshakeError> {
     };
     match code {
         code::UNSUPPORTED_VERSION => {
-            // Modern: the server names the versions it takes. Ours is not among them (we
-            // sent it); a legacy one is usable through `initialize`.
+            // Stateless: the server names the versions it takes. Ours is not among them (we
+            // sent it); a handshake one is usable through `initialize`.
             let supported: Vec<String> = obj
                 .get("data")
                 .and_then(|d| RawObject::parse(d).ok()?.get("supported"))
                 .and_then(|s| serde_json::from_str(s).ok())
                 .unwrap_or_default();
-            if supported.iter().any(|v| v == MODERN_VERSION) {
+            if supported.iter().any(|v| v == STATELESS_VERSION) {
                 return Err(rejected());
             }
-            match legacy_among(&supported) {
-                Some(v) => Ok(Discovery::Legacy(format!(
-                    "does not take {MODERN_VERSION} (it supports {}); using {v} through initialize",
+            match handshake_among(&supported) {
+                Some(v) => Ok(Discovery::Handshake(format!(
+                    "does not take {STATELESS_VERSION} (it supports {}); using {v} through initialize",
                     supported.join(", ")
                 ))),
                 None if supported.is_empty() => Err(rejected()),
@@ -174,15 +178,15 @@ fn read_error(error: &str) -> Result<Discovery, HandshakeError> {
             }
         }
         code::MISSING_CLIENT_CAPABILITY | code::HEADER_MISMATCH => Err(rejected()),
-        _ => Ok(Discovery::Legacy(format!(
+        _ => Ok(Discovery::Handshake(format!(
             "answered server/discover with error {code}"
         ))),
     }
 }
 
 /// The newest `initialize`-era version in `versions`, if any.
-fn legacy_among(versions: &[String]) -> Option<&'static str> {
-    LEGACY_VERSIONS
+fn handshake_among(versions: &[String]) -> Option<&'static str> {
+    HANDSHAKE_VERSIONS
         .iter()
         .rev()
         .find(|v| versions.iter().any(|s| s == *v))
@@ -215,7 +219,7 @@ pub fn listen_params(info: &ServerInfo, uris: &BTreeSet<String>) -> Option<Strin
     (!filter.is_empty()).then(|| serde_json::json!({ "notifications": filter }).to_string())
 }
 
-/// A reply made by the hub itself for a request a modern server has no method for
+/// A reply made by the hub itself for a request a stateless server has no method for
 /// (`ping`, `logging/setLevel`, `resources/subscribe`: the hub does their job another way).
 pub fn local_reply(result: &str) -> Result<Message, CallError> {
     Message::parse(jsonrpc::result("0", result).into_boxed_str()).map_err(|e| CallError::Closed {
@@ -236,7 +240,7 @@ mod tests {
     #[test]
     fn stamps_the_envelope_and_keeps_the_rest() {
         let p = parsed(&stamp(None, None));
-        assert_eq!(p["_meta"][meta::PROTOCOL_VERSION], MODERN_VERSION);
+        assert_eq!(p["_meta"][meta::PROTOCOL_VERSION], STATELESS_VERSION);
         assert_eq!(p["_meta"][meta::CLIENT_INFO]["name"], "openpact");
         assert!(p["_meta"][meta::CLIENT_CAPABILITIES]["elicitation"]["url"].is_object());
         assert!(p["_meta"].get(meta::LOG_LEVEL).is_none());
@@ -259,13 +263,16 @@ mod tests {
 
     #[test]
     fn reads_probe_errors_by_code_not_by_hope() {
-        let legacy = read_error(r#"{"code":-32601,"message":"Method not found"}"#).unwrap();
-        assert!(matches!(legacy, Discovery::Legacy(_)), "{legacy:?}");
+        let handshake = read_error(r#"{"code":-32601,"message":"Method not found"}"#).unwrap();
+        assert!(
+            matches!(handshake, Discovery::Handshake(_)),
+            "{handshake:?}"
+        );
         let older = read_error(
             r#"{"code":-32022,"message":"v","data":{"supported":["2025-06-18"],"requested":"2026-07-28"}}"#,
         )
         .unwrap();
-        assert!(matches!(older, Discovery::Legacy(ref w) if w.contains("2025-06-18")));
+        assert!(matches!(older, Discovery::Handshake(ref w) if w.contains("2025-06-18")));
         let future = read_error(
             r#"{"code":-32022,"message":"v","data":{"supported":["2027-01-01"],"requested":"2026-07-28"}}"#,
         );
@@ -277,7 +284,7 @@ mod tests {
     #[test]
     fn listens_for_what_the_server_can_tell() {
         let info = ServerInfo {
-            protocol_version: MODERN_VERSION.into(),
+            protocol_version: STATELESS_VERSION.into(),
             capabilities: r#"{"tools":{"listChanged":true},"resources":{"subscribe":true}}"#.into(),
             server_info: "{}".into(),
             instructions: None,

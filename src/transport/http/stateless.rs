@@ -13,14 +13,14 @@ use std::sync::Arc;
 use tokio::task::{AbortHandle, JoinSet};
 
 /// The revision whose shape this is.
-pub(super) const VERSION: &str = crate::revision::MODERN_VERSION;
+pub(super) const VERSION: &str = crate::revision::STATELESS_VERSION;
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 /// The methods whose `params.name` (or `params.uri`) goes in `Mcp-Name`.
 const NAMED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
-/// POSTs one modern request as a task of the link; the handle aborts it (which is how a
-/// modern HTTP request is cancelled). Bounded by the request deadline, except a listen
+/// POSTs one stateless request as a task of the link; the handle aborts it (which is how a
+/// stateless HTTP request is cancelled). Bounded by the request deadline, except a listen
 /// stream, which is meant to stay open.
 pub(super) fn spawn(shared: &Arc<Shared>, tasks: &mut JoinSet<()>, out: Outbound) -> AbortHandle {
     let me = shared.clone();
@@ -42,7 +42,7 @@ pub(super) fn spawn(shared: &Arc<Shared>, tasks: &mut JoinSet<()>, out: Outbound
     })
 }
 
-/// The POST of `out` with the modern headers (set, not added: the link's version header
+/// The POST of `out` with the stateless headers (set, not added: the link's version header
 /// may already be there).
 fn request(shared: &Shared, out: &Outbound) -> RequestBuilder {
     let mut headers = HeaderMap::new();

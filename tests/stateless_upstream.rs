@@ -1,6 +1,6 @@
-//! 2026-07-28 servers upstream, behind a legacy client: mcp-server-time pinned and probed
-//! (`auto`), `auto` falling back to `initialize` on the project's legacy fixture, and a
-//! Python SDK 2.3 server of ours (`fixtures/modern/modern_server.py`, stdio and Streamable
+//! 2026-07-28 servers upstream, behind a handshake client: mcp-server-time pinned and probed
+//! (`auto`), `auto` falling back to `initialize` on the project's handshake fixture, and a
+//! Python SDK 2.3 server of ours (`fixtures/stateless/stateless_server.py`, stdio and Streamable
 //! HTTP) whose elicitation and sampling come back as `input_required` results, which the hub
 //! turns into real requests to the client and retries with the answers.
 
@@ -13,22 +13,25 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn modern_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/modern/modern_server.py")
+fn stateless_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/stateless/stateless_server.py")
 }
 
-/// Our modern fixture as a stdio server entry.
-pub(crate) fn modern_stdio(peers: &Peers, protocol: &str) -> Value {
-    let mut entry = peers.entry("PEER_PYTHON", &[modern_script().to_str().unwrap(), "stdio"]);
+/// Our stateless fixture as a stdio server entry.
+pub(crate) fn stateless_stdio(peers: &Peers, protocol: &str) -> Value {
+    let mut entry = peers.entry(
+        "PEER_PYTHON",
+        &[stateless_script().to_str().unwrap(), "stdio"],
+    );
     entry["protocol"] = json!(protocol);
     entry
 }
 
-/// Our modern fixture over Streamable HTTP on `port`.
-async fn modern_http(peers: &Peers, port: u16) -> Listening {
+/// Our stateless fixture over Streamable HTTP on `port`.
+async fn stateless_http(peers: &Peers, port: u16) -> Listening {
     let cmd = vec![
         peers.command("PEER_PYTHON")[0].clone(),
-        modern_script().display().to_string(),
+        stateless_script().display().to_string(),
         "http".into(),
         port.to_string(),
     ];
@@ -75,7 +78,7 @@ async fn mcp_server_time_pinned_and_probed() {
             .await;
         assert!(text(&r).contains("UTC"), "{protocol}: {r}");
         shows_version(&cfg, "2026-07-28").await;
-        // Found modern at once, or (on a loaded machine, past the probe's wait) late.
+        // Found stateless at once, or (on a loaded machine, past the probe's wait) late.
         let log = hub.stderr();
         assert!(
             !log.contains("using initialize") || log.contains("answered server/discover late"),
@@ -84,11 +87,11 @@ async fn mcp_server_time_pinned_and_probed() {
     }
 }
 
-/// `auto` and a modern server slow to start (a first `uvx` run): it misses the probe's
+/// `auto` and a stateless server slow to start (a first `uvx` run): it misses the probe's
 /// short wait and refuses the `initialize` that follows, and is then asked again, so it is
-/// found modern rather than failed.
+/// found stateless rather than failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_modern_server_slow_to_start_is_found_by_auto() {
+async fn a_stateless_server_slow_to_start_is_found_by_auto() {
     let Some(peers) = Peers::get() else { return };
     let s = Scratch::new();
     let time = peers.entry("PEER_TIME", &[]);
@@ -142,7 +145,7 @@ async fn config_check_shows_each_servers_era() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_falls_back_to_initialize_on_a_legacy_server_quickly() {
+async fn auto_falls_back_to_initialize_on_a_handshake_server_quickly() {
     let s = Scratch::new();
     let mut entry = fixture(&[]);
     entry["protocol"] = json!("auto");
@@ -163,7 +166,7 @@ async fn auto_falls_back_to_initialize_on_a_legacy_server_quickly() {
     shows_version(&cfg, "2025-11-25").await;
 }
 
-/// A legacy server that ignores everything before `initialize` (the probe included): the
+/// A handshake server that ignores everything before `initialize` (the probe included): the
 /// fixture behind a shell loop that drops what comes first.
 fn silent_until_initialize() -> Value {
     let script = r#"while read -r line; do case "$line" in *'"initialize"'*) break;; esac; done
@@ -171,7 +174,7 @@ fn silent_until_initialize() -> Value {
     json!({"command": "/bin/sh", "args": ["-c", script, FIXTURE], "protocol": "auto"})
 }
 
-/// A legacy server that exits on any first message but `initialize`, the first time it runs
+/// A handshake server that exits on any first message but `initialize`, the first time it runs
 /// (a marker file remembers); then it is the plain fixture.
 /// A folder for servers' marker files, granted to them in their sandbox: not the scratch dir
 /// itself, which holds the hub's state dir (never a server's to touch), so a grant of it
@@ -193,7 +196,7 @@ fn dies_on_the_probe(marker: &Path) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_never_hangs_on_a_silent_or_dying_legacy_server() {
+async fn auto_never_hangs_on_a_silent_or_dying_handshake_server() {
     let s = Scratch::new();
     let cfg = s.servers(
         json!({"quiet": silent_until_initialize(),
@@ -222,7 +225,7 @@ async fn auto_never_hangs_on_a_silent_or_dying_legacy_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auto_over_http_finds_legacy_streamable_http_and_sse_servers() {
+async fn auto_over_http_finds_handshake_streamable_http_and_sse_servers() {
     let Some(peers) = Peers::get() else { return };
     let web = everything_listening(&peers, "streamableHttp", free_port()).await;
     let old = everything_listening(&peers, "sse", free_port()).await;
@@ -281,7 +284,7 @@ async fn both_answered(c: &mut Client, tool: &str) {
     assert_eq!(text(&r), "Ada: hi there", "{r}");
 }
 
-/// What a legacy client sees of the modern fixture named `server` behind the hub.
+/// What a handshake client sees of the stateless fixture named `server` behind the hub.
 async fn bridged_surface(c: &mut Client, server: &str) {
     let r = c
         .call(&format!("{server}:add"), json!({"a": 20, "b": 22}))
@@ -332,12 +335,12 @@ async fn bridged_surface(c: &mut Client, server: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn modern_python_server_over_stdio_bridged_to_a_legacy_client() {
+async fn stateless_python_server_over_stdio_bridged_to_a_handshake_client() {
     let Some(peers) = Peers::get() else { return };
     let s = Scratch::new();
     let mut hub = hub_with(
         &s,
-        json!({ "py": modern_stdio(&peers, "2026-07-28") }),
+        json!({ "py": stateless_stdio(&peers, "2026-07-28") }),
         &["py:add", "py:greet", "py:both"],
     )
     .await;
@@ -346,9 +349,9 @@ async fn modern_python_server_over_stdio_bridged_to_a_legacy_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn modern_python_server_over_http_bridged_to_a_legacy_client() {
+async fn stateless_python_server_over_http_bridged_to_a_handshake_client() {
     let Some(peers) = Peers::get() else { return };
-    let py = modern_http(&peers, free_port()).await;
+    let py = stateless_http(&peers, free_port()).await;
     let s = Scratch::new();
     let url = format!("http://127.0.0.1:{}/mcp", py.port);
     let mut hub = hub_with(
@@ -365,7 +368,7 @@ async fn modern_python_server_over_http_bridged_to_a_legacy_client() {
 async fn a_client_without_the_capability_gets_a_plain_error() {
     let Some(peers) = Peers::get() else { return };
     let s = Scratch::new();
-    let cfg = s.servers(json!({ "py": modern_stdio(&peers, "auto") }), None);
+    let cfg = s.servers(json!({ "py": stateless_stdio(&peers, "auto") }), None);
     let mut hub = serve(&cfg).await;
     ready_polling(&mut hub.client, &["py:greet", "py:sample"]).await;
     let r = hub.client.call("py:greet", json!({})).await;
@@ -395,7 +398,7 @@ async fn list_changes_and_resource_updates_arrive_through_listen() {
     let s = Scratch::new();
     let mut hub = hub_with(
         &s,
-        json!({ "py": modern_stdio(&peers, "2026-07-28") }),
+        json!({ "py": stateless_stdio(&peers, "2026-07-28") }),
         &["py:grow", "py:touch"],
     )
     .await;
@@ -473,13 +476,13 @@ async fn cancel_reaches(c: &mut Client, server: &str, marker: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancellation_reaches_modern_servers_over_stdio_and_http() {
+async fn cancellation_reaches_stateless_servers_over_stdio_and_http() {
     let Some(peers) = Peers::get() else { return };
-    let py = modern_http(&peers, free_port()).await;
+    let py = stateless_http(&peers, free_port()).await;
     let s = Scratch::new();
     let url = format!("http://127.0.0.1:{}/mcp", py.port);
     // The server leaves its marker in the scratch dir, which the sandbox keeps private.
-    let mut pipe = modern_stdio(&peers, "2026-07-28");
+    let mut pipe = stateless_stdio(&peers, "2026-07-28");
     pipe["sandbox"] = json!({"filesystem": {"write": [marker_dir(&s).to_str().unwrap()]}});
     let mut hub = hub_with(
         &s,

@@ -1,7 +1,7 @@
 //! `subscriptions/listen`: the 2026-07-28 client's stream of list changes and resource
 //! updates, each notification tagged with the listen request's id. Resource subscriptions
 //! go through a session of the stream's own, so they are routed and counted upstream exactly
-//! like a legacy client's `resources/subscribe`, and undone when the stream ends.
+//! like a handshake client's `resources/subscribe`, and undone when the stream ends.
 
 use super::{Envelope, Out, Status};
 use crate::hub::{Hub, HubEvent, Session};

@@ -1,10 +1,10 @@
-//! The 2026-07-28 revision downstream, with the fixture (a legacy server) behind the hub:
+//! The 2026-07-28 revision downstream, with the fixture (a handshake server) behind the hub:
 //! `server/discover` and stateless requests on stdio next to `initialize`; the revision's
 //! errors; input-required results for the permission prompt and for the server's sampling,
 //! elicitation and roots requests, resumed through the signed `requestState` (and refused
 //! when it is tampered with); over HTTP, the header checks, progress on the request's SSE
 //! stream, `subscriptions/listen` with list changes and resource updates, and a closed
-//! stream cancelling the call upstream. And the bridge with a real legacy server:
+//! stream cancelling the call upstream. And the bridge with a real handshake server:
 //! server-everything's sampling, elicitation and roots requests reach a 2026-07-28 client as
 //! input-required results.
 
@@ -34,7 +34,7 @@ fn with_meta(mut params: Value, caps: Value) -> Value {
 }
 
 /// Polls a stateless `tools/list` until `tool` is listed.
-async fn modern_ready(c: &mut Client, tool: &str) {
+async fn stateless_ready(c: &mut Client, tool: &str) {
     let deadline = Instant::now() + WAIT;
     loop {
         let r = c
@@ -116,7 +116,7 @@ async fn stdio_discover_and_stateless_requests_next_to_initialize() {
         r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "openpact"
     );
-    modern_ready(c, "fx:echo").await;
+    stateless_ready(c, "fx:echo").await;
 
     let list = c
         .request("tools/list", with_meta(json!({}), json!({})))
@@ -157,19 +157,22 @@ async fn stdio_discover_and_stateless_requests_next_to_initialize() {
     assert_eq!(future["error"]["data"]["supported"], json!([V]));
     assert_eq!(future["error"]["data"]["requested"], "2099-01-01");
 
-    // The same pipe still takes a legacy client.
+    // The same pipe still takes a handshake client.
     let init = c.initialize().await;
     assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
-    let legacy = c.call("fx:echo", json!({"message": "legacy"})).await;
-    assert_eq!(legacy["result"]["content"][0]["text"], "legacy");
-    assert!(legacy["result"].get("resultType").is_none(), "{legacy}");
+    let handshake = c.call("fx:echo", json!({"message": "legacy"})).await;
+    assert_eq!(handshake["result"]["content"][0]["text"], "legacy");
+    assert!(
+        handshake["result"].get("resultType").is_none(),
+        "{handshake}"
+    );
 }
 
 #[tokio::test]
 async fn the_permission_prompt_and_server_requests_become_input_required() {
     let mut hub = serve_config(json!({"fx": fixture(&[])}), ask_permissions()).await;
     let c = &mut hub.client;
-    modern_ready(c, "fx:echo").await;
+    stateless_ready(c, "fx:echo").await;
 
     // The permission prompt: asked, answered on the retry, remembered with "always".
     let args = json!({"prompt": "Capital of France?"});
@@ -601,7 +604,7 @@ fn fulfil(r: &Value) -> Value {
 }
 
 #[tokio::test]
-async fn a_legacy_server_everything_behind_a_modern_client() {
+async fn a_handshake_server_everything_behind_a_stateless_client() {
     let Some(peers) = crate::support::Peers::get() else {
         return;
     };
@@ -611,12 +614,12 @@ async fn a_legacy_server_everything_behind_a_modern_client() {
     )
     .await;
     let c = &mut hub.client;
-    // The modern client speaks first: its capabilities are what the server is told.
+    // The stateless client speaks first: its capabilities are what the server is told.
     let d = c
         .request("server/discover", json!({"_meta": meta(all_caps())}))
         .await;
     assert_eq!(d["result"]["resultType"], "complete", "{d}");
-    modern_ready(c, "everything:trigger-sampling-request").await;
+    stateless_ready(c, "everything:trigger-sampling-request").await;
     for (tool, args, expect) in [
         (
             "everything:trigger-sampling-request",
@@ -667,14 +670,14 @@ async fn a_2026_server_behind_a_2026_client() {
     let Some(peers) = crate::support::Peers::get() else {
         return;
     };
-    let py = crate::modern_upstream::modern_stdio(&peers, "2026-07-28");
+    let py = crate::stateless_upstream::stateless_stdio(&peers, "2026-07-28");
     let mut hub = serve_config(
         json!({"py": py}),
         Some(json!({"permissions": {"default": "allow"}})),
     )
     .await;
     let c = &mut hub.client;
-    modern_ready(c, "py:both").await;
+    stateless_ready(c, "py:both").await;
     // `both` asks for a name (elicitation) and a completion (sampling) in one round.
     let args = json!({"prompt": "Say hi"});
     let first = c

@@ -2,7 +2,7 @@
 //! capabilities in `_meta` instead of an `initialize`, each served on its own.
 //!
 //! A request runs on a session of its own ([`Session::ephemeral`]), so routing, the policy
-//! pipeline and progress work exactly as for a legacy client. What that session would send
+//! pipeline and progress work exactly as for a handshake client. What that session would send
 //! the client as a request — a server's sampling, elicitation or roots request, the hub's
 //! own permission prompt — becomes an input-required result instead, and the call waits
 //! here, upstream call and all, until the client retries with the answers and the signed
@@ -26,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-pub use crate::revision::MODERN_VERSION as VERSION;
+pub use crate::revision::STATELESS_VERSION as VERSION;
 use crate::revision::code::{HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION};
 use crate::revision::meta::{
     CLIENT_CAPABILITIES as KEY_CAPS, CLIENT_INFO as KEY_INFO, LOG_LEVEL as KEY_LOG,
@@ -132,8 +132,8 @@ impl Out {
 }
 
 /// Whether `m` belongs here: `server/discover`, or a request whose `_meta` names a protocol
-/// version (the revision's envelope; legacy clients never send that key).
-pub fn wants_modern(m: &Message) -> bool {
+/// version (the revision's envelope; handshake clients never send that key).
+pub fn wants_stateless(m: &Message) -> bool {
     if m.method() == "server/discover" {
         return true;
     }
@@ -357,7 +357,7 @@ fn discover(hub: &Hub, id: &str, view: usize) -> String {
         caps.remove("tasks");
     }
     let mut versions = vec![VERSION];
-    versions.extend(crate::upstream::LEGACY_VERSIONS.iter().rev());
+    versions.extend(crate::upstream::HANDSHAKE_VERSIONS.iter().rev());
     let mut result = json!({
         "supportedVersions": versions,
         "capabilities": capabilities,
@@ -879,7 +879,7 @@ mod tests {
     }
 
     /// Found by the fuzzer (tests/fuzz, target `request_state`): an envelope whose key was
-    /// written with JSON escapes was read as a legacy request.
+    /// written with JSON escapes was read as a handshake request.
     #[test]
     fn the_envelope_is_seen_however_its_key_is_spelled() {
         for params in [
@@ -890,14 +890,14 @@ mod tests {
         ] {
             let m = request(params);
             assert_eq!(envelope_version(&m).as_deref(), Some(VERSION), "{params}");
-            assert!(wants_modern(&m), "{params}");
+            assert!(wants_stateless(&m), "{params}");
         }
         for params in [
             r#"{"_meta":{"progressToken":1}}"#,
             r#"{"name":"a\/b","arguments":{"x":"\u00e9"}}"#,
             r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#,
         ] {
-            assert!(!wants_modern(&request(params)), "{params}");
+            assert!(!wants_stateless(&request(params)), "{params}");
         }
     }
 }
