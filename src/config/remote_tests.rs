@@ -222,7 +222,7 @@ fn remote_servers_pick_their_protocol_era() {
         ]
     );
     let errs = problems(
-        r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:9/mcp", "protocol": "stateless"}}}"#,
+        r#"{"mcpServers": {"r": {"url": "http://127.0.0.1:9/mcp", "protocol": "modern"}}}"#,
     );
     assert!(
         errs[0].contains("mcpServers.r.protocol: \"modern\" is not a protocol; use \"legacy\", \"auto\" or \"2026-07-28\""),
