@@ -7,6 +7,7 @@
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
 //! - `cli`: the command line.
+//! - `docs`: every relative link in README.md and docs/*.md leads to a file and a heading.
 //! - `stateless`: the 2026-07-28 revision downstream: discover, stateless requests, input-required.
 //! - `stateless_upstream`: 2026-07-28 servers behind the hub (pinned, auto), and their input requests.
 //! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
@@ -44,6 +45,7 @@ mod builtins_web;
 mod cli;
 mod clients;
 mod compat;
+mod docs;
 mod editors;
 mod everything;
 mod failures;

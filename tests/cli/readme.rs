@@ -1,8 +1,8 @@
-//! README.md walked as a user. Every `openpact …` form the README shows — the rows of the
-//! "Command line" table, the lines of its `sh` blocks and the `openpact …` /
-//! `cargo run --release -- …` code spans of its prose — is read from README.md itself, and
-//! each must be exercised by a case below ([`COVERAGE`]); a form the README gains without a
-//! case fails the test, naming it.
+//! README.md walked as a user, and the docs/ beside it. Every `openpact …` form they show —
+//! the rows of the README's "Command line" table, the lines of `sh` blocks and the
+//! `openpact …` / `cargo run --release -- …` code spans of prose, in README.md and in every
+//! `docs/*.md` — is read from the files themselves, and each must be exercised by a case
+//! below ([`COVERAGE`]); a form the docs gain without a case fails the test, naming it.
 //!
 //! Every case runs twice, each time in a scratch dir of its own (`HOME` and the XDG dirs
 //! inside it, so the user's config, state and keyring are never touched):
@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const README: &str = include_str!("../../README.md");
 const EXAMPLE: &str = include_str!("../../mcp.example.json");
 
 /// How a run must exit.
@@ -606,7 +605,7 @@ const LIVE_CASES: &[(&str, &[&str])] = &[
     ("reload-live", &["reload"]),
 ];
 
-/// Which cases exercise each form README.md shows. Keys are the forms as [`readme_forms`]
+/// Which cases exercise each form README.md and docs/ show. Keys are the forms as [`readme_forms`]
 /// reads them. A README form missing here fails the test; so does a row here the README no
 /// longer has. Each literal word of a form (flags, subcommands, arguments not in capitals)
 /// must appear in the arguments of one of its cases; a runnable `sh` line must be exactly
@@ -840,27 +839,46 @@ fn shell_command(line: &str) -> Option<String> {
     runs.then_some(line)
 }
 
-/// Every `openpact …` form in `readme`, in order, each once.
-fn readme_forms(readme: &str) -> Vec<Form> {
-    fn add(forms: &mut Vec<Form>, text: String, source: Source) -> usize {
-        match forms.iter().position(|f| f.text == text) {
-            Some(i) => i,
-            None => {
-                forms.push(Form {
-                    text,
-                    source,
-                    output: Vec::new(),
-                });
-                forms.len() - 1
-            }
+/// README.md, then each `docs/*.md` (the files the link check reads, `crate::docs`).
+fn documents() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    crate::docs::documents(root)
+        .iter()
+        .map(|p| std::fs::read_to_string(root.join(p)).unwrap())
+        .collect()
+}
+
+/// Every `openpact …` form in `docs` (README.md's text first), in order, each once.
+fn readme_forms<S: AsRef<str>>(docs: &[S]) -> Vec<Form> {
+    let mut forms: Vec<Form> = Vec::new();
+    for doc in docs {
+        doc_forms(doc.as_ref(), &mut forms);
+    }
+    forms
+}
+
+/// `text` as a form of `forms` (once: its index if it is there already).
+fn add(forms: &mut Vec<Form>, text: String, source: Source) -> usize {
+    match forms.iter().position(|f| f.text == text) {
+        Some(i) => i,
+        None => {
+            forms.push(Form {
+                text,
+                source,
+                output: Vec::new(),
+            });
+            forms.len() - 1
         }
     }
-    let mut forms: Vec<Form> = Vec::new();
+}
+
+/// The forms of one document, added to `forms`.
+fn doc_forms(doc: &str, forms: &mut Vec<Form>) {
     let mut fence: Option<String> = None;
     let mut prompted: Option<usize> = None;
     let mut section = "";
     let mut prose = String::new();
-    for line in readme.lines() {
+    for line in doc.lines() {
         if let Some(lang) = line.strip_prefix("```") {
             fence = match fence {
                 Some(_) => None,
@@ -873,7 +891,7 @@ fn readme_forms(readme: &str) -> Vec<Form> {
             Some("sh") => {
                 match shell_command(line) {
                     Some(cmd) => {
-                        let i = add(&mut forms, cmd, Source::Shell);
+                        let i = add(forms, cmd, Source::Shell);
                         prompted = line.starts_with("$ ").then_some(i);
                     }
                     None if line.starts_with("$ ") => prompted = None,
@@ -897,7 +915,7 @@ fn readme_forms(readme: &str) -> Vec<Form> {
             let cell = row.split('|').nth(1).unwrap_or("");
             for part in cell.split("`, `") {
                 let text = collapse(&part.replace('`', "").replace('\u{1}', "|"));
-                add(&mut forms, format!("openpact {text}"), Source::Table);
+                add(forms, format!("openpact {text}"), Source::Table);
             }
         }
         prose.push_str(line);
@@ -908,10 +926,9 @@ fn readme_forms(readme: &str) -> Vec<Form> {
         if (text.starts_with("openpact ") || text.starts_with("cargo run --release -- "))
             && !text.contains('…')
         {
-            add(&mut forms, text, Source::Prose);
+            add(forms, text, Source::Prose);
         }
     }
-    forms
 }
 
 /// A command line: the words after `openpact`, and what goes to its stdin.
@@ -1032,7 +1049,7 @@ fn coverage_problems(forms: &[Form]) -> Vec<String> {
     for form in forms {
         let Some(names) = table.get(form.text.as_str()) else {
             problems.push(format!(
-                "README.md shows `{}` ({:?}) but no case of the walk covers it: add one and a COVERAGE row",
+                "README.md or docs/ show `{}` ({:?}) but no case of the walk covers it: add one and a COVERAGE row",
                 form.text, form.source
             ));
             continue;
@@ -1068,7 +1085,7 @@ fn coverage_problems(forms: &[Form]) -> Vec<String> {
     for (text, _) in COVERAGE {
         if !forms.iter().any(|f| f.text == *text) {
             problems.push(format!(
-                "COVERAGE lists `{text}`, which README.md no longer shows"
+                "COVERAGE lists `{text}`, which neither README.md nor docs/ show any more"
             ));
         }
     }
@@ -1077,7 +1094,8 @@ fn coverage_problems(forms: &[Form]) -> Vec<String> {
 
 #[test]
 fn readme_forms_are_read_from_every_source() {
-    let forms = readme_forms(README);
+    let docs = documents();
+    let forms = readme_forms(&docs);
     for source in [Source::Table, Source::Shell, Source::Prose] {
         assert!(
             forms.iter().any(|f| f.source == source),
@@ -1090,7 +1108,8 @@ fn readme_forms_are_read_from_every_source() {
         .expect("the get-sum example");
     assert_eq!(sum.output, ["The sum of 2 and 3 is 5."], "{sum:?}");
     // A form the README gains without a case is named.
-    let more = format!("{README}\n```sh\nopenpact tools --verbose\n```\n");
+    let mut more = docs.clone();
+    more.push("```sh\nopenpact tools --verbose\n```\n".into());
     let problems = coverage_problems(&readme_forms(&more));
     assert!(
         problems
@@ -1520,7 +1539,7 @@ fn panic_text(e: tokio::task::JoinError) -> String {
 #[tokio::test]
 async fn every_command_the_readme_shows_works_as_shown() {
     let t0 = Instant::now();
-    let forms = readme_forms(README);
+    let forms = readme_forms(&documents());
     let mut problems = coverage_problems(&forms);
     let peers = Peers::get();
     let bare = walk(Setup::new("bare", false, None), &forms);
