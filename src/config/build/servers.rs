@@ -51,60 +51,9 @@ impl Builder<'_> {
         claims: &mut Vec<Claim>,
     ) -> Option<ServerConfig> {
         let errors_before = self.problems.len();
-        if let Err(message) = check_prefix(name, "server name") {
-            self.error(path, message);
-        }
-        let Value::Object(entry) = entry else {
-            self.error(
-                path,
-                format!(
-                    "the server entry is {}; it must be an object like {{\"command\": \"…\", \"args\": […]}}",
-                    kind_of(entry)
-                ),
-            );
-            return None;
-        };
-        for key in entry.keys() {
-            let key_path = child(path, key);
-            if key == "envFile" {
-                self.ignored(
-                    &key_path,
-                    "envFile is not supported (ignored); put the variables in `env`",
-                );
-            } else if !SERVER_KEYS.contains(&key.as_str()) {
-                self.unknown(&key_path, closest_key(key, SERVER_KEYS));
-            }
-        }
-
-        let disabled = match get(entry, "disabled") {
-            None => false,
-            Some(Value::Bool(b)) => *b,
-            Some(v) => {
-                self.error(
-                    &child(path, "disabled"),
-                    format!("{v} is not a boolean; use true or false"),
-                );
-                false
-            }
-        };
-        let namespace = match get(entry, "namespace") {
-            None => None,
-            Some(Value::String(ns)) => {
-                if !ns.is_empty()
-                    && let Err(message) = check_prefix(ns, "namespace")
-                {
-                    self.error(&child(path, "namespace"), message);
-                }
-                Some(ns.clone())
-            }
-            Some(v) => {
-                self.error(
-                    &child(path, "namespace"),
-                    format!("{v} is not a string; use a prefix like \"gh\", or \"\" for none"),
-                );
-                None
-            }
-        };
+        let entry = self.server_entry(name, entry, path)?;
+        let disabled = self.disabled_setting(entry, path);
+        let namespace = self.namespace_setting(entry, path);
         if !disabled {
             claims.push(Claim {
                 name: name.to_string(),
@@ -113,36 +62,9 @@ impl Builder<'_> {
             });
         }
         let timeout = self.timeout(entry, path);
-        let protocol = match get(entry, "protocol") {
-            None => None,
-            Some(v) => match v.as_str() {
-                Some("legacy") => Some(Protocol::Handshake),
-                Some("auto") => Some(Protocol::Auto),
-                Some("2026-07-28") => Some(Protocol::Stateless),
-                _ => {
-                    self.error(
-                        &child(path, "protocol"),
-                        format!(
-                            "{v} is not a protocol; use \"legacy\", \"auto\" or \"2026-07-28\""
-                        ),
-                    );
-                    None
-                }
-            },
-        };
+        let protocol = self.protocol_setting(entry, path);
         let transport = self.transport(entry, path, disabled);
-        let sandbox = match get(entry, "sandbox") {
-            None => SandboxChoice::Unset,
-            Some(v) => self.sandbox_choice(v, &child(path, "sandbox")),
-        };
-        if !matches!(sandbox, SandboxChoice::Unset)
-            && matches!(transport, Some(Transport::Http { .. }))
-        {
-            self.error(
-                &child(path, "sandbox"),
-                "a remote server is not a process openpact starts, so it cannot be sandboxed; remove `sandbox`",
-            );
-        }
+        let sandbox = self.server_sandbox(entry, path, transport.as_ref());
         let prefix = namespace.as_deref().unwrap_or(name);
         let tool_filter = self.tool_filter(entry, path, name, prefix);
         // Problems inside one entry keep that server from starting, not the whole hub: an
@@ -169,6 +91,116 @@ impl Builder<'_> {
             sandbox,
             tool_filter,
         })
+    }
+
+    /// The entry's object, its name and keys checked; `None` when it is not an object.
+    fn server_entry<'v>(
+        &mut self,
+        name: &str,
+        entry: &'v Value,
+        path: &str,
+    ) -> Option<&'v Map<String, Value>> {
+        if let Err(message) = check_prefix(name, "server name") {
+            self.error(path, message);
+        }
+        let Value::Object(entry) = entry else {
+            self.error(
+                path,
+                format!(
+                    "the server entry is {}; it must be an object like {{\"command\": \"…\", \"args\": […]}}",
+                    kind_of(entry)
+                ),
+            );
+            return None;
+        };
+        for key in entry.keys() {
+            let key_path = child(path, key);
+            if key == "envFile" {
+                self.ignored(
+                    &key_path,
+                    "envFile is not supported (ignored); put the variables in `env`",
+                );
+            } else if !SERVER_KEYS.contains(&key.as_str()) {
+                self.unknown(&key_path, closest_key(key, SERVER_KEYS));
+            }
+        }
+        Some(entry)
+    }
+
+    /// `disabled`: false unless it says true.
+    fn disabled_setting(&mut self, entry: &Map<String, Value>, path: &str) -> bool {
+        match get(entry, "disabled") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                self.error(
+                    &child(path, "disabled"),
+                    format!("{v} is not a boolean; use true or false"),
+                );
+                false
+            }
+        }
+    }
+
+    /// `namespace`: the tool-name prefix instead of the server's name (`""` for none).
+    fn namespace_setting(&mut self, entry: &Map<String, Value>, path: &str) -> Option<String> {
+        match get(entry, "namespace") {
+            None => None,
+            Some(Value::String(ns)) => {
+                if !ns.is_empty()
+                    && let Err(message) = check_prefix(ns, "namespace")
+                {
+                    self.error(&child(path, "namespace"), message);
+                }
+                Some(ns.clone())
+            }
+            Some(v) => {
+                self.error(
+                    &child(path, "namespace"),
+                    format!("{v} is not a string; use a prefix like \"gh\", or \"\" for none"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `protocol`, when the entry pins one.
+    fn protocol_setting(&mut self, entry: &Map<String, Value>, path: &str) -> Option<Protocol> {
+        let v = get(entry, "protocol")?;
+        match v.as_str() {
+            Some("legacy") => Some(Protocol::Handshake),
+            Some("auto") => Some(Protocol::Auto),
+            Some("2026-07-28") => Some(Protocol::Stateless),
+            _ => {
+                self.error(
+                    &child(path, "protocol"),
+                    format!("{v} is not a protocol; use \"legacy\", \"auto\" or \"2026-07-28\""),
+                );
+                None
+            }
+        }
+    }
+
+    /// `sandbox`, refused on a remote server (not a process openpact starts).
+    fn server_sandbox(
+        &mut self,
+        entry: &Map<String, Value>,
+        path: &str,
+        transport: Option<&Transport>,
+    ) -> SandboxChoice {
+        let sandbox = match get(entry, "sandbox") {
+            None => SandboxChoice::Unset,
+            Some(v) => self.sandbox_choice(v, &child(path, "sandbox")),
+        };
+        if !matches!(sandbox, SandboxChoice::Unset)
+            && matches!(transport, Some(Transport::Http { .. }))
+        {
+            self.error(
+                &child(path, "sandbox"),
+                "a remote server is not a process openpact starts, so it cannot be sandboxed; remove `sandbox`",
+            );
+        }
+        sandbox
     }
 
     /// A secret expanded into a command line can be read by every process of the user
