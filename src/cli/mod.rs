@@ -2,6 +2,9 @@
 //! through [`output`], the only place in the crate allowed to print.
 
 pub mod auth;
+// The shared hub speaks over a unix socket (see src/platform/mod.rs).
+#[cfg(unix)]
+pub mod connect;
 pub mod output;
 pub mod sandbox;
 
@@ -411,26 +414,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match command {
         Command::Serve { .. } => unreachable_serve(),
         Command::Connect { profile } => {
-            let target = match load(&cli.config) {
-                Ok(config) => {
-                    if let Some(name) = &profile
-                        && let Err(hint) = config.profile_view(name)
-                    {
-                        bail!("no profile \"{name}\" in the config: {hint}");
-                    }
-                    crate::face::connect::target_for(
-                        config.source.as_deref(),
-                        &state,
-                        cli.state_dir.clone(),
-                        profile,
-                        config.hub.max_message_size,
-                    )
-                }
-                Err(broken) => {
-                    joining_despite(&cli.config, &cli.state_dir, &state, profile, broken)?
-                }
-            };
-            crate::face::connect::run(target).await?;
+            connect::command(&cli.config, &cli.state_dir, &state, profile).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools {
@@ -744,35 +728,6 @@ fn cache(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A config that does not load only matters to `connect` when no hub runs for its file: a
-/// running one serves the last version that did (a reload never applies a broken one), and a
-/// new window joins it. It checks the profile itself. Otherwise the error, as for any command.
-fn joining_despite(
-    config_arg: &Option<PathBuf>,
-    state_dir_arg: &Option<PathBuf>,
-    state: &std::path::Path,
-    profile: Option<String>,
-    broken: anyhow::Error,
-) -> Result<crate::face::connect::Target> {
-    let Ok(Some(file)) = config::file(config_arg.as_deref()) else {
-        return Err(broken);
-    };
-    let target = crate::face::connect::target_for(
-        Some(&file),
-        state,
-        state_dir_arg.clone(),
-        profile,
-        config::HubSettings::DEFAULT_MAX_MESSAGE_SIZE,
-    );
-    if !crate::face::connect::hub_listens(&target) {
-        return Err(broken);
-    }
-    tracing::warn!(
-        "{broken:#}\nThe shared hub of this config keeps serving its last good version; this window joins it. Fix the file and the hub reloads it."
-    );
-    Ok(target)
 }
 
 fn unreachable_serve() -> Result<ExitCode> {

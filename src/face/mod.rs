@@ -7,8 +7,6 @@
 // The shared hub speaks over a unix socket: a Windows port needs named pipes there (or leaves
 // shared mode out), see src/platform/mod.rs.
 #[cfg(unix)]
-pub mod connect;
-#[cfg(unix)]
 pub mod handoff;
 pub mod http;
 pub mod reload;
