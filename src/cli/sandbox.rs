@@ -183,7 +183,7 @@ pub async fn allow(
     }
     if !done.added.is_empty() {
         let before = super::hubs_of(state, Some(&file));
-        for (hub, answer) in super::ask_reload(state, &before).await {
+        for (hub, answer) in super::hubs::ask_reload(state, &before).await {
             done.hubs.push(HubReload {
                 pid: hub.pid,
                 applied: answer.as_ref().map(|r| r.applied),

@@ -1,10 +1,10 @@
 //! `openpact connect`: an editor's stdio session served by the shared hub of its config
 //! (see [`crate::face::socket`]), which it starts when none runs. When stdin and stdout are
 //! pipes or sockets (what editors give), it hands them to the hub and only watches
-//! ([`handover`], [`crate::face::handoff`]); otherwise it relays each message ([`relay`]).
-//! Either way it keeps just enough of the session ([`kept`]) to stand in for the editor when
+//! (`handover`, [`crate::face::handoff`]); otherwise it relays each message (`relay`).
+//! Either way it keeps just enough of the session (`kept`) to stand in for the editor when
 //! the hub goes away: it fails the requests that were in flight with an error that says so,
-//! waits for the old hub's process to be gone, starts a new hub ([`hub`]), has it replay the
+//! waits for the old hub's process to be gone, starts a new hub (`hub`), has it replay the
 //! editor's `initialize`, log level and subscriptions, and announces `list_changed` — the
 //! editor's pipe stays open throughout, and what the editor sends meanwhile waits in it for
 //! the new hub. A client of the shared hub, so a command, not one of the hub's faces.
