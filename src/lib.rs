@@ -21,7 +21,9 @@
 //! - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 //! - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
 //! - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
-//! - [`face`]: the outside world's way in — `openpact serve` on stdio, and its status file.
+//! - [`face`]: the hub's ways in for `openpact serve` — stdio, Streamable HTTP, the shared
+//!   hub's socket with the editor pipes handed over on it, reload on signal and file change,
+//!   and the status file.
 //! - [`cli`]: command-line commands and their output.
 
 #![forbid(unsafe_code)]

@@ -7,8 +7,6 @@
 // The shared hub speaks over a unix socket: a Windows port needs named pipes there (or leaves
 // shared mode out), see src/platform/mod.rs.
 #[cfg(unix)]
-pub mod connect;
-#[cfg(unix)]
 pub mod handoff;
 pub mod http;
 pub mod reload;
@@ -81,10 +79,7 @@ pub async fn serve(
             .profile_view(name)
             .map_err(|hint| ServeError::UnknownProfile(name.clone(), hint))?,
     };
-    let mut sigterm = platform::listen(HubSignal::Terminate)?;
-    let mut sigint = platform::listen(HubSignal::Interrupt)?;
-    // `openpact cache clear` asks running hubs to drop their cached results this way.
-    let mut sigusr1 = platform::listen(HubSignal::ClearCache)?;
+    let mut signals = Signals::listen()?;
     let bound = match &faces.http {
         Some(address) => Some(http::bind(&config.hub.http, address.as_deref()).await?),
         None => None,
@@ -118,7 +113,7 @@ pub async fn serve(
     // Let the servers' supervisors queue their spawns before the rest of the setup: with one
     // worker they would otherwise wait for this task's next await.
     tokio::task::yield_now().await;
-    let mut stdio_face = match stdout {
+    let stdio_face = match stdout {
         Some(stdout) => Some(stdio::start(&hub, stdout, view)?),
         None => None,
     };
@@ -130,89 +125,144 @@ pub async fn serve(
     // Only a hub that serves nothing but windows ends on its own.
     let idle_exit = (socket_face.is_some() && stdio_face.is_none() && http_face.is_none())
         .then_some(config.hub.shared.idle_exit);
+    let mut running = Running {
+        hub,
+        stdio: stdio_face,
+        http: http_face,
+        socket: socket_face,
+        idle_exit,
+    };
     {
-        let hub = hub.clone();
+        let hub = running.hub.clone();
         tokio::spawn(async move {
             hub.settled(Duration::from_secs(120)).await;
             hub.check_rule_targets();
         });
     }
-    let _reloader = reload::start(&hub, config)?;
+    let _reloader = reload::start(&running.hub, config)?;
     let _status = status_file::publish(
-        hub.clone(),
+        running.hub.clone(),
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),
         faces.socket.as_ref().map(|p| p.display().to_string()),
     );
-    tracing::info!(
-        servers = hub.upstreams().iter().filter(|u| !u.config().disabled).count(),
-        config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
-        "serving MCP on {}",
-        [
-            stdio_face.as_ref().map(|_| "stdio".to_string()),
-            http_face.as_ref().map(|_| "HTTP".to_string()),
-            faces.socket.as_ref().map(|p| format!("the socket {}", p.display())),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" and ")
-    );
-    let why = loop {
-        let stdin_closed = async {
-            match stdio_face.as_mut() {
-                Some(face) => {
-                    let _ = (&mut face.stdin_closed).await;
+    running.announce(config, faces.socket.as_deref());
+    let why = running.until_done(&mut signals).await;
+    tracing::info!("shutting down ({why})");
+    running.stop(why).await;
+    Ok(())
+}
+
+/// The signals a serving hub takes.
+struct Signals {
+    terminate: platform::SignalStream,
+    interrupt: platform::SignalStream,
+    /// `openpact cache clear` asks running hubs to drop their cached results this way.
+    clear_cache: platform::SignalStream,
+}
+
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        Ok(Signals {
+            terminate: platform::listen(HubSignal::Terminate)?,
+            interrupt: platform::listen(HubSignal::Interrupt)?,
+            clear_cache: platform::listen(HubSignal::ClearCache)?,
+        })
+    }
+}
+
+/// The hub and the faces it shows, once started.
+struct Running {
+    hub: std::sync::Arc<Hub>,
+    stdio: Option<stdio::StdioFace>,
+    http: Option<http::HttpFace>,
+    socket: Option<socket::SocketFace>,
+    /// How long a hub that serves only windows waits for one before it exits.
+    idle_exit: Option<Duration>,
+}
+
+impl Running {
+    /// The one line at start: how many servers, which config, on which faces.
+    fn announce(&self, config: &Config, socket: Option<&std::path::Path>) {
+        tracing::info!(
+            servers = self.hub.upstreams().iter().filter(|u| !u.config().disabled).count(),
+            config = %config.source.as_ref().map_or_else(|| "<none: empty hub>".to_string(), |p| p.display().to_string()),
+            "serving MCP on {}",
+            [
+                self.stdio.as_ref().map(|_| "stdio".to_string()),
+                self.http.as_ref().map(|_| "HTTP".to_string()),
+                socket.map(|p| format!("the socket {}", p.display())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ")
+        );
+    }
+
+    /// Serves until a reason to stop, and says which: a signal, stdin closed with no HTTP
+    /// served, or no window connected for `idle_exit`. A closed stdin beside HTTP only ends
+    /// the stdio session.
+    async fn until_done(&mut self, signals: &mut Signals) -> &'static str {
+        loop {
+            let stdin_closed = async {
+                match self.stdio.as_mut() {
+                    Some(face) => {
+                        let _ = (&mut face.stdin_closed).await;
+                    }
+                    None => std::future::pending().await,
                 }
-                None => std::future::pending().await,
-            }
-        };
-        let idle = async {
-            match (&socket_face, idle_exit) {
-                (Some(face), Some(limit)) => idle_for(face.clients.clone(), limit).await,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = idle => break "no window connected for openpact.shared.idleExit",
-            _ = stdin_closed => {
-                if http_face.is_none() {
-                    break "stdin closed";
+            };
+            let idle = async {
+                match (&self.socket, self.idle_exit) {
+                    (Some(face), Some(limit)) => idle_for(face.clients.clone(), limit).await,
+                    _ => std::future::pending().await,
                 }
-                tracing::info!("stdin closed: the stdio session ends; HTTP serves on until SIGTERM or SIGINT");
-                // Servers waiting for the stdio client's capabilities hear HTTP's instead
-                // (a no-op if that client declared its own already).
-                hub.declare_client(Some(crate::upstream::stateless::CLIENT_CAPABILITIES));
-                if let Some(face) = stdio_face.take() {
-                    tokio::spawn(async move {
-                        face.finish(true).await;
-                        face.close().await;
-                    });
+            };
+            tokio::select! {
+                () = idle => break "no window connected for openpact.shared.idleExit",
+                _ = stdin_closed => {
+                    if self.http.is_none() {
+                        break "stdin closed";
+                    }
+                    tracing::info!("stdin closed: the stdio session ends; HTTP serves on until SIGTERM or SIGINT");
+                    // Servers waiting for the stdio client's capabilities hear HTTP's instead
+                    // (a no-op if that client declared its own already).
+                    self.hub.declare_client(Some(crate::upstream::stateless::CLIENT_CAPABILITIES));
+                    if let Some(face) = self.stdio.take() {
+                        tokio::spawn(async move {
+                            face.finish(true).await;
+                            face.close().await;
+                        });
+                    }
                 }
-            }
-            _ = sigterm.recv() => break HubSignal::Terminate.name(),
-            _ = sigint.recv() => break HubSignal::Interrupt.name(),
-            _ = sigusr1.recv() => {
-                hub.policy().cache.clear();
-                tracing::info!("result cache cleared ({})", HubSignal::ClearCache.name());
+                _ = signals.terminate.recv() => break HubSignal::Terminate.name(),
+                _ = signals.interrupt.recv() => break HubSignal::Interrupt.name(),
+                _ = signals.clear_cache.recv() => {
+                    self.hub.policy().cache.clear();
+                    tracing::info!("result cache cleared ({})", HubSignal::ClearCache.name());
+                }
             }
         }
-    };
-    tracing::info!("shutting down ({why})");
-    if let Some(face) = &stdio_face {
-        // A pipe's end asks for its answers (`printf … | openpact serve`); a signal asks to
-        // stop now: a host sends SIGTERM 100 ms after SIGINT, and SIGKILL may follow.
-        face.finish(why == "stdin closed").await;
     }
-    if let Some(face) = http_face {
-        face.stop().await;
+
+    /// Stops the faces, then the hub; `why` decides whether the stdio session's last
+    /// answers are waited for.
+    async fn stop(self, why: &str) {
+        if let Some(face) = &self.stdio {
+            // A pipe's end asks for its answers (`printf … | openpact serve`); a signal asks to
+            // stop now: a host sends SIGTERM 100 ms after SIGINT, and SIGKILL may follow.
+            face.finish(why == "stdin closed").await;
+        }
+        if let Some(face) = self.http {
+            face.stop().await;
+        }
+        if let Some(face) = &self.socket {
+            face.stop();
+        }
+        self.hub.shutdown().await;
+        if let Some(face) = self.stdio {
+            face.close().await;
+        }
     }
-    if let Some(face) = &socket_face {
-        face.stop();
-    }
-    hub.shutdown().await;
-    if let Some(face) = stdio_face {
-        face.close().await;
-    }
-    Ok(())
 }

@@ -187,7 +187,7 @@ async fn serve_window(mut stream: UnixStream, hub: Arc<Hub>) -> std::io::Result<
     let (first, rest, fds) = handoff::receive_first_line(&stream).await?;
     if first.is_empty() && rest.is_empty() && fds.is_empty() {
         // Closed without a word: `connect` asking whether a hub listens (see
-        // `connect::hub_listens`).
+        // `cli::connect::hub_listens`).
         return Ok(());
     }
     let hello = hello_of(&first);
