@@ -7,20 +7,17 @@
 //! command line of the wrapper (`openpact __sandbox RULES -- PROGRAM ARGS…`, see [`confine`])
 //! that confines itself and `exec`s the server.
 
-pub mod confine;
 pub mod env;
 pub mod known;
-#[cfg(target_os = "linux")]
-mod linux;
-#[cfg(target_os = "linux")]
-mod pidns;
 pub mod places;
 pub mod proxy;
 pub mod refusal;
 pub mod runtimes;
-mod seam;
 
-pub use seam::{Sandbox, Support, platform};
+/// The wrapper's rules and entry, and the platform seam: the `openpact-confine` crate
+/// (src/confine), which the small `openpact-sandbox` executable is built from.
+pub use openpact_confine as confine;
+pub use openpact_confine::{Sandbox, Support, platform};
 
 use crate::config::hosts::HostPattern;
 use crate::config::sandbox::{NetworkSpec, SandboxChoice, SandboxSettings, SandboxSpec};
