@@ -3,8 +3,9 @@
 //! the POST stream and on the GET stream; two sessions kept apart; DELETE cancelling calls;
 //! a cancelled call's stream ending (its slot freed);
 //! the refusals (unknown session, Origin, token, body size, garbage, non-loopback bind); and
-//! `/metrics` counting calls, denials and cache hits. Also the same face serving a stdio
-//! server directly (`openpact-fixture --http`), a child per session.
+//! `/metrics` counting calls, denials and cache hits. Also the fixture served over HTTP
+//! directly (`openpact-fixture --http`, the baseline of the conformance script and the
+//! benchmark), a child per session.
 
 use crate::support::{Hub, OPENPACT, Scratch, WAIT, fixture, ready, s, serve_with, state_dir};
 use serde_json::{Value, json};
@@ -791,7 +792,7 @@ async fn http_a_full_hub_ends_its_idlest_session_and_refuses_only_when_all_are_b
     d.initialize(json!({})).await;
 }
 
-/// `openpact-fixture --http`: a stdio server served directly over HTTP by the face's own code,
+/// `openpact-fixture --http`: the fixture served directly over HTTP (its own axum server),
 /// each session a child process of its own. DELETE stops a session's child, a child that
 /// exits ends its session (its call in flight answered), SIGTERM stops the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

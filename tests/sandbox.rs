@@ -192,6 +192,20 @@ async fn a_hostile_server_stays_inside_its_profile() {
 }
 
 /// The same attempts with `"sandbox": false` succeed: each check above can fail.
+/// The wrapper (`openpact-sandbox`, one start per confined server start, fifty at once for
+/// fifty servers) is built from the `openpact-confine` crate alone: a small fraction of
+/// `openpact`, whose size it nears once it links the library.
+#[test]
+fn the_wrapper_links_none_of_the_library() {
+    let size = |bin: &str| std::fs::metadata(bin).unwrap().len();
+    let wrapper = size(env!("CARGO_BIN_EXE_openpact-sandbox"));
+    let openpact = size(crate::support::OPENPACT);
+    assert!(
+        wrapper * 10 < openpact,
+        "openpact-sandbox is {wrapper} bytes, openpact {openpact}: the wrapper links the library"
+    );
+}
+
 #[tokio::test]
 async fn unconfined_the_same_attempts_succeed() {
     let sc = Scratch::new();

@@ -1,6 +1,6 @@
 //! Part 8: the hub's HTTP face. DIRECT is `openpact-fixture --http`, which serves the
-//! fixture over Streamable HTTP with the hub's own HTTP face code and one fixture child per
-//! session; HUB is `openpact serve --http --no-stdio` whose one server is the stdio fixture
+//! fixture over Streamable HTTP (its own small axum server, as a typical HTTP MCP server)
+//! with one fixture child per session; HUB is `openpact serve --http --no-stdio` whose one server is the stdio fixture
 //! (pass-through policy), so the two differ only by the hub. The bench is the HTTP client on
 //! both sides ([`crate::http`]).
 //!

@@ -23,7 +23,7 @@
 //!    the test peers of `.ci/peers.sh`);
 //! 8. [`face`]: the hub's HTTP face — sequential `tools/call echo` over Streamable HTTP and
 //!    calls/s with 64 concurrent clients (sessions), DIRECT against `openpact-fixture --http`
-//!    (the same face code serving the fixture, a child per session) and HUB against
+//!    (the fixture's own axum server, a child per session) and HUB against
 //!    `openpact serve --http --no-stdio` with the fixture as its one server;
 //! 9. [`sandbox`]: the default sandbox against `openpact.sandbox.default: "off"` — 50 servers
 //!    to a complete tool list, and `tools/call echo` interleaved on one server each — with

@@ -500,7 +500,7 @@ fn print_http(p: &Params, h: &HttpPart) {
         l.hub.len()
     );
     println!(
-        "   direct: openpact-fixture --http (the face's code, a fixture child per session); hub: openpact serve --http --no-stdio"
+        "   direct: openpact-fixture --http (its own axum server, a fixture child per session); hub: openpact serve --http --no-stdio"
     );
     let (bd, bh) = (best_p50(&l.direct), best_p50(&l.hub));
     let goal_note = format!(

@@ -1,7 +1,7 @@
 //! What each client sees of the catalogue, as written: tool globs, profiles
 //! (`openpact.profiles`) and tool search (`openpact.toolSearch`). The hub builds the views.
 
-/// Globs over tool names, compiled once; equal when their texts are.
+/// Globs over names (tools; a sandbox's variables), compiled once; equal when their texts are.
 #[derive(Debug, Clone, Default)]
 pub struct Globs {
     pub patterns: Vec<String>,

@@ -1,8 +1,8 @@
 //! What only Linux has, on the platform seam: the inotify watch that tells a file's readers,
 //! without a `stat`, that it changed (with `statfs` to trust it only on local filesystems),
 //! and a pidfd that tells when another process has exited.
-//! The sandbox's Landlock, seccomp and capabilities are the sandbox's own seam
-//! (`src/sandbox/linux.rs`).
+//! The sandbox's Landlock, seccomp and capabilities are the sandbox wrapper's own seam
+//! (`src/confine/linux.rs`, the `openpact-confine` crate).
 
 use super::Look;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};

@@ -28,8 +28,8 @@
 //! | stdio on the runtime | `transport::stdio::pollable`, module `#[cfg(unix)]` (`transport::stdio::{stdout, read_stdin}`) | pipes and sockets on epoll, `O_NONBLOCK` put back at the end | same (kqueue) | anonymous pipes cannot be polled: `Pollable::open` answering `Ok(None)` sends stdio to the thread fallback that serves terminals and files today |
 //! | a child's stdin and line writers | `transport::child::Spawned::stdin` (`tokio::net::unix::pipe::Sender`), `transport::lines::{halves, SharedWrite for pipe::Sender}`, `transport::socket` (a Unix socket registered one way only, the writer only while it waits: a socket wakes its registered writers on every read by its peer), items and module `#[cfg(unix)]` | `pipe(2)`, unix sockets | same | the child's stdin as a named pipe we create (tokio `named_pipe`, which has `try_write_vectored` and `poll_write_ready`: a `SharedWrite` of six lines), or a writer thread |
 //! | the shared hub (`openpact connect`, `serve --shared`) | `face::socket`, `face::handoff`, `cli::connect`, modules `#[cfg(unix)]` (used by `face::serve`'s `Faces::socket`, and by `cli`'s `connect` and `serve --shared`) | a unix socket, 0600 in a 0700 dir, each peer's uid checked | same (`getpeereid`) | a named pipe with an owner-only DACL and the client's SID checked (tokio `named_pipe`), or leave shared mode out and `cfg` those uses away |
-//! | the sandbox | `sandbox::seam` (`Sandbox`, `platform()`): `sandbox::linux`, `#[cfg(target_os = "linux")]`, also in `src/bin/openpact-sandbox.rs` | Landlock + seccomp + dropped capabilities | none: servers run unconfined with a warning, or are refused where a sandbox is required (`seam`'s `Unavailable`); `sandbox-exec` profiles could do | none, as macOS (AppContainer and Job Objects could) |
-//! | the sandbox wrapper's `exec` | `sandbox::confine::exec`, `#[cfg(unix)]` | `execve` | same | no exec: an `exec` answering `Unsupported` lets `openpact-sandbox` build (confining fails first there anyway); with a sandbox, spawn, wait and exit with the child's code |
+//! | the sandbox | the `openpact-confine` crate's seam (src/confine/lib.rs: `Sandbox`, `platform()`): its `linux` module, `#[cfg(target_os = "linux")]`, used by `sandbox` and by `src/bin/openpact-sandbox.rs` | Landlock + seccomp + dropped capabilities | none: servers run unconfined with a warning, or are refused where a sandbox is required (`seam`'s `Unavailable`); `sandbox-exec` profiles could do | none, as macOS (AppContainer and Job Objects could) |
+//! | the sandbox wrapper's `exec` | `openpact_confine::wrapper::exec` (src/confine/wrapper.rs), `#[cfg(unix)]` | `execve` | same | no exec: an `exec` answering `Unsupported` lets `openpact-sandbox` build (confining fails first there anyway); with a sandbox, spawn, wait and exit with the child's code |
 //! | the sandbox's places | `sandbox::places` (`/tmp`, `/var/tmp`, `/run/user/UID`) | as named | nothing until macOS has a sandbox (it has no `/run/user`; its `$TMPDIR` comes through `temp_dir`) | nothing until Windows has a sandbox |
 //! | the test harness | `tests/integration.rs` (`#![cfg(unix)]`), `fixtures/fixture_server.rs` (its SIGTERM block `#[cfg(unix)]`; its stdout fd, `ExitStatusExt`, tokio `signal::unix` are not gated), `examples/bench` (its kills `#[cfg(unix)]`; it reads CPU time and memory from `/proc`), unit tests using `std::os::unix::fs::symlink` or mode bits | signals, ptys, pipes, modes, `/proc` in places | same, but `/proc` is Linux's: the bench's CPU and memory figures and a few integration tests need another source on macOS | a port of the harness with the product |
 //!
@@ -40,8 +40,8 @@
 //! Not portable yet, though no `cfg` marks it: `~` in the config expands from `HOME`
 //! (`config::build`), which Windows does not set (a port reads `USERPROFILE` there).
 //!
-//! Dependencies follow the same lines (`Cargo.toml`): `landlock`, `seccompiler`, `caps` and
-//! `libc` only for Linux, `nix` only for unix.
+//! Dependencies follow the same lines (`Cargo.toml`, `src/confine/Cargo.toml`): `landlock`,
+//! `seccompiler`, `caps` and `libc` only for Linux (the wrapper's crate), `nix` only for unix.
 
 #[cfg(not(unix))]
 compile_error!(

@@ -1,7 +1,9 @@
 //! The environment a confined server starts with: a base set every server needs, its entry's
 //! `env`, the names its profile passes through, and never a secret it was not given by name.
 
+use crate::config::views::Globs;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 /// Variables (names or `*` globs) every confined server inherits from the hub: the program
 /// search path, who and where the user is, locale and terminal, and the package managers'
@@ -82,24 +84,18 @@ const PROXY: &[&str] = &[
 
 pub use crate::config::looks_secret;
 
-/// `NODE_*` matches `NODE_OPTIONS`; a name without `*` matches only itself.
-pub fn glob_matches(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
+/// The base set's globs, and with them a container runtime's, compiled once: every server
+/// start tests each of the hub's variables against them.
+fn inherited(container: bool) -> &'static Globs {
+    static BASE_ONLY: OnceLock<Globs> = OnceLock::new();
+    static WITH_CONTAINER: OnceLock<Globs> = OnceLock::new();
+    let compile =
+        |lists: &[&[&str]]| Globs::new(lists.concat().into_iter().map(String::from).collect());
+    if container {
+        WITH_CONTAINER.get_or_init(|| compile(&[BASE, CONTAINER]))
+    } else {
+        BASE_ONLY.get_or_init(|| compile(&[BASE]))
     }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
 }
 
 /// What the server is given and what it is not.
@@ -131,8 +127,10 @@ impl EnvRequest<'_> {
     pub fn build(&self) -> Environment {
         let mut vars: BTreeMap<String, String> = BTreeMap::new();
         let mut withheld = Vec::new();
+        // `sandbox.env` holds names and globs (the config allows letters, digits, `_`, `*`).
+        let named = Globs::new(self.names.to_vec());
         for (name, value) in self.hub {
-            if self.passes(name) {
+            if self.passes(name, &named) {
                 vars.insert(name.clone(), value.clone());
             } else {
                 withheld.push(name.clone());
@@ -149,7 +147,7 @@ impl EnvRequest<'_> {
         }
     }
 
-    fn passes(&self, name: &str) -> bool {
+    fn passes(&self, name: &str, named: &Globs) -> bool {
         if self.names.iter().any(|n| n == name) {
             return true;
         }
@@ -159,12 +157,7 @@ impl EnvRequest<'_> {
         if looks_secret(name) {
             return false;
         }
-        let container: &[&str] = if self.container { CONTAINER } else { &[] };
-        BASE.iter()
-            .chain(container)
-            .copied()
-            .chain(self.names.iter().map(String::as_str))
-            .any(|p| glob_matches(p, name))
+        inherited(self.container).matches(name) || named.matches(name)
     }
 }
 
@@ -259,11 +252,16 @@ mod tests {
 
     #[test]
     fn globs() {
+        let glob_matches = |pattern: &str, name| Globs::new(vec![pattern.into()]).matches(name);
         assert!(glob_matches("LC_*", "LC_ALL"));
         assert!(glob_matches("*_HOME", "JAVA_HOME"));
         assert!(glob_matches("A*B*C", "AxxBxxC"));
         assert!(!glob_matches("A*B*C", "AxxC"));
         assert!(!glob_matches("PATH", "PATHS"));
+        assert!(!glob_matches("LC_*", "XLC_ALL"));
+        // What the config lets through (letters, digits, `_`, `*`) means what it says.
+        assert!(glob_matches("NODE_**", "NODE_OPTIONS"));
+        assert!(glob_matches("*", "ANY"));
         assert!(looks_secret("gh_token") && looks_secret("AWS_REGION") && !looks_secret("PWD"));
     }
 }

@@ -10,20 +10,17 @@
 //! Here: the plan's types and the machine's mechanisms. `plan` works a plan out, `recipe`
 //! makes its environment, `launch` starts it, `describe` shows it.
 
-pub mod confine;
 pub mod env;
 pub mod known;
-#[cfg(target_os = "linux")]
-mod linux;
-#[cfg(target_os = "linux")]
-mod pidns;
 pub mod places;
 pub mod proxy;
 pub mod refusal;
 pub mod runtimes;
-mod seam;
 
-pub use seam::{Sandbox, Support, platform};
+/// The wrapper's rules and entry, and the platform seam: the `openpact-confine` crate
+/// (src/confine), which the small `openpact-sandbox` executable is built from.
+pub use openpact_confine as confine;
+pub use openpact_confine::{Sandbox, Support, platform};
 
 use crate::config::hosts::HostPattern;
 use crate::config::sandbox::SandboxSettings;

@@ -8,14 +8,11 @@
 //! session's lines to POST replies and its GET stream; `stream` writes them as SSE; `listen`
 //! accepts connections under a header deadline and a connection cap.
 
-mod command;
 mod guard;
 mod listen;
 mod session;
 mod stateless;
 mod stream;
-
-pub use command::serve_stdio_command;
 
 use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
@@ -27,7 +24,7 @@ use axum::middleware::Next;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use session::{Backend, HttpSession, Refused};
+use session::{HttpSession, Refused};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -125,7 +122,7 @@ fn token_advice(variable: Option<&str>, loopback: bool) -> String {
 }
 
 struct Face {
-    backend: Backend,
+    hub: Arc<Hub>,
     settings: HttpSettings,
     guard: guard::Guard,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
@@ -146,11 +143,7 @@ pub struct HttpFace {
 
 /// Starts serving on `bound`.
 pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
-    start_backend(bound, Backend::Hub(hub), settings)
-}
-
-fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> HttpFace {
-    let face = new_face(backend, settings, bound.loopback);
+    let face = new_face(hub, settings, bound.loopback);
     let app = app(&face);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
@@ -158,10 +151,8 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
     // A target of its own: shown by default (see `Cli::default_log_filter`), since a person
     // starting `serve --http` needs the address, port 0 above all.
     let profiles: String = face
-        .backend
-        .hub()
-        .map(|h| h.profile_names())
-        .unwrap_or_default()
+        .hub
+        .profile_names()
         .iter()
         .map(|p| format!(", /mcp/{p}"))
         .collect();
@@ -185,9 +176,9 @@ fn start_backend(bound: Bound, backend: Backend, settings: &HttpSettings) -> Htt
     }
 }
 
-fn new_face(backend: Backend, settings: &HttpSettings, loopback: bool) -> Arc<Face> {
+fn new_face(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> Arc<Face> {
     Arc::new(Face {
-        backend,
+        hub,
         guard: guard::Guard::new(settings, loopback),
         settings: settings.clone(),
         sessions: Mutex::new(HashMap::new()),
@@ -215,7 +206,7 @@ fn app(face: &Arc<Face>) -> axum::Router {
 /// `tests/fuzz`). Idle sessions are not reaped; a full table makes room as usual.
 #[doc(hidden)]
 pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::Router {
-    app(&new_face(Backend::Hub(hub), settings, loopback))
+    app(&new_face(hub, settings, loopback))
 }
 
 impl HttpFace {
@@ -297,11 +288,10 @@ fn rpc_error(status: StatusCode, id: &str, code: i64, message: &str) -> Response
 
 /// The view of endpoint `/mcp/PROFILE`, or the reply saying there is no such profile.
 fn view_of(face: &Face, profile: &str) -> Result<usize, Box<Response>> {
-    let hub = face.backend.hub();
-    if let Some(view) = hub.and_then(|h| h.view_named(profile)) {
+    if let Some(view) = face.hub.view_named(profile) {
         return Ok(view);
     }
-    let known = hub.map(|h| h.profile_names()).unwrap_or_default();
+    let known = face.hub.profile_names();
     let hint = if known.is_empty() {
         "no profiles are configured (openpact.profiles); use /mcp".to_string()
     } else {
@@ -431,12 +421,9 @@ async fn serve_post(face: Arc<Face>, view: usize, headers: HeaderMap, body: Byte
     };
     // No session: the 2026-07-28 revision, stateless (a session id means a handshake client).
     // Checked before `initialize`, which that revision does not have.
-    if let Some(hub) = face.backend.hub()
-        && !headers.contains_key(SESSION_HEADER)
-        && stateless::speaks_stateless(&headers, &m)
-    {
+    if !headers.contains_key(SESSION_HEADER) && stateless::speaks_stateless(&headers, &m) {
         return match m.kind() {
-            Kind::Request => stateless::post(hub, view, &headers, m).await,
+            Kind::Request => stateless::post(&face.hub, view, &headers, m).await,
             // The revision defines no client notification over HTTP (closing a stream
             // cancels); accepted and dropped.
             Kind::Notification => StatusCode::ACCEPTED.into_response(),
@@ -503,17 +490,7 @@ async fn initialize(face: &Arc<Face>, m: Message, view: usize) -> Response {
             "no random source for a session id",
         );
     };
-    let hs = match HttpSession::open(&face.backend, id.clone(), view).await {
-        Ok(hs) => hs,
-        Err(e) => {
-            return rpc_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                m.id(),
-                code::INTERNAL_ERROR,
-                &e.to_string(),
-            );
-        }
-    };
+    let hs = HttpSession::open(&face.hub, id.clone(), view);
     lock(&face.sessions).insert(id.clone(), hs.clone());
     let mut resp = answer(face, &hs, &m).await;
     let ok = resp.status() == StatusCode::OK && resp.extensions().get::<Failed>().is_none();
@@ -682,10 +659,9 @@ async fn serve_delete(face: Arc<Face>, view: usize, headers: HeaderMap) -> Respo
 
 /// Liveness and each server's state, from the same status `openpact servers` shows.
 async fn health(State(face): State<Arc<Face>>) -> Response {
-    let hub = face.backend.hub();
+    let hub = &face.hub;
     let servers: Vec<serde_json::Value> = hub
-        .map(|hub| hub.status())
-        .unwrap_or_default()
+        .status()
         .into_iter()
         .map(|s| {
             serde_json::json!({
@@ -706,22 +682,18 @@ async fn health(State(face): State<Arc<Face>>) -> Response {
         "sessions": lock(&face.sessions).len(),
         "servers": servers,
     });
-    if let Some(reload) = hub.and_then(|h| h.last_reload()) {
+    if let Some(reload) = hub.last_reload() {
         body["reload"] = serde_json::to_value(reload).unwrap_or_default();
     }
-    let body = body.to_string();
-    let body = match hub {
-        Some(hub) => hub.policy().redact(&body).into_owned(),
-        None => body,
-    };
-    json(StatusCode::OK, body)
+    json(
+        StatusCode::OK,
+        hub.policy().redact(&body.to_string()).into_owned(),
+    )
 }
 
 /// The hub's metrics as Prometheus scrapes them; the servers gauge is read at scrape time.
 async fn metrics(State(face): State<Arc<Face>>) -> Response {
-    let Some(hub) = face.backend.hub() else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
+    let hub = &face.hub;
     let upstreams = hub.upstreams();
     let states = upstreams
         .iter()

@@ -1,9 +1,6 @@
-//! One client's handshake Streamable HTTP session: the bodies of its POSTs handed to a
-//! [`Backend`], with each line the backend sends routed to an HTTP response.
-//!
-//! The backend is a hub [`Session`] (the very one the stdio face uses), or, for serving a
-//! stdio MCP server directly over HTTP (the fixture's `--http`, the benchmark's "direct"),
-//! a child process of its own per session, lines piped both ways.
+//! One client's handshake Streamable HTTP session: the bodies of its POSTs handed to a hub
+//! [`Session`] (the very one the stdio face uses), with each line it sends routed to an
+//! HTTP response.
 //!
 //! A response goes to the POST that asked; a progress notification to the POST whose
 //! request carried its token. Anything else (logging, list_changed, the hub's and servers'
@@ -20,14 +17,12 @@
 
 use crate::FastMap;
 use crate::hub::{Hub, Session};
-use crate::jsonrpc::{self, Frame, Kind, Message, RawObject};
+use crate::jsonrpc::{Frame, Kind, Message, RawObject};
 use crate::transport::queue::{DROPPABLE_BACKLOG, QueueRx, QueueTx, queue};
-use crate::transport::{
-    ChildProc, ChildSpec, Outbox, Outgoing, SpawnError, read_frames, spawn_writer,
-};
+use crate::transport::{Outbox, Outgoing};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Events the GET stream keeps for resumption…
 pub const REPLAY: usize = 256;
@@ -98,64 +93,12 @@ struct Routes {
     ended: bool,
 }
 
-/// What answers the messages of every session a face serves.
-#[derive(Clone)]
-pub enum Backend {
-    /// A downstream session of this hub each: what `openpact serve --http` serves.
-    Hub(Arc<Hub>),
-    /// A child process each, started from this spec and speaking MCP on stdio.
-    Command(ChildSpec),
-}
-
-impl Backend {
-    pub fn hub(&self) -> Option<&Arc<Hub>> {
-        match self {
-            Backend::Hub(hub) => Some(hub),
-            Backend::Command(_) => None,
-        }
-    }
-}
-
-/// One session's end of its [`Backend`].
-enum Peer {
-    Hub(Arc<Session>),
-    Child(Box<ChildPeer>),
-}
-
-struct ChildPeer {
-    stdin: Outbox,
-    /// Taken when the session ends, to stop the process.
-    proc: Mutex<Option<ChildProc>>,
-}
-
-/// A child's stdout line may be as large as a hub's client message.
-const CHILD_MAX_LINE: usize = crate::config::HubSettings::DEFAULT_MAX_MESSAGE_SIZE;
-/// How long a child gets at each step of its shutdown (stdin closed, SIGTERM).
-const CHILD_GRACE: Duration = Duration::from_secs(2);
-
-impl Peer {
-    fn feed(&self, body: Vec<u8>) {
-        match self {
-            Peer::Hub(session) => session.handle_frame(Frame::Line(body)),
-            Peer::Child(child) => {
-                // The child reads one message per line: a pretty-printed body's line breaks
-                // can only be whitespace between tokens (JSON strings cannot hold them raw).
-                let mut line = String::from_utf8_lossy(&body).into_owned();
-                if line.contains(['\n', '\r']) {
-                    line = line.replace(['\n', '\r'], " ");
-                }
-                child.stdin.send(line);
-            }
-        }
-    }
-}
-
 pub struct HttpSession {
     pub id: String,
     /// The hub view it was opened on (its endpoint: `/mcp` is 0, `/mcp/PROFILE` the
     /// profile's); requests for it come to that endpoint only.
     pub view: usize,
-    peer: Peer,
+    session: Arc<Session>,
     routes: Mutex<Routes>,
     last_seen: Mutex<Instant>,
 }
@@ -179,46 +122,21 @@ pub enum Refused {
 }
 
 impl HttpSession {
-    /// A new session on `backend`: a hub session, or a freshly started child.
-    pub async fn open(
-        backend: &Backend,
-        id: String,
-        view: usize,
-    ) -> Result<Arc<HttpSession>, SpawnError> {
-        let routes = Mutex::new(Routes {
-            next_seq: 1,
-            ..Routes::default()
+    /// A new session of `hub`, seeing view `view`.
+    pub fn open(hub: &Arc<Hub>, id: String, view: usize) -> Arc<HttpSession> {
+        let (out, rx) = Outbox::channel();
+        let me = Arc::new(HttpSession {
+            id,
+            view,
+            session: Session::new(hub.clone(), out, view),
+            routes: Mutex::new(Routes {
+                next_seq: 1,
+                ..Routes::default()
+            }),
+            last_seen: Mutex::new(Instant::now()),
         });
-        match backend {
-            Backend::Hub(hub) => {
-                let (out, rx) = Outbox::channel();
-                let me = Arc::new(HttpSession {
-                    id,
-                    view,
-                    peer: Peer::Hub(Session::new(hub.clone(), out, view)),
-                    routes,
-                    last_seen: Mutex::new(Instant::now()),
-                });
-                tokio::spawn(pump(Arc::downgrade(&me), rx));
-                Ok(me)
-            }
-            Backend::Command(spec) => {
-                let child = spec.spawn().await?;
-                let (stdin, _) = spawn_writer(child.stdin, spec.label.clone());
-                let me = Arc::new(HttpSession {
-                    id,
-                    view,
-                    peer: Peer::Child(Box::new(ChildPeer {
-                        stdin,
-                        proc: Mutex::new(Some(child.proc)),
-                    })),
-                    routes,
-                    last_seen: Mutex::new(Instant::now()),
-                });
-                tokio::spawn(read_child(Arc::downgrade(&me), child.stdout));
-                Ok(me)
-            }
-        }
+        tokio::spawn(pump(Arc::downgrade(&me), rx));
+        me
     }
 
     pub fn touch(&self) {
@@ -240,7 +158,7 @@ impl HttpSession {
     /// Hands a client message (not a request) to the session.
     pub fn feed(&self, body: Vec<u8>) {
         self.touch();
-        self.peer.feed(body);
+        self.session.handle_frame(Frame::Line(body));
     }
 
     /// After the client's `notifications/cancelled` (`m`) went to the session: no answer
@@ -309,7 +227,7 @@ impl HttpSession {
             id: m.id().to_string(),
             order,
         };
-        self.peer.feed(body);
+        self.session.handle_frame(Frame::Line(body));
         Ok((rx, guard))
     }
 
@@ -355,32 +273,14 @@ impl HttpSession {
     }
 
     /// Ends the session: its requests in flight are cancelled upstream (each waiting POST is
-    /// answered with an error) and its GET stream closes. A child backend is stopped.
+    /// answered with an error) and its GET stream closes.
     pub fn end(&self, reason: &str) {
-        let waiters = {
+        {
             let mut r = lock(&self.routes);
             r.ended = true;
             r.get = None;
-            match self.peer {
-                Peer::Hub(_) => FastMap::default(),
-                Peer::Child(_) => std::mem::take(&mut r.waiters),
-            }
-        };
-        match &self.peer {
-            Peer::Hub(session) => session.abort_all(reason),
-            Peer::Child(child) => {
-                for (id, w) in waiters {
-                    let line =
-                        jsonrpc::error(&id, crate::upstream::code::UNAVAILABLE, reason, None);
-                    w.send(line, true);
-                }
-                // Closing stdin is the first step of the shutdown the spec asks for.
-                child.stdin.close();
-                if let Some(proc) = lock(&child.proc).take() {
-                    tokio::spawn(proc.terminate(CHILD_GRACE, CHILD_GRACE));
-                }
-            }
         }
+        self.session.abort_all(reason);
     }
 
     fn route(&self, line: String) {
@@ -466,31 +366,6 @@ async fn pump(session: Weak<HttpSession>, mut rx: tokio::sync::mpsc::UnboundedRe
         let Outgoing::Line(line) = out else { continue };
         let Some(s) = session.upgrade() else { return };
         s.route(line);
-    }
-}
-
-/// Carries a child's stdout lines to their routes; when it ends (the child exited or
-/// closed stdout), the session ends with it.
-async fn read_child(session: Weak<HttpSession>, stdout: tokio::process::ChildStdout) {
-    let routed = read_frames(stdout, CHILD_MAX_LINE, |frame| {
-        let Some(s) = session.upgrade() else { return };
-        match frame {
-            Frame::Line(line) => s.route(String::from_utf8_lossy(&line).into_owned()),
-            Frame::Oversized { len, .. } => tracing::warn!(
-                session = %s.id,
-                len,
-                "the server sent a message over {CHILD_MAX_LINE} bytes; dropped"
-            ),
-        }
-    })
-    .await;
-    if let Some(s) = session.upgrade() {
-        let why = match routed {
-            Ok(()) => "the server exited".to_string(),
-            Err(e) => format!("reading from the server failed: {e}"),
-        };
-        tracing::debug!(session = %s.id, "{why}");
-        s.end(&why);
     }
 }
 

@@ -1,9 +1,28 @@
-//! The platform seam: what a machine can enforce, and how the wrapper confines itself. One
-//! implementation now (Linux); where there is none, servers run unconfined with a warning,
-//! or are refused when the config requires a sandbox. Shared by the library and the small
-//! `openpact-sandbox` executable, so it names only the wrapper's own modules.
+//! openpact's sandbox wrapper: what a confined server's wrapper process is made of. The hub
+//! (the `openpact` library's `sandbox` module) works out each server's [`Confinement`] and
+//! starts the wrapper with it; the wrapper (the small `openpact-sandbox` executable, or the
+//! hidden `openpact __sandbox`) confines itself and `exec`s the server. A crate of its own so
+//! that executable links this and nothing of the library: fifty servers pay its start fifty
+//! times.
+//!
+//! - [`rules`]: one server's rules, and how grants are cut around the carved places.
+//! - [`wrapper`]: the wrapper's entry, [`wrapper_main`].
+//! - the platform seam, here: what a machine can enforce ([`Support`]) and how the wrapper
+//!   confines itself ([`Sandbox`], [`platform`]). One implementation now (Linux: Landlock,
+//!   seccomp, dropped capabilities, PID namespaces); where there is none, servers run
+//!   unconfined with a warning, or are refused when the config requires a sandbox.
 
-use super::confine::{ConfineError, Confinement};
+#![forbid(unsafe_code)]
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+mod pidns;
+pub mod rules;
+pub mod wrapper;
+
+pub use rules::{ConfineError, Confinement, NetRule, UnixRule, expand};
+pub use wrapper::{EXIT_CONFINE, PROBE, wrapper_main};
 
 /// The platform seam: what this machine can enforce, and how the wrapper confines itself.
 pub trait Sandbox: Send + Sync {
@@ -53,7 +72,7 @@ impl Sandbox for Unavailable {
 /// This platform's sandbox.
 pub fn platform() -> &'static dyn Sandbox {
     #[cfg(target_os = "linux")]
-    return &super::linux::Landlock;
+    return &linux::Landlock;
     #[cfg(not(target_os = "linux"))]
     return &Unavailable;
 }

@@ -4,8 +4,7 @@
 //! privileges. Applied by the wrapper to itself before it `exec`s the
 //! server; the kernel carries both into every descendant.
 
-use super::confine::{ConfineError, Confinement, NetRule, UnixRule, expand};
-use super::{Sandbox, Support};
+use crate::{ConfineError, Confinement, NetRule, Sandbox, Support, UnixRule, expand};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
