@@ -1,6 +1,7 @@
 //! A local server's life: start it, restart it after a crash with backoff and jitter, park
 //! it as failed when it keeps crashing, and stop it when the hub does.
 
+use super::sandboxed::RefusedHosts;
 use super::{CallError, Connection, HandshakeError, Incoming, State, Upstream};
 use crate::config::{RestartPolicy, Transport, human_duration};
 use crate::transport::{ChildProc, ChildSpec, read_frames, spawn_writer};
@@ -42,11 +43,7 @@ impl Upstream {
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            tracing::error!(server = %self.name(), "not started: {reason}");
-            self.update(|s| {
-                s.state = State::Failed(reason.clone());
-                s.last_error = Some(reason);
-            });
+            self.not_started(reason);
             return;
         }
         let (spec, _proxy, refused) = match &config.transport {
@@ -58,61 +55,89 @@ impl Upstream {
                 cwd,
                 ..
             } => match self.launch(program, args).await {
-                Ok((launch, proxy, refused)) => {
-                    let spec = ChildSpec {
-                        label: self.name.to_string(),
-                        inherit_env: launch.env.is_none(),
-                        env: launch.env.unwrap_or_else(|| env.clone()),
-                        program: launch.program,
-                        args: launch.args,
-                        cwd: cwd.clone(),
-                        scrub: {
-                            let sink = self.sink.clone();
-                            Some(Arc::new(move |line: &str| sink.scrub(line)))
-                        },
-                        observe: {
-                            let me = Arc::downgrade(&self);
-                            Some(Arc::new(move |line: &str| {
-                                if let Some(me) = me.upgrade() {
-                                    me.note_refusals(line);
-                                }
-                            }))
-                        },
-                    };
-                    (spec, proxy, refused)
-                }
+                Ok((launch, proxy, refused)) => (self.child_spec(launch, env, cwd), proxy, refused),
                 Err(reason) => {
-                    tracing::error!(server = %self.name(), "not started: {reason}");
-                    self.update(|s| {
-                        s.state = State::Failed(reason.clone());
-                        s.last_error = Some(reason);
-                    });
+                    self.not_started(reason);
                     return;
                 }
             },
             Transport::Http { .. } => return self.supervise_remote(shutdown).await,
         };
+        if self.keep_running(&spec, &refused, &mut shutdown).await == Ended::Stopped {
+            return;
+        }
+        self.set_conn(None);
+        self.update(|s| {
+            if !matches!(s.state, State::Failed(_)) {
+                s.state = State::Stopped;
+            }
+            s.pid = None;
+        });
+    }
+
+    /// Publishes a server that cannot be started at all.
+    fn not_started(&self, reason: String) {
+        tracing::error!(server = %self.name(), "not started: {reason}");
+        self.update(|s| {
+            s.state = State::Failed(reason.clone());
+            s.last_error = Some(reason);
+        });
+    }
+
+    /// How to spawn the process: its sandboxed command line, and its stderr lines scrubbed
+    /// of secrets and read for the sandbox's refusals.
+    fn child_spec(
+        self: &Arc<Self>,
+        launch: crate::sandbox::Launch,
+        env: &[(String, String)],
+        cwd: &Option<std::path::PathBuf>,
+    ) -> ChildSpec {
+        ChildSpec {
+            label: self.name.to_string(),
+            inherit_env: launch.env.is_none(),
+            env: launch.env.unwrap_or_else(|| env.to_vec()),
+            program: launch.program,
+            args: launch.args,
+            cwd: cwd.clone(),
+            scrub: {
+                let sink = self.sink.clone();
+                Some(Arc::new(move |line: &str| sink.scrub(line)))
+            },
+            observe: {
+                let me = Arc::downgrade(self);
+                Some(Arc::new(move |line: &str| {
+                    if let Some(me) = me.upgrade() {
+                        me.note_refusals(line);
+                    }
+                }))
+            },
+        }
+    }
+
+    /// Starts the process and starts it again after each crash, until `shutdown` or until it
+    /// is parked as failed.
+    async fn keep_running(
+        self: &Arc<Self>,
+        spec: &ChildSpec,
+        refused: &RefusedHosts,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Ended {
         let mut crashes: VecDeque<Instant> = VecDeque::new();
         let mut ever_ready = false;
         loop {
             if *shutdown.borrow() {
-                break;
+                return Ended::Left;
             }
             let attempt = tokio::select! {
-                r = self.start_once(&spec) => r,
-                _ = shutdown.changed() => break,
+                r = self.start_once(spec) => r,
+                _ = shutdown.changed() => return Ended::Left,
             };
             let reason = match attempt {
                 Err(reason) if !ever_ready => {
-                    let reason = self.with_sandbox_hint(reason, &refused);
-                    tracing::error!(server = %self.name(), "failed to start: {reason}");
-                    self.update(|s| {
-                        s.state = State::Failed(reason.clone());
-                        s.last_error = Some(reason);
-                    });
+                    self.failed_start(reason, refused);
                     // Nothing to restart: a server that never came up needs the user to act.
                     let _ = shutdown.changed().await;
-                    break;
+                    return Ended::Left;
                 }
                 Err(reason) => reason,
                 Ok(mut running) => {
@@ -125,55 +150,66 @@ impl Upstream {
                         }
                         _ = shutdown.changed() => {
                             self.stop(running).await;
-                            return;
+                            return Ended::Stopped;
                         }
                     }
                 }
             };
-            // A crash: decide whether to come back.
-            let now = Instant::now();
-            crashes.push_back(now);
-            while crashes
-                .front()
-                .is_some_and(|t| now.duration_since(*t) > self.restart.window)
-            {
-                crashes.pop_front();
-            }
-            if crashes.len() >= self.restart.max_crashes as usize {
-                let parked = format!(
-                    "crashed {} times within {}; not restarting (last: {reason}). Fix the server and restart openpact",
-                    crashes.len(),
-                    human_duration(self.restart.window)
-                );
-                tracing::error!(server = %self.name(), "{parked}");
-                self.update(|s| {
-                    s.state = State::Failed(parked.clone());
-                    s.last_error = Some(reason);
-                    s.pid = None;
-                });
+            let Some(delay) = self.after_crash(&mut crashes, reason) else {
                 let _ = shutdown.changed().await;
-                break;
-            }
-            let delay = backoff(&self.restart, crashes.len() as u32);
-            tracing::warn!(server = %self.name(), "crashed: {reason}; restarting in {}", human_duration(delay));
-            self.update(|s| {
-                s.state = State::Restarting;
-                s.last_error = Some(reason);
-                s.restarts += 1;
-                s.pid = None;
-            });
+                return Ended::Left;
+            };
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
-                _ = shutdown.changed() => break,
+                _ = shutdown.changed() => return Ended::Left,
             }
         }
-        self.set_conn(None);
+    }
+
+    /// Publishes a first start that failed, with what the sandbox may have had to do with it.
+    fn failed_start(&self, reason: String, refused: &RefusedHosts) {
+        let reason = self.with_sandbox_hint(reason, refused);
+        tracing::error!(server = %self.name(), "failed to start: {reason}");
         self.update(|s| {
-            if !matches!(s.state, State::Failed(_)) {
-                s.state = State::Stopped;
-            }
+            s.state = State::Failed(reason.clone());
+            s.last_error = Some(reason);
+        });
+    }
+
+    /// Counts a crash of a server that had been ready: the wait before it starts again, or
+    /// None when it crashed too often within the window and is parked as failed.
+    fn after_crash(&self, crashes: &mut VecDeque<Instant>, reason: String) -> Option<Duration> {
+        let now = Instant::now();
+        crashes.push_back(now);
+        while crashes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > self.restart.window)
+        {
+            crashes.pop_front();
+        }
+        if crashes.len() >= self.restart.max_crashes as usize {
+            let parked = format!(
+                "crashed {} times within {}; not restarting (last: {reason}). Fix the server and restart openpact",
+                crashes.len(),
+                human_duration(self.restart.window)
+            );
+            tracing::error!(server = %self.name(), "{parked}");
+            self.update(|s| {
+                s.state = State::Failed(parked.clone());
+                s.last_error = Some(reason);
+                s.pid = None;
+            });
+            return None;
+        }
+        let delay = backoff(&self.restart, crashes.len() as u32);
+        tracing::warn!(server = %self.name(), "crashed: {reason}; restarting in {}", human_duration(delay));
+        self.update(|s| {
+            s.state = State::Restarting;
+            s.last_error = Some(reason);
+            s.restarts += 1;
             s.pid = None;
         });
+        Some(delay)
     }
 
     async fn stop(&self, running: Running) {
@@ -270,6 +306,15 @@ impl Upstream {
             }
         }
     }
+}
+
+/// How [`Upstream::keep_running`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// The process was stopped and published as stopped.
+    Stopped,
+    /// The loop was left (shutdown, or parked as failed): the supervisor publishes the end.
+    Left,
 }
 
 /// Why a process could not be started.
