@@ -153,7 +153,11 @@ impl Upstream {
     }
 
     /// A server's own notification or request (never a response). Runs on the reader task.
-    pub(super) fn on_incoming(self: &Arc<Self>, item: Incoming, from: &std::sync::Weak<Connection>) {
+    pub(super) fn on_incoming(
+        self: &Arc<Self>,
+        item: Incoming,
+        from: &std::sync::Weak<Connection>,
+    ) {
         match item {
             Incoming::Notification(m) => match ListKind::from_notification(m.method()) {
                 Some(kinds) => {

@@ -31,7 +31,6 @@ struct Running {
     exited: oneshot::Receiver<String>,
 }
 
-
 impl Upstream {
     /// Runs the server until `shutdown` turns true: start, supervise, restart, stop.
     pub async fn supervise(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
@@ -407,4 +406,3 @@ mod tests {
         }
     }
 }
-
