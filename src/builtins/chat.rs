@@ -336,7 +336,7 @@ fn split_message(text: &str, limit: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtins::net::tests::{Stand, json_reply, reply, web};
+    use crate::builtins::test_support::{Stand, json_reply, reply, web};
 
     fn provider(base: &str, env: &str) -> Option<ChatProvider> {
         Some(ChatProvider {

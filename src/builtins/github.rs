@@ -342,7 +342,7 @@ fn issue_lines(i: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtins::net::tests::{Stand, json_reply, web};
+    use crate::builtins::test_support::{Stand, json_reply, web};
 
     fn settings(base: &str) -> GithubSettings {
         GithubSettings {
