@@ -18,4 +18,3 @@ pub(crate) fn web(allow_private: bool) -> WebSettings {
         max_redirects: 5,
     }
 }
-
