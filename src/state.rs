@@ -1,12 +1,16 @@
 //! Files in the state dir: created private (0700 dirs, 0600 files) and written atomically
 //! (temp file + rename), so a reader or a second openpact process never sees half a file;
 //! and the exclusive locks writers hold around a read-change-replace of one, or a process
-//! holds for its life.
+//! holds for its life; and [`JsonStore`], a JSON file several processes change under such a
+//! lock.
 
 use crate::platform;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
 
 /// Creates `dir` (and parents) readable only by the user, if missing.
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
@@ -163,6 +167,90 @@ fn open_private(lock_path: &Path) -> Result<File, LockError> {
     })
 }
 
+/// A JSON file of records that several openpact processes change (the hub, a CLI command):
+/// each change takes an exclusive lock on a lock file beside it, re-reads the file, changes it
+/// and replaces it atomically (private, 0600), so no process loses another's change and no
+/// reader sees a torn file. Reads need no lock: the file is only ever replaced whole. A file
+/// that does not parse is an error, on reads and changes alike, and is never replaced: an
+/// empty store read from a damaged file would silently forget every record.
+pub struct JsonStore<F> {
+    path: PathBuf,
+    lock_path: PathBuf,
+    /// What the file holds, as its errors name it ("approvals", "decisions").
+    what: &'static str,
+    file: PhantomData<fn() -> F>,
+}
+
+/// Why a [`JsonStore`] could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid {what} file ({source}); move it aside to start afresh")]
+    Corrupt {
+        path: String,
+        what: &'static str,
+        source: serde_json::Error,
+    },
+}
+
+impl<F: Serialize + DeserializeOwned + Default> JsonStore<F> {
+    /// The store in `file_name` in `state_dir`, locked through `lock_name` beside it.
+    pub fn new(
+        state_dir: &Path,
+        file_name: &str,
+        lock_name: &str,
+        what: &'static str,
+    ) -> JsonStore<F> {
+        JsonStore {
+            path: state_dir.join(file_name),
+            lock_path: state_dir.join(lock_name),
+            what,
+            file: PhantomData,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, source: std::io::Error) -> StoreError {
+        StoreError::Io {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// The file as it is now; a missing or empty file is an empty store.
+    pub fn read(&self) -> Result<F, StoreError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) if bytes.is_empty() => Ok(F::default()),
+            Ok(bytes) => {
+                serde_json::from_slice::<F>(&bytes).map_err(|source| StoreError::Corrupt {
+                    path: self.path.display().to_string(),
+                    what: self.what,
+                    source,
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(F::default()),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// Applies `change` to the file as it is under the lock and writes the result atomically.
+    pub fn update<T>(&self, change: impl FnOnce(&mut F) -> T) -> Result<T, StoreError> {
+        let _lock = lock_exclusive(&self.lock_path).map_err(|e| self.io(e))?;
+        let mut file = self.read()?;
+        let out = change(&mut file);
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| self.io(e.into()))?;
+        write_atomic(&self.path, &bytes).map_err(|e| self.io(e))?;
+        Ok(out)
+    }
+}
+
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -216,5 +304,58 @@ mod tests {
             try_lock_private(&dir.path().join("missing/hub.lock")),
             Err(LockError::Open { .. })
         ));
+    }
+
+    #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+    struct Counts {
+        n: std::collections::BTreeMap<String, u32>,
+    }
+
+    fn counts(dir: &Path) -> JsonStore<Counts> {
+        JsonStore::new(dir, "counts.json", "counts.lock", "counts")
+    }
+
+    #[test]
+    fn a_json_store_loses_no_concurrent_change_and_keeps_a_damaged_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let store = counts(&state);
+        assert!(
+            store.read().unwrap().n.is_empty(),
+            "no file: an empty store"
+        );
+        // Several stores on one file stand for several processes.
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let state = state.clone();
+                std::thread::spawn(move || {
+                    let s = counts(&state);
+                    for i in 0..10 {
+                        s.update(|f| f.n.insert(format!("t{t}-{i}"), i)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(store.read().unwrap().n.len(), 40);
+        assert_eq!(
+            platform::mode(&std::fs::metadata(store.path()).unwrap()) & 0o777,
+            0o600
+        );
+        std::fs::write(store.path(), "{oops").unwrap();
+        let e = store.read().unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+        assert!(e.to_string().contains("not a valid counts file"), "{e}");
+        assert!(matches!(
+            store.update(|f| f.n.clear()),
+            Err(StoreError::Corrupt { .. })
+        ));
+        assert_eq!(
+            std::fs::read(store.path()).unwrap(),
+            b"{oops",
+            "left as it was"
+        );
     }
 }

@@ -8,6 +8,45 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Why a login came back without an authorization code. The authorization server's own
+/// refusal keeps its OAuth error code apart from its description (RFC 6749 §4.1.2.1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    #[error("cannot listen on 127.0.0.1:{port} for the login callback: {reason}")]
+    Bind { port: u16, reason: String },
+    #[error("the login callback listener has no TCP port")]
+    NoPort,
+    #[error("the login callback listener failed: {0}")]
+    Listener(String),
+    #[error("the login was not completed within {} (set OPENPACT_OAUTH_TIMEOUT_SECS for more time)", seconds(*.0))]
+    TimedOut(Duration),
+    #[error("the login was abandoned")]
+    Abandoned,
+    #[error("the authorization server refused the login: {}", shown(.code, .description))]
+    Refused { code: String, description: String },
+    #[error("the login callback carried no authorization code")]
+    NoCode,
+    /// RFC 9207: the response names another issuer than the one the request went to.
+    #[error(
+        "the login response names issuer \"{got}\", not \"{issuer}\"; it was refused (possible mix-up attack)"
+    )]
+    WrongIssuer { got: String, issuer: String },
+    /// RFC 9207: the authorization server promised an `iss` and the response has none.
+    #[error(
+        "the authorization server {issuer} promises an `iss` in its responses, but the login response has none; it was refused"
+    )]
+    NoIssuer { issuer: String },
+}
+
+/// An OAuth error as shown: `code: description`, or the code alone.
+fn shown(code: &str, description: &str) -> String {
+    if description.is_empty() {
+        code.to_string()
+    } else {
+        format!("{code}: {description}")
+    }
+}
+
 /// A bound listener, not yet waiting.
 pub struct Listener {
     server: tiny_http::Server,
@@ -27,20 +66,22 @@ pub struct Expect {
 
 impl Listener {
     /// Listens on `127.0.0.1:port` (0 = any free port) for `path`.
-    pub fn bind(port: u16, path: &str) -> Result<Listener, String> {
+    pub fn bind(port: u16, path: &str) -> Result<Listener, CallbackError> {
         let path = if path.starts_with('/') {
             path.to_string()
         } else {
             format!("/{path}")
         };
-        let server = tiny_http::Server::http(("127.0.0.1", port)).map_err(|e| {
-            format!("cannot listen on 127.0.0.1:{port} for the login callback: {e}")
-        })?;
+        let server =
+            tiny_http::Server::http(("127.0.0.1", port)).map_err(|e| CallbackError::Bind {
+                port,
+                reason: e.to_string(),
+            })?;
         let port = server
             .server_addr()
             .to_ip()
             .map(|a| a.port())
-            .ok_or("the login callback listener has no TCP port")?;
+            .ok_or(CallbackError::NoPort)?;
         Ok(Listener { server, port, path })
     }
 
@@ -51,13 +92,13 @@ impl Listener {
 
     /// Waits for the callback; the authorization code, or why the login failed. The listener
     /// is closed when this returns or is dropped.
-    pub async fn wait(self, expect: Expect, timeout: Duration) -> Result<String, String> {
+    pub async fn wait(self, expect: Expect, timeout: Duration) -> Result<String, CallbackError> {
         let cancelled = Arc::new(AtomicBool::new(false));
         let _guard = CancelOnDrop(cancelled.clone());
         let task = tokio::task::spawn_blocking(move || self.serve(&expect, timeout, &cancelled));
         match task.await {
             Ok(r) => r,
-            Err(e) => Err(format!("the login callback listener failed: {e}")),
+            Err(e) => Err(CallbackError::Listener(e.to_string())),
         }
     }
 
@@ -66,18 +107,15 @@ impl Listener {
         expect: &Expect,
         timeout: Duration,
         cancelled: &AtomicBool,
-    ) -> Result<String, String> {
+    ) -> Result<String, CallbackError> {
         let deadline = Instant::now() + timeout;
         loop {
             let now = Instant::now();
             if now >= deadline {
-                return Err(format!(
-                    "the login was not completed within {} (set OPENPACT_OAUTH_TIMEOUT_SECS for more time)",
-                    seconds(timeout)
-                ));
+                return Err(CallbackError::TimedOut(timeout));
             }
             if cancelled.load(Ordering::Relaxed) {
-                return Err("the login was abandoned".to_string());
+                return Err(CallbackError::Abandoned);
             }
             let slice = (deadline - now).min(Duration::from_millis(200));
             match self.server.recv_timeout(slice) {
@@ -87,7 +125,7 @@ impl Listener {
                     }
                 }
                 Ok(None) => {}
-                Err(e) => return Err(format!("the login callback listener failed: {e}")),
+                Err(e) => return Err(CallbackError::Listener(e.to_string())),
             }
         }
     }
@@ -97,7 +135,7 @@ impl Listener {
         &self,
         request: tiny_http::Request,
         expect: &Expect,
-    ) -> Option<Result<String, String>> {
+    ) -> Option<Result<String, CallbackError>> {
         let v = verdict(&self.path, request.url(), expect);
         respond(request, v.status, v.title, &v.text);
         v.outcome
@@ -111,7 +149,7 @@ pub struct Verdict {
     pub status: u16,
     pub title: &'static str,
     pub text: String,
-    pub outcome: Option<Result<String, String>>,
+    pub outcome: Option<Result<String, CallbackError>>,
 }
 
 impl Verdict {
@@ -124,7 +162,7 @@ impl Verdict {
         }
     }
 
-    fn ends(mut self, outcome: Result<String, String>) -> Verdict {
+    fn ends(mut self, outcome: Result<String, CallbackError>) -> Verdict {
         self.outcome = Some(outcome);
         self
     }
@@ -159,21 +197,17 @@ pub fn verdict(path: &str, url: &str, expect: &Expect) -> Verdict {
         )
         .ends(Err(e));
     }
-    if let Some(error) = params.error {
+    if let Some(code) = params.error {
         let description = params.error_description.unwrap_or_default();
-        let shown = if description.is_empty() {
-            error.clone()
-        } else {
-            format!("{error}: {description}")
-        };
         return Verdict::page(
             400,
             "Login failed",
-            &format!("The authorization server said: {shown}"),
+            &format!(
+                "The authorization server said: {}",
+                shown(&code, &description)
+            ),
         )
-        .ends(Err(format!(
-            "the authorization server refused the login: {shown}"
-        )));
+        .ends(Err(CallbackError::Refused { code, description }));
     }
     let Some(code) = params.code.filter(|c| !c.is_empty()) else {
         return Verdict::page(
@@ -181,9 +215,7 @@ pub fn verdict(path: &str, url: &str, expect: &Expect) -> Verdict {
             "Login failed",
             "The response carries no authorization code.",
         )
-        .ends(Err(
-            "the login callback carried no authorization code".to_string()
-        ));
+        .ends(Err(CallbackError::NoCode));
     };
     Verdict::page(
         200,
@@ -204,15 +236,16 @@ fn seconds(d: Duration) -> String {
 /// The RFC 9207 table (MCP 2026-07-28 §issuer identification): advertised + present →
 /// compare; advertised + absent → reject; not advertised + present → compare; neither →
 /// proceed. Simple string comparison, no normalisation.
-pub fn check_iss(advertised: bool, issuer: &str, iss: Option<&str>) -> Result<(), String> {
+pub fn check_iss(advertised: bool, issuer: &str, iss: Option<&str>) -> Result<(), CallbackError> {
     match (advertised, iss) {
         (_, Some(got)) if got == issuer => Ok(()),
-        (_, Some(got)) => Err(format!(
-            "the login response names issuer \"{got}\", not \"{issuer}\"; it was refused (possible mix-up attack)"
-        )),
-        (true, None) => Err(format!(
-            "the authorization server {issuer} promises an `iss` in its responses, but the login response has none; it was refused"
-        )),
+        (_, Some(got)) => Err(CallbackError::WrongIssuer {
+            got: got.to_string(),
+            issuer: issuer.to_string(),
+        }),
+        (true, None) => Err(CallbackError::NoIssuer {
+            issuer: issuer.to_string(),
+        }),
         (false, None) => Ok(()),
     }
 }
@@ -301,7 +334,9 @@ mod tests {
     fn iss_table() {
         let i = "https://as.example.com";
         assert!(check_iss(true, i, Some(i)).is_ok());
-        assert!(check_iss(true, i, None).unwrap_err().contains("has none"));
+        let missing = check_iss(true, i, None).unwrap_err();
+        assert_eq!(missing, CallbackError::NoIssuer { issuer: i.into() });
+        assert!(missing.to_string().contains("has none"));
         assert!(check_iss(false, i, Some(i)).is_ok());
         assert!(check_iss(false, i, None).is_ok());
         // No normalisation: a trailing slash or case change is a mismatch.
@@ -402,7 +437,17 @@ mod tests {
             "{page}"
         );
         let e = waiting.await.unwrap().unwrap_err();
-        assert!(e.contains("access_denied"), "{e}");
+        assert_eq!(
+            e,
+            CallbackError::Refused {
+                code: "access_denied".into(),
+                description: "<b>no</b>".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "the authorization server refused the login: access_denied: <b>no</b>"
+        );
 
         let l = Listener::bind(0, "/callback").unwrap();
         let base = l.redirect_uri();
@@ -410,7 +455,7 @@ mod tests {
             .wait(expect("late"), Duration::from_millis(300))
             .await
             .unwrap_err();
-        assert!(e.contains("not completed within"), "{e}");
+        assert!(e.to_string().contains("not completed within"), "{e}");
         closed(format!("{base}?code=late&state=late")).await;
     }
 
@@ -432,6 +477,9 @@ mod tests {
         .unwrap();
         assert_eq!(status, 400);
         assert!(!page.contains("shown"));
-        assert!(waiting.await.unwrap().unwrap_err().contains("evil.example"));
+        assert!(matches!(
+            waiting.await.unwrap().unwrap_err(),
+            CallbackError::WrongIssuer { got, .. } if got == "https://evil.example"
+        ));
     }
 }

@@ -99,7 +99,10 @@ pub async fn login(http: &Http, l: Login<'_>) -> Result<StoredTokens, String> {
         issuer: auth.issuer.clone(),
         iss_advertised: auth.iss_parameter_supported,
     };
-    let code = listener.wait(expect, l.timeout).await?;
+    let code = listener
+        .wait(expect, l.timeout)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut request = client
         .exchange_code(AuthorizationCode::new(code))
         .set_pkce_verifier(verifier)
@@ -124,7 +127,7 @@ fn listen(
     path: &str,
 ) -> Result<Listener, String> {
     if let Some(port) = configured {
-        return Listener::bind(port, path);
+        return Listener::bind(port, path).map_err(|e| e.to_string());
     }
     let previous = store
         .load_client::<ClientIdentity>(issuer)
@@ -142,7 +145,7 @@ fn listen(
     {
         return Ok(l);
     }
-    Listener::bind(0, path)
+    Listener::bind(0, path).map_err(|e| e.to_string())
 }
 
 type CodeClient =

@@ -11,6 +11,8 @@ mod hints;
 pub mod net;
 pub mod paths;
 pub mod scripts;
+#[cfg(test)]
+mod test_support;
 pub mod vault;
 pub mod web;
 pub mod workspace;

@@ -551,4 +551,4 @@ fn private_v6(a: Ipv6Addr) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

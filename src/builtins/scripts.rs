@@ -117,7 +117,7 @@ fn info(
 
 /// Every script with its approval status.
 pub fn list(s: &ScriptsSettings, state_dir: &Path) -> Result<Vec<ScriptInfo>, String> {
-    let records = Approvals::new(state_dir).all()?;
+    let records = Approvals::new(state_dir).all().map_err(|e| e.to_string())?;
     Ok(scan(s)?.iter().map(|x| info(s, &records, x)).collect())
 }
 
@@ -131,7 +131,9 @@ pub fn show(s: &ScriptsSettings, name: &str) -> Result<String, String> {
 pub fn approve(s: &ScriptsSettings, state_dir: &Path, name: &str) -> Result<String, String> {
     let script = read_script(s, name)?;
     let hash = approvals::hash(&script.bytes);
-    Approvals::new(state_dir).set(&script.file, Decision::Approved, &hash)?;
+    Approvals::new(state_dir)
+        .set(&script.file, Decision::Approved, &hash)
+        .map_err(|e| e.to_string())?;
     Ok(hash)
 }
 
@@ -139,7 +141,9 @@ pub fn approve(s: &ScriptsSettings, state_dir: &Path, name: &str) -> Result<Stri
 pub fn reject(s: &ScriptsSettings, state_dir: &Path, name: &str) -> Result<(), String> {
     let script = read_script(s, name)?;
     let hash = approvals::hash(&script.bytes);
-    Approvals::new(state_dir).set(&script.file, Decision::Rejected, &hash)
+    Approvals::new(state_dir)
+        .set(&script.file, Decision::Rejected, &hash)
+        .map_err(|e| e.to_string())
 }
 
 /// The script tools.
@@ -268,7 +272,7 @@ impl Scripts {
         };
         let record = match self.approvals.get(&script.file) {
             Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::error(e.to_string()),
         };
         let hash = approvals::hash(&script.bytes);
         let status = approvals::status_of(

@@ -18,8 +18,6 @@ mod units;
 pub mod views;
 
 #[cfg(test)]
-mod remote_tests;
-#[cfg(test)]
 mod tests;
 
 pub use builtins::{

@@ -1,7 +1,7 @@
 //! Remembered permission decisions in `permissions.json` in the state dir, keyed by qualified
-//! name and bound to a hash of the tool's definition. Writes take an exclusive `flock` on a
-//! lock file, re-read, change and replace the file atomically, so two openpact processes
-//! deciding at once never lose each other's decisions or leave a torn file.
+//! name and bound to a hash of the tool's definition. The file is a [`state::JsonStore`], so
+//! two openpact processes deciding at once never lose each other's decisions or leave a torn
+//! file.
 //!
 //! Every call without a matching rule looks here, so a look must be cheap and exact: a watch
 //! on the state dir ([`FileWatch`]: inotify, on Linux) says whether the file changed, so the
@@ -12,7 +12,7 @@ use crate::platform::{FileWatch, Look};
 use crate::state;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -38,26 +38,14 @@ struct File {
     decisions: BTreeMap<String, Remembered>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum DecisionError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: not a valid decisions file ({source}); move it aside to start afresh")]
-    Corrupt {
-        path: String,
-        source: serde_json::Error,
-    },
-}
+/// Why the decisions could not be read or changed (the file is a [`state::JsonStore`]).
+pub type DecisionError = state::StoreError;
 
 /// The decisions as last read, with the file's mtime then.
 type Snapshot = (Option<SystemTime>, BTreeMap<String, Remembered>);
 
 pub struct DecisionStore {
-    path: PathBuf,
-    lock_path: PathBuf,
+    file: state::JsonStore<File>,
     /// Last read: file mtime and content, re-read when the file changes.
     cached: Mutex<Option<Snapshot>>,
     /// Set up by the first look (`None`: this dir cannot be watched; every look is a `stat`).
@@ -67,40 +55,27 @@ pub struct DecisionStore {
 impl DecisionStore {
     pub fn new(state_dir: &Path) -> DecisionStore {
         DecisionStore {
-            path: state_dir.join("permissions.json"),
-            lock_path: state_dir.join("permissions.lock"),
+            file: state::JsonStore::new(
+                state_dir,
+                "permissions.json",
+                "permissions.lock",
+                "decisions",
+            ),
             cached: Mutex::new(None),
             watch: OnceLock::new(),
         }
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn io(&self, source: std::io::Error) -> DecisionError {
-        DecisionError::Io {
-            path: self.path.display().to_string(),
-            source,
-        }
+        self.file.path()
     }
 
     fn read(&self) -> Result<BTreeMap<String, Remembered>, DecisionError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) if bytes.is_empty() => Ok(BTreeMap::new()),
-            Ok(bytes) => serde_json::from_slice::<File>(&bytes)
-                .map(|f| f.decisions)
-                .map_err(|source| DecisionError::Corrupt {
-                    path: self.path.display().to_string(),
-                    source,
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(e) => Err(self.io(e)),
-        }
+        self.file.read().map(|f| f.decisions)
     }
 
     fn mtime(&self) -> Option<SystemTime> {
-        std::fs::metadata(&self.path)
+        std::fs::metadata(self.path())
             .and_then(|m| m.modified())
             .ok()
     }
@@ -122,7 +97,7 @@ impl DecisionStore {
         f: impl FnOnce(&BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
         // Watching before the first reading, so no change can fall between the two.
-        let watch = self.watch.get_or_init(|| FileWatch::start(&self.path));
+        let watch = self.watch.get_or_init(|| FileWatch::start(self.path()));
         let mut cached = self
             .cached
             .lock()
@@ -161,15 +136,10 @@ impl DecisionStore {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, Remembered>) -> T,
     ) -> Result<T, DecisionError> {
-        let _lock = state::lock_exclusive(&self.lock_path).map_err(|e| self.io(e))?;
-        let mut map = self.read()?;
-        let out = change(&mut map);
-        let bytes = serde_json::to_vec_pretty(&File {
-            version: 1,
-            decisions: map,
-        })
-        .map_err(|e| self.io(e.into()))?;
-        state::write_atomic(&self.path, &bytes).map_err(|e| self.io(e))?;
+        let out = self.file.update(|f| {
+            f.version = 1;
+            change(&mut f.decisions)
+        })?;
         // Force the next read: mtime granularity may hide two writes within one tick.
         *self
             .cached

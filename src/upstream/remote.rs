@@ -4,7 +4,8 @@
 //! keeps being retried, never parked); start over at once when the server forgets our
 //! session; and wait for a login when it wants one.
 
-use super::{CallError, Connection, HandshakeError, State, Upstream, backoff};
+use super::supervise::backoff;
+use super::{CallError, Connection, HandshakeError, State, Upstream};
 use crate::auth::Credentials;
 use crate::config::display_url;
 use crate::config::human_duration;

@@ -87,53 +87,26 @@ pub(super) fn expand(
     let Some(start_raw) = &ev.start else {
         return Vec::new();
     };
-    let start = zones.moment(start_raw);
-    let end = ev.end.as_ref().map(|r| zones.moment(r));
+    let shape = Shape {
+        start: zones.moment(start_raw),
+        end: ev.end.as_ref().map(|r| zones.moment(r)),
+        duration: ev.duration,
+    };
     let recurring = ev.rrule.is_some() || !ev.rdates.is_empty();
 
     // Each instance is a DateTime in the event's own zone, so the rule steps in wall-clock
     // time (a weekly 09:00 stays 09:00 across daylight-saving changes). All-day series run
     // in UTC at midnight and are turned back into dates.
-    let (dtstart, all_day) = match start {
+    let (dtstart, all_day) = match shape.start {
         Moment::Date(d) => (
             rrule::Tz::UTC.from_utc_datetime(&d.and_time(NaiveTime::MIN)),
             true,
         ),
         Moment::Time(t) => (t, false),
     };
-    let span_of = |occ: &DateTime<rrule::Tz>| -> Span {
-        match start {
-            Moment::Date(d) => {
-                let len = match end {
-                    Some(Moment::Date(e)) if e > d => (e - d).num_days(),
-                    Some(Moment::Time(e)) if e.date_naive() > d => (e.date_naive() - d).num_days(),
-                    _ => ev
-                        .duration
-                        .map(|x| (x.num_seconds() + 86_399) / 86_400)
-                        .filter(|n| *n > 0)
-                        .unwrap_or(1),
-                };
-                let s = occ.date_naive();
-                Span::Day(s, s + TimeDelta::days(len))
-            }
-            Moment::Time(t) => {
-                let len = match end {
-                    Some(Moment::Time(e)) if e >= t => {
-                        e.with_timezone(&Utc) - t.with_timezone(&Utc)
-                    }
-                    _ => ev
-                        .duration
-                        .filter(|x| *x >= TimeDelta::zero())
-                        .unwrap_or_default(),
-                };
-                let s = occ.with_timezone(&Utc);
-                Span::Timed(s, s + len)
-            }
-        }
-    };
 
     if !recurring {
-        let span = span_of(&dtstart);
+        let span = shape.span_of(&dtstart);
         return if window.keeps(&span) && !skip.covers(&dtstart) {
             vec![span]
         } else {
@@ -144,39 +117,7 @@ pub(super) fn expand(
     if budget.out() {
         return Vec::new();
     }
-    let zone = dtstart.timezone();
-    let mut set = RRuleSet::new(dtstart).limit();
-    if let Some(text) = &ev.rrule {
-        match rule(text, dtstart, all_day) {
-            Ok(r) => set = set.rrule(r),
-            Err(e) => zones.notes.push(format!(
-                "the recurrence of '{}' could not be read ({e}); only its first date is shown",
-                one_line(&ev.summary)
-            )),
-        }
-    }
-    // DTSTART is always the first instance (RFC 5545 §3.8.5.3), even when the rule would not
-    // produce it; duplicates are dropped below.
-    set = set.rdate(dtstart);
-    for r in &ev.rdates {
-        let extra = match zones.moment(r) {
-            Moment::Date(d) if all_day => {
-                Some(rrule::Tz::UTC.from_utc_datetime(&d.and_time(NaiveTime::MIN)))
-            }
-            Moment::Date(d) => {
-                // A date in a timed series: that day at the series' time of day.
-                Some(localize(zone, &d.and_time(dtstart.time())))
-            }
-            Moment::Time(t) if all_day => {
-                Some(rrule::Tz::UTC.from_utc_datetime(&t.date_naive().and_time(NaiveTime::MIN)))
-            }
-            Moment::Time(t) => Some(t.with_timezone(&zone)),
-        };
-        if let Some(x) = extra {
-            set = set.rdate(x);
-        }
-    }
-
+    let set = series(ev, dtstart, all_day, zones);
     let mut out = Vec::new();
     let mut last: Option<i64> = None;
     let mut scanned = 0usize;
@@ -196,7 +137,7 @@ pub(super) fn expand(
             continue;
         }
         last = Some(occ.timestamp());
-        let span = span_of(&occ);
+        let span = shape.span_of(&occ);
         if window.starts_after(&span) {
             break;
         }
@@ -205,6 +146,90 @@ pub(super) fn expand(
         }
     }
     out
+}
+
+/// How long each instance of an event lasts, from its first one.
+struct Shape {
+    start: Moment,
+    end: Option<Moment>,
+    duration: Option<TimeDelta>,
+}
+
+impl Shape {
+    /// The span of the instance starting at `occ`.
+    fn span_of(&self, occ: &DateTime<rrule::Tz>) -> Span {
+        match self.start {
+            Moment::Date(d) => {
+                let len = match self.end {
+                    Some(Moment::Date(e)) if e > d => (e - d).num_days(),
+                    Some(Moment::Time(e)) if e.date_naive() > d => (e.date_naive() - d).num_days(),
+                    _ => self
+                        .duration
+                        .map(|x| (x.num_seconds() + 86_399) / 86_400)
+                        .filter(|n| *n > 0)
+                        .unwrap_or(1),
+                };
+                let s = occ.date_naive();
+                Span::Day(s, s + TimeDelta::days(len))
+            }
+            Moment::Time(t) => {
+                let len = match self.end {
+                    Some(Moment::Time(e)) if e >= t => {
+                        e.with_timezone(&Utc) - t.with_timezone(&Utc)
+                    }
+                    _ => self
+                        .duration
+                        .filter(|x| *x >= TimeDelta::zero())
+                        .unwrap_or_default(),
+                };
+                let s = occ.with_timezone(&Utc);
+                Span::Timed(s, s + len)
+            }
+        }
+    }
+}
+
+/// The set of a recurring event's instances: its `RRULE` (a rule that cannot be read is noted
+/// and left out), its start, and its `RDATE`s in the series' own terms.
+fn series(
+    ev: &RawEvent,
+    dtstart: DateTime<rrule::Tz>,
+    all_day: bool,
+    zones: &mut Zones,
+) -> RRuleSet {
+    let zone = dtstart.timezone();
+    let mut set = RRuleSet::new(dtstart).limit();
+    if let Some(text) = &ev.rrule {
+        match rule(text, dtstart, all_day) {
+            Ok(r) => set = set.rrule(r),
+            Err(e) => zones.notes.push(format!(
+                "the recurrence of '{}' could not be read ({e}); only its first date is shown",
+                one_line(&ev.summary)
+            )),
+        }
+    }
+    // DTSTART is always the first instance (RFC 5545 §3.8.5.3), even when the rule would not
+    // produce it; duplicates are dropped as the set is read.
+    set = set.rdate(dtstart);
+    for r in &ev.rdates {
+        let extra = match zones.moment(r) {
+            Moment::Date(d) if all_day => {
+                Some(rrule::Tz::UTC.from_utc_datetime(&d.and_time(NaiveTime::MIN)))
+            }
+            Moment::Date(d) => {
+                // A date in a timed series: that day at the series' time of day.
+                Some(localize(zone, &d.and_time(dtstart.time())))
+            }
+            Moment::Time(t) if all_day => {
+                Some(rrule::Tz::UTC.from_utc_datetime(&t.date_naive().and_time(NaiveTime::MIN)))
+            }
+            Moment::Time(t) => Some(t.with_timezone(&zone)),
+        };
+        if let Some(x) = extra {
+            set = set.rdate(x);
+        }
+    }
+    set
 }
 
 /// The `RRULE` value for this start. `UNTIL` is read here rather than by the rrule crate,

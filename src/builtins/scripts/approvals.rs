@@ -2,16 +2,14 @@
 //! administrator approved or rejected it and the `sha256:` of the exact content they saw.
 //! An edit changes the hash, so an approval never carries over to code nobody reviewed.
 //!
-//! Like the permission decisions (`policy::decisions`), writes take an exclusive `flock` on a
-//! lock file, re-read, change and replace the file atomically, so two openpact processes (the
-//! hub and `openpact scripts approve`) never lose each other's records. Reads need no lock:
-//! the file is only ever replaced whole. Nothing is cached, so an approval made by another
-//! process counts on the next call.
+//! Like the permission decisions (`policy::decisions`), the file is a [`state::JsonStore`],
+//! so two openpact processes (the hub and `openpact scripts approve`) never lose each other's
+//! records. Nothing is cached, so an approval made by another process counts on the next call.
 
-use crate::state;
+use crate::state::{self, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -115,62 +113,37 @@ pub fn status_of(allowlist: &[String], record: Option<&Record>, file: &str, hash
 }
 
 pub struct Approvals {
-    path: PathBuf,
-    lock_path: PathBuf,
+    file: state::JsonStore<File>,
 }
 
 impl Approvals {
     pub fn new(state_dir: &Path) -> Approvals {
         Approvals {
-            path: state_dir.join("approvals.json"),
-            lock_path: state_dir.join("approvals.lock"),
+            file: state::JsonStore::new(state_dir, "approvals.json", "approvals.lock", "approvals"),
         }
-    }
-
-    fn io(&self, e: impl std::fmt::Display) -> String {
-        format!("{}: {e}", self.path.display())
     }
 
     /// Every record. A damaged file is an error, never "no approvals" silently turned into
     /// "approve nothing" or worse.
-    pub fn all(&self) -> Result<BTreeMap<String, Record>, String> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) if bytes.is_empty() => Ok(BTreeMap::new()),
-            Ok(bytes) => serde_json::from_slice::<File>(&bytes)
-                .map(|f| f.scripts)
-                .map_err(|e| {
-                    format!(
-                        "{}: not a valid approvals file ({e}); move it aside to start afresh",
-                        self.path.display()
-                    )
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(e) => Err(self.io(e)),
-        }
+    pub fn all(&self) -> Result<BTreeMap<String, Record>, StoreError> {
+        self.file.read().map(|f| f.scripts)
     }
 
-    pub fn get(&self, file: &str) -> Result<Option<Record>, String> {
+    pub fn get(&self, file: &str) -> Result<Option<Record>, StoreError> {
         Ok(self.all()?.remove(file))
     }
 
     /// Records `decision` for `file` at `hash`, under the lock.
-    pub fn set(&self, file: &str, decision: Decision, hash: &str) -> Result<(), String> {
-        let _lock = state::lock_exclusive(&self.lock_path).map_err(|e| self.io(e))?;
-        let mut scripts = self.all()?;
-        scripts.insert(
-            file.to_string(),
-            Record {
-                status: decision,
-                hash: hash.to_string(),
-                at: crate::time::now_rfc3339(),
-            },
-        );
-        let bytes = serde_json::to_vec_pretty(&File {
-            version: 1,
-            scripts,
+    pub fn set(&self, file: &str, decision: Decision, hash: &str) -> Result<(), StoreError> {
+        let record = Record {
+            status: decision,
+            hash: hash.to_string(),
+            at: crate::time::now_rfc3339(),
+        };
+        self.file.update(|f| {
+            f.version = 1;
+            f.scripts.insert(file.to_string(), record);
         })
-        .map_err(|e| self.io(e))?;
-        state::write_atomic(&self.path, &bytes).map_err(|e| self.io(e))
     }
 }
 
@@ -253,6 +226,7 @@ mod tests {
             store
                 .all()
                 .unwrap_err()
+                .to_string()
                 .contains("not a valid approvals file")
         );
     }

@@ -2,7 +2,7 @@
 //! content types, private addresses.
 
 use super::*;
-use crate::builtins::net::tests::{Stand, reply, web};
+use crate::builtins::test_support::{Stand, reply, web};
 use std::time::Duration;
 
 const PAGE: &str = r#"<!DOCTYPE html>

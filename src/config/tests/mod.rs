@@ -7,6 +7,7 @@ mod expand;
 mod files;
 mod hub;
 mod policy;
+mod remote;
 mod servers;
 
 use super::*;

@@ -11,8 +11,6 @@
 //! answered 5xx, forgot the session, or wants a login) it says so once, through the receiver
 //! [`Link::open`] returns.
 
-#[cfg(test)]
-mod auth_tests;
 #[doc(hidden)]
 pub mod events;
 mod shared;
@@ -262,16 +260,4 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kinds_from_config() {
-        assert_eq!(RemoteKind::from_config("http"), RemoteKind::Auto);
-        assert_eq!(
-            RemoteKind::from_config("streamable-http"),
-            RemoteKind::Streamable
-        );
-        assert_eq!(RemoteKind::from_config("sse"), RemoteKind::Sse);
-    }
-}
+mod tests;

@@ -1,4 +1,4 @@
-//! Config tests for remote servers: editors' remote entries, `oauth`, URL checks.
+//! Remote servers: editors' remote entries, `oauth`, URL checks.
 
 use super::*;
 

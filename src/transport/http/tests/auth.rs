@@ -2,7 +2,7 @@
 //! [`Credentials`]: the header on every request, the challenge on 401 and on 403
 //! `insufficient_scope`, the bounded retries, and a login that only the user can do.
 
-use super::*;
+use super::super::*;
 use crate::auth::{AuthError, BoxFuture};
 use crate::jsonrpc::Frame;
 use crate::transport::Outbox;
