@@ -68,13 +68,7 @@ impl Session {
             tracing::warn!(server = %up.name(), "{why}");
             return Err(if m.method() == "tools/call" {
                 // A tool error the model can read and relay, as for a refusal.
-                jsonrpc::result(
-                    m.id(),
-                    &format!(
-                        "{{\"content\":[{{\"type\":\"text\",\"text\":{}}}],\"isError\":true}}",
-                        jsonrpc::quote(&why)
-                    ),
-                )
+                crate::builtins::ToolOutput::error(why).answer(m.id())
             } else {
                 jsonrpc::error(m.id(), crate::upstream::code::UNAVAILABLE, &why, None)
             });

@@ -3,6 +3,7 @@
 
 use super::search::Meta;
 use super::{CallReply, Reply, Session, lock, relay};
+use crate::builtins::ToolOutput;
 use crate::hub::{NameKind, Route};
 use crate::jsonrpc::{self, MemberProbe, Message, RawObject, code};
 use crate::metrics::Outcome;
@@ -184,8 +185,8 @@ impl Session {
                     .builtins()
                     .call(tool, &args)
                     .await
-                    .unwrap_or_else(|| crate::builtins::ToolOutput::unknown_tool(tool));
-                let line = jsonrpc::result("0", &output.to_result().to_string());
+                    .unwrap_or_else(|| ToolOutput::unknown_tool(tool));
+                let line = output.answer("0");
                 Message::parse(line.into_boxed_str()).map_err(|e| CallError::Closed {
                     server: crate::hub::catalog::BUILTIN_SERVER.into(),
                     reason: format!("produced an unreadable result: {e}"),
@@ -215,13 +216,7 @@ impl Session {
             tracing::info!(target = %policy.redact(target.qualified), source = source.label(), "denied");
             let line = if m.method() == "tools/call" {
                 // A tool error the model can read and relay, as the spec prefers.
-                let text = jsonrpc::quote(&message);
-                jsonrpc::result(
-                    m.id(),
-                    &format!(
-                        "{{\"content\":[{{\"type\":\"text\",\"text\":{text}}}],\"isError\":true}}"
-                    ),
-                )
+                ToolOutput::error(message).answer(m.id())
             } else {
                 jsonrpc::error(m.id(), PERMISSION_DENIED, &message, None)
             };
