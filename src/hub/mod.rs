@@ -9,7 +9,8 @@
 //! This file holds the hub itself: starting it, its state, waiting for servers, what it
 //! declares to clients, and stopping. `routing` finds the server for a name or URI;
 //! `relay` carries traffic between servers and sessions; `events` keeps the catalogue
-//! current; `login` logs in to remote servers through the client whose call needs it.
+//! current; `login` holds remote servers' credentials for logins through a client (the
+//! session's half is `session/login.rs`).
 
 mod assemble;
 pub mod catalog;
