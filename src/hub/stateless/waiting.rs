@@ -4,7 +4,7 @@
 //! answers.
 
 use super::envelope::{Envelope, inner_request, progress_token, request_digest};
-use super::state::{self, Opened, Signer};
+use super::state::{self, Opened, Signer, StateError};
 use super::{Answers, Out, RESUMABLE, Status, VERSION, final_line, stamp, status_of};
 use crate::hub::{Hub, Session, lock};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
@@ -73,6 +73,7 @@ pub(super) async fn call(
             // Its wait ended (or the hub restarted): run the request afresh, which asks again.
             Ok(None) => tracing::debug!(id, "requestState of a request no longer waiting"),
             Err(e) => {
+                let e = e.to_string();
                 let _ = tx.send(Out::error(id, code::INVALID_PARAMS, &e, None, Status::Ok));
                 return;
             }
@@ -142,6 +143,7 @@ pub(super) async fn call(
                     });
                 }
                 Err(why) => {
+                    let why = why.to_string();
                     let _ = tx.send(Out::error(id, code::INTERNAL_ERROR, &why, None, Status::Ok));
                 }
             }
@@ -149,13 +151,28 @@ pub(super) async fn call(
     }
 }
 
+/// Why a request that needs its client's input cannot wait for it.
+#[derive(Debug, thiserror::Error)]
+enum ParkError {
+    #[error(
+        "this request needs the client's input, but openpact has no random source to sign the request state with"
+    )]
+    NoSigner,
+    #[error("no random source for a request state handle")]
+    NoHandle,
+    #[error(
+        "{MAX_WAITING} requests are already waiting for their clients' input; answer or drop some first"
+    )]
+    Full,
+}
+
 /// The waiting request `state` leads to, taken out of the table.
-fn resume(hub: &Hub, state: &str, digest: &str) -> Result<Option<Running>, String> {
+fn resume(hub: &Hub, state: &str, digest: &str) -> Result<Option<Running>, StateError> {
     let waiting = &hub.waiting;
     let Some(signer) = &waiting.signer else {
         return Ok(None);
     };
-    let handle = match signer.open(state, digest).map_err(|e| e.to_string())? {
+    let handle = match signer.open(state, digest)? {
         Opened::Live(h) => h,
         Opened::Expired => return Ok(None),
     };
@@ -168,20 +185,15 @@ fn resume(hub: &Hub, state: &str, digest: &str) -> Result<Option<Running>, Strin
 }
 
 /// Puts `running` aside until its client answers, returning the signed state that leads back.
-fn park(hub: &Arc<Hub>, running: Running, digest: String) -> Result<String, String> {
+fn park(hub: &Arc<Hub>, running: Running, digest: String) -> Result<String, ParkError> {
     let waiting = &hub.waiting;
-    let signer = waiting.signer.as_ref().ok_or_else(|| {
-        "this request needs the client's input, but openpact has no random source to sign the request state with".to_string()
-    })?;
-    let handle = state::random_handle()
-        .ok_or_else(|| "no random source for a request state handle".to_string())?;
+    let signer = waiting.signer.as_ref().ok_or(ParkError::NoSigner)?;
+    let handle = state::random_handle().ok_or(ParkError::NoHandle)?;
     let expires = state::now() + INPUT_WAIT.as_secs();
     let signed = signer.sign(&handle, expires, &digest);
     let mut parked = lock(&waiting.parked);
     if parked.len() >= MAX_WAITING {
-        return Err(format!(
-            "{MAX_WAITING} requests are already waiting for their clients' input; answer or drop some first"
-        ));
+        return Err(ParkError::Full);
     }
     let weak = Arc::downgrade(hub);
     let key = handle.clone();
