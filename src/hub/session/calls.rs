@@ -136,12 +136,14 @@ impl Session {
     /// A call by name with `params` for the request's own: look up → admit → dispatch →
     /// settle.
     async fn call_by_name(self: &Arc<Self>, m: &Message, kind: NameKind, params: &str) -> Reply {
-        let policy = self.hub.policy();
-        let mut call = Call::new(self, m, &policy);
-        let found = match call.look_up(kind, params).await {
+        let t0 = Instant::now();
+        let found = match self.look_up(m, kind, params).await {
             Ok(found) => found,
             Err(e) => return e.line(m).into(),
         };
+        // The policy as it is once the name is found: a login may have waited through a reload.
+        let policy = self.hub.policy();
+        let mut call = Call::new(self, m, &policy, t0);
         match call.admit_by_name(&found).await {
             Admitted::Answered(outcome, line) => call.answer(found.server(), outcome, line),
             Admitted::Go(claim) => {
@@ -154,13 +156,13 @@ impl Session {
     /// `resources/read`: URIs are not namespaced; routed by the URI → server map. Passes
     /// permission (as `server:<uri>`), rate limit and audit like a call; never cached.
     pub(super) async fn by_uri(self: &Arc<Self>, m: &Message) -> Reply {
-        let policy = self.hub.policy();
-        let mut call = Call::new(self, m, &policy);
-        // Look up.
+        let t0 = Instant::now();
         let (up, uri) = match self.resource_of(m).await {
             Ok(found) => found,
             Err(e) => return e.line(m).into(),
         };
+        let policy = self.hub.policy();
+        let mut call = Call::new(self, m, &policy, t0);
         let qualified = format!("{}:{uri}", up.config().prefix());
         let target = Target {
             kind: "resource",
@@ -183,7 +185,30 @@ impl Session {
         call.settle(up.index, reply, None)
     }
 
-    /// The server that offers the resource `m` names, and its URI.
+    /// Look up: the name in `params` routed to a server or a built-in tool.
+    async fn look_up<'p>(
+        self: &Arc<Self>,
+        m: &Message,
+        kind: NameKind,
+        params: &'p str,
+    ) -> Result<Found<'p>, Unrouted> {
+        let params = RawObject::parse(params).map_err(|e| Unrouted::NotAnObject {
+            method: m.method().to_string(),
+            why: e.to_string(),
+        })?;
+        let name = params
+            .get_str("name")
+            .ok_or_else(|| Unrouted::missing(m, "name"))?;
+        let (route, named) = self.route_or_login(kind, &name).await?;
+        Ok(Found {
+            kind,
+            route,
+            named,
+            params,
+        })
+    }
+
+    /// Look up, by URI: the server that offers the resource `m` names, and its URI.
     pub(super) async fn resource_of(
         &self,
         m: &Message,
@@ -198,33 +223,15 @@ impl Session {
 }
 
 impl<'s> Call<'s> {
-    fn new(session: &'s Arc<Session>, m: &'s Message, policy: &'s Policy) -> Call<'s> {
+    /// A call found by look-up, timed from `t0` (when its request was taken up).
+    fn new(session: &'s Arc<Session>, m: &'s Message, policy: &'s Policy, t0: Instant) -> Self {
         Call {
             session,
             m,
             policy,
-            t0: Instant::now(),
+            t0,
             audit: Record::default(),
         }
-    }
-
-    /// Look up: the name in `params` routed to a server or a built-in tool.
-    async fn look_up<'p>(&self, kind: NameKind, params: &'p str) -> Result<Found<'p>, Unrouted> {
-        let m = self.m;
-        let params = RawObject::parse(params).map_err(|e| Unrouted::NotAnObject {
-            method: m.method().to_string(),
-            why: e.to_string(),
-        })?;
-        let name = params
-            .get_str("name")
-            .ok_or_else(|| Unrouted::missing(m, "name"))?;
-        let (route, named) = self.session.route_or_login(kind, &name).await?;
-        Ok(Found {
-            kind,
-            route,
-            named,
-            params,
-        })
     }
 
     /// Admit, by name: the audit record started, then permission, rate limit and, for a
