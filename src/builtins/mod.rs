@@ -88,6 +88,13 @@ impl ToolOutput {
         ToolOutput::error(format!("Unknown tool: {tool}"))
     }
 
+    /// The JSON-RPC response answering request `id` with this result: the one place a
+    /// `tools/call` result line is built, for built-in tools and for the hub's own refusals
+    /// (a denial, a failed login, a meta-tool's answer), which the model reads alike.
+    pub fn answer(&self, id: &str) -> String {
+        crate::jsonrpc::result(id, &self.to_result().to_string())
+    }
+
     /// The `tools/call` result object.
     pub fn to_result(&self) -> Value {
         let mut v = serde_json::json!({ "content": [{ "type": "text", "text": self.text }] });
@@ -333,6 +340,26 @@ pub fn from_settings(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_error_answers_with_its_text_and_is_error() {
+        let line = ToolOutput::error("no \"way\"").answer("7");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc": "2.0", "id": 7, "result": {
+                "content": [{"type": "text", "text": "no \"way\""}], "isError": true}})
+        );
+        let ok = ToolOutput {
+            structured: Some(json!({"n": 1})),
+            ..ToolOutput::ok("fine")
+        };
+        let v: Value = serde_json::from_str(&ok.answer("\"a\"")).unwrap();
+        assert_eq!(
+            v["result"],
+            json!({"content": [{"type": "text", "text": "fine"}], "structuredContent": {"n": 1}})
+        );
+    }
 
     #[test]
     fn validation_names_the_argument() {

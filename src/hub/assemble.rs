@@ -3,9 +3,12 @@
 //! in place: over an empty hub at start, as a difference at reload, always in the same
 //! order. Secrets and policy come first, so that nothing a server or script says can leave
 //! before the policy knows the secrets to redact from it; then the built-ins, the servers,
-//! and the views over them.
+//! and the views over them. Starting a server in its slot and stopping one are here too:
+//! nothing else puts servers in place.
 
-use super::{Hub, ReloadReport, builtin_entries, catalog, read, token_name, views, write};
+use super::{
+    Hub, ReloadReport, builtin_entries, catalog, lock, login, read, token_name, views, write,
+};
 use crate::auth::{Opener, ServerAuth, TokenStore};
 use crate::builtins::Builtins;
 use crate::config::{Config, ServerConfig, Transport};
@@ -15,6 +18,7 @@ use crate::upstream::Upstream;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// What in-flight calls of a removed server fail with (after its name).
@@ -170,6 +174,65 @@ impl Hub {
         };
         *write(&self.view_specs) = views::ViewSpec::all(new, &index_of).into();
         pending
+    }
+
+    /// Starts server `sc` in slot `slot` (a new one at the end for `None`), telling the one it
+    /// replaces there to stop; returns that one's supervisor, to wait for.
+    fn put_server(
+        self: &Arc<Self>,
+        slot: Option<usize>,
+        sc: ServerConfig,
+        plan: Plan,
+        auth: Option<ServerAuth>,
+    ) -> Option<JoinHandle<()>> {
+        let mut table = self.upstreams().to_vec();
+        let index = slot.unwrap_or(table.len());
+        let up = Upstream::new(index, sc, plan, &self.settings, self.links.clone());
+        let seat = auth.map(|auth| {
+            up.set_credentials(Arc::new(auth.clone()));
+            // Tokens from a login or a refresh while serving are redacted from then on too,
+            // by whichever policy is current then.
+            let name = token_name(&auth);
+            let hub = Arc::downgrade(self);
+            auth.watch_tokens(Arc::new(move |values| {
+                if let Some(hub) = hub.upgrade() {
+                    hub.policy().add_secrets(&name, values);
+                }
+            }));
+            Arc::new(login::LoginSeat::new(auth))
+        });
+        {
+            let mut logins = write(&self.logins);
+            if logins.len() <= index {
+                logins.resize(index + 1, None);
+            }
+            logins[index] = seat;
+        }
+        // In the table before it runs: its first event looks it up there.
+        if index < table.len() {
+            table[index] = up.clone();
+        } else {
+            table.push(up.clone());
+        }
+        *write(&self.upstreams) = table.into();
+        self.metrics.name_server(index, up.name());
+        let (stop, stop_rx) = watch::channel(false);
+        let handle = tokio::spawn(up.supervise(stop_rx));
+        let mut supervisors = lock(&self.supervisors);
+        if supervisors.len() <= index {
+            supervisors.resize_with(index + 1, || None);
+        }
+        let (old_stop, old) = supervisors[index].replace((stop, handle))?;
+        let _ = old_stop.send(true);
+        Some(old)
+    }
+
+    /// Tells server `i`'s supervisor to stop (the server stays in the table, stopped), and
+    /// returns it.
+    fn stop_server(&self, i: usize) -> Option<JoinHandle<()>> {
+        let (stop, handle) = lock(&self.supervisors).get_mut(i)?.take()?;
+        let _ = stop.send(true);
+        Some(handle)
     }
 }
 

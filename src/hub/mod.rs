@@ -7,9 +7,13 @@
 //! Knows upstreams and sessions; knows nothing of stdin, HTTP or the terminal.
 //!
 //! This file holds the hub itself: starting it, its state, waiting for servers, what it
-//! declares to clients, and stopping. `routing` finds the server for a name or URI;
-//! `relay` carries traffic between servers and sessions; `events` keeps the catalogue
-//! current; `login` logs in to remote servers through the client whose call needs it.
+//! declares to clients, and stopping. Each other file owns one topic of it: `assemble`
+//! puts a config's servers, secrets and policy in place (at start and at `reload`);
+//! `routing` finds the server for a name or URI; `relay` carries traffic between servers
+//! and sessions; `events` keeps the catalogue current; `hosts` decides hosts beyond a
+//! server's allow list; `status` pictures every server; `login` holds remote servers'
+//! credentials for logins through a client (the session's half is `session/login.rs`);
+//! `session` is one downstream client, `stateless` the 2026-07-28 requests.
 
 mod assemble;
 pub mod catalog;
@@ -258,57 +262,6 @@ impl Hub {
         events::rebuild_now(&hub);
         tokio::spawn(event_loop(Arc::downgrade(&hub), ev_rx));
         hub
-    }
-
-    /// Starts server `sc` in slot `slot` (a new one at the end for `None`), telling the one it
-    /// replaces there to stop; returns that one's supervisor, to wait for.
-    fn put_server(
-        self: &Arc<Self>,
-        slot: Option<usize>,
-        sc: crate::config::ServerConfig,
-        plan: crate::sandbox::Plan,
-        auth: Option<ServerAuth>,
-    ) -> Option<JoinHandle<()>> {
-        let mut table = self.upstreams().to_vec();
-        let index = slot.unwrap_or(table.len());
-        let up = Upstream::new(index, sc, plan, &self.settings, self.links.clone());
-        let seat = auth.map(|auth| {
-            up.set_credentials(Arc::new(auth.clone()));
-            // Tokens from a login or a refresh while serving are redacted from then on too,
-            // by whichever policy is current then.
-            let name = token_name(&auth);
-            let hub = Arc::downgrade(self);
-            auth.watch_tokens(Arc::new(move |values| {
-                if let Some(hub) = hub.upgrade() {
-                    hub.policy().add_secrets(&name, values);
-                }
-            }));
-            Arc::new(login::LoginSeat::new(auth))
-        });
-        {
-            let mut logins = write(&self.logins);
-            if logins.len() <= index {
-                logins.resize(index + 1, None);
-            }
-            logins[index] = seat;
-        }
-        // In the table before it runs: its first event looks it up there.
-        if index < table.len() {
-            table[index] = up.clone();
-        } else {
-            table.push(up.clone());
-        }
-        *write(&self.upstreams) = table.into();
-        self.metrics.name_server(index, up.name());
-        let (stop, stop_rx) = watch::channel(false);
-        let handle = tokio::spawn(up.supervise(stop_rx));
-        let mut supervisors = lock(&self.supervisors);
-        if supervisors.len() <= index {
-            supervisors.resize_with(index + 1, || None);
-        }
-        let (old_stop, old) = supervisors[index].replace((stop, handle))?;
-        let _ = old_stop.send(true);
-        Some(old)
     }
 
     /// The name of server `i` (`openpact` for the built-ins).

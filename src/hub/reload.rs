@@ -237,14 +237,6 @@ impl Hub {
         *super::lock(&self.reloads.last) = Some(status);
         self.changed.send_modify(|g| *g += 1);
     }
-
-    /// Tells server `i`'s supervisor to stop (the server stays in the table, stopped), and
-    /// returns it.
-    pub(super) fn stop_server(&self, i: usize) -> Option<tokio::task::JoinHandle<()>> {
-        let (stop, handle) = super::lock(&self.supervisors).get_mut(i)?.take()?;
-        let _ = stop.send(true);
-        Some(handle)
-    }
 }
 
 #[cfg(test)]

@@ -40,21 +40,6 @@ pub struct ServerStatus {
     pub asked_hosts: Vec<Value>,
 }
 
-impl Hub {
-    /// Server `up`'s last refusals of both kinds, oldest first.
-    fn refusals_of(&self, up: &crate::upstream::Upstream) -> Vec<Value> {
-        let mut all = self.hosts.shown(up.index);
-        all.extend(
-            up.refusals()
-                .recent()
-                .iter()
-                .filter_map(|r| serde_json::to_value(r).ok()),
-        );
-        all.sort_by(|a, b| a["at"].as_str().cmp(&b["at"].as_str()));
-        all
-    }
-}
-
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -79,6 +64,7 @@ pub struct HubStatus {
 }
 
 impl Hub {
+    /// Every server's picture, removed ones left out.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.upstreams()
             .iter()
@@ -110,5 +96,18 @@ impl Hub {
                 }
             })
             .collect()
+    }
+
+    /// Server `up`'s last refusals of both kinds, oldest first.
+    fn refusals_of(&self, up: &crate::upstream::Upstream) -> Vec<Value> {
+        let mut all = self.hosts.shown(up.index);
+        all.extend(
+            up.refusals()
+                .recent()
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok()),
+        );
+        all.sort_by(|a, b| a["at"].as_str().cmp(&b["at"].as_str()));
+        all
     }
 }

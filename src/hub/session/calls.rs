@@ -1,19 +1,32 @@
-//! `tools/call`, `prompts/get` and `resources/read`: routed, then through the policy —
-//! permission, rate limit, result cache, audit — to a server or a built-in tool.
+//! `tools/call`, `prompts/get` and `resources/read` as a [`Call`] through named stages, so
+//! the pipeline reads in one place (as a proxy's phases do):
+//!
+//! 1. **look up**: the name routed to a server or a built-in tool (logging in first when its
+//!    server waits for one), or the URI to the server that offers it;
+//! 2. **admit**: the audit record started, then permission, rate limit and — for a cacheable
+//!    tool — the cache look-up; a refusal or a cached answer settles the call here;
+//! 3. **dispatch**: the request sent to its server (only `name` rewritten) or the built-in
+//!    run in process, with what the sandbox refused during it put before the result;
+//! 4. **settle**: the outcome counted, the answer sent, the audit record filed, the result
+//!    stored in the cache.
+//!
+//! Redaction happens where every line leaves ([`Session::send`]).
 
+use super::login::NotRouted;
 use super::search::Meta;
 use super::{CallReply, Reply, Session, lock, relay};
-use crate::hub::{NameKind, Route};
+use crate::builtins::ToolOutput;
+use crate::hub::{NameKind, Named, Route, RouteError};
 use crate::jsonrpc::{self, MemberProbe, Message, RawObject, code};
 use crate::metrics::Outcome;
 use crate::policy::audit::Record;
-use crate::policy::cache::{Key, Lookup};
+use crate::policy::cache::{Claim, Key, Lookup};
 use crate::policy::canonical::canonical;
-use crate::policy::{Target, Verdict};
+use crate::policy::{Policy, Target, Verdict};
 use crate::upstream::{CallError, Upstream};
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// JSON-RPC code for a refused `prompts/get` or `resources/read` (tools get an `isError`
 /// result instead).
@@ -21,11 +34,90 @@ pub const PERMISSION_DENIED: i64 = -32003;
 /// The code the rate limit answers with.
 pub const RATE_LIMITED: i64 = -32000;
 
+/// Why a call found nothing to call. Rendered into the answer only at the edge
+/// ([`Unrouted::line`]), where the request it answers is known.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unrouted {
+    #[error("{method} params must be an object: {why}")]
+    NotAnObject { method: String, why: String },
+    #[error("{method} needs a string `{member}`")]
+    Missing {
+        method: String,
+        member: &'static str,
+    },
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    NotRouted(#[from] NotRouted),
+}
+
+impl Unrouted {
+    /// The answer to `m`: a failed login is a tool error the model can read and relay (as a
+    /// refusal is) when `m` is a tool call; everything else a JSON-RPC error.
+    pub(super) fn line(&self, m: &Message) -> String {
+        let code = match self {
+            Unrouted::NotAnObject { .. } | Unrouted::Missing { .. } => code::INVALID_PARAMS,
+            Unrouted::Route(e) | Unrouted::NotRouted(NotRouted::Route(e)) => e.code(),
+            Unrouted::NotRouted(NotRouted::Login(e)) => {
+                if m.method() == "tools/call" {
+                    return ToolOutput::error(e.to_string()).answer(m.id());
+                }
+                crate::upstream::code::UNAVAILABLE
+            }
+        };
+        jsonrpc::error(m.id(), code, &self.to_string(), None)
+    }
+
+    fn missing(m: &Message, member: &'static str) -> Unrouted {
+        Unrouted::Missing {
+            method: m.method().to_string(),
+            member,
+        }
+    }
+}
+
+/// One call on its way through the stages. What the stages share is here — the request, the
+/// policy it started with, its clock and its audit record — so each stage is a method and
+/// none reaches into another.
+struct Call<'s> {
+    session: &'s Arc<Session>,
+    m: &'s Message,
+    policy: &'s Policy,
+    t0: Instant,
+    audit: Record,
+}
+
+/// What look-up found for a call by name.
+struct Found<'p> {
+    kind: NameKind,
+    route: Route,
+    named: Arc<Named>,
+    /// The request's params.
+    params: RawObject<'p>,
+}
+
+impl<'p> Found<'p> {
+    fn arguments(&self) -> &'p str {
+        self.params.get("arguments").unwrap_or("{}")
+    }
+
+    fn server(&self) -> usize {
+        self.named.upstream
+    }
+}
+
+/// Where admission leaves a call.
+enum Admitted<'c> {
+    /// On to dispatch; with the cache slot its result is to be stored in, and for how long.
+    Go(Option<(Claim<'c>, Duration)>),
+    /// Answered without a dispatch (refused, limited, or from the cache): the answer and
+    /// its outcome, to settle.
+    Answered(Outcome, String),
+}
+
 impl Session {
-    /// `tools/call` and `prompts/get`: route by name, then the policy pipeline — permission →
-    /// rate limit → cache lookup → call (only `name` rewritten) → answer → cache store →
-    /// audit.
-    /// Redaction happens where every line leaves ([`Session::send`]).
+    /// `tools/call` and `prompts/get`: the search meta-tools answered or turned into the call
+    /// they stand for, then the call's stages.
     pub(super) async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> Reply {
         let params = m.params().unwrap_or("{}");
         if matches!(kind, NameKind::Tool)
@@ -35,174 +127,175 @@ impl Session {
         {
             return match meta {
                 Meta::Answer(line) => line.into(),
-                Meta::Call(inner) => self.by_name_with(m, kind, &inner).await,
+                Meta::Call(inner) => self.call_by_name(m, kind, &inner).await,
             };
         }
-        self.by_name_with(m, kind, params).await
+        self.call_by_name(m, kind, params).await
     }
 
-    /// [`Session::by_name`] with `params` for the request's own.
-    async fn by_name_with(self: &Arc<Self>, m: &Message, kind: NameKind, params: &str) -> Reply {
+    /// A call by name with `params` for the request's own: look up → admit → dispatch →
+    /// settle.
+    async fn call_by_name(self: &Arc<Self>, m: &Message, kind: NameKind, params: &str) -> Reply {
         let t0 = Instant::now();
-        let obj = match RawObject::parse(params) {
-            Ok(o) => o,
-            Err(e) => {
-                return jsonrpc::error(
-                    m.id(),
-                    code::INVALID_PARAMS,
-                    &format!("{} params must be an object: {e}", m.method()),
-                    None,
-                )
-                .into();
-            }
-        };
-        let Some(name) = obj.get_str("name") else {
-            return jsonrpc::error(
-                m.id(),
-                code::INVALID_PARAMS,
-                &format!("{} needs a string `name`", m.method()),
-                None,
-            )
-            .into();
-        };
-        let (route, named) = match self.route_or_login(m, kind, &name).await {
+        let found = match self.look_up(m, kind, params).await {
             Ok(found) => found,
-            Err(line) => return line.into(),
+            Err(e) => return e.line(m).into(),
         };
-        let arguments = obj.get("arguments").unwrap_or("{}");
+        // The policy as it is once the name is found: a login may have waited through a reload.
+        let policy = self.hub.policy();
+        let mut call = Call::new(self, m, &policy, t0);
+        match call.admit_by_name(&found).await {
+            Admitted::Answered(outcome, line) => call.answer(found.server(), outcome, line),
+            Admitted::Go(claim) => {
+                let reply = call.dispatch(&found).await;
+                call.settle(found.server(), reply, claim)
+            }
+        }
+    }
+
+    /// `resources/read`: URIs are not namespaced; routed by the URI → server map. Passes
+    /// permission (as `server:<uri>`), rate limit and audit like a call; never cached.
+    pub(super) async fn by_uri(self: &Arc<Self>, m: &Message) -> Reply {
+        let t0 = Instant::now();
+        let (up, uri) = match self.resource_of(m).await {
+            Ok(found) => found,
+            Err(e) => return e.line(m).into(),
+        };
+        let policy = self.hub.policy();
+        let mut call = Call::new(self, m, &policy, t0);
+        let qualified = format!("{}:{uri}", up.config().prefix());
         let target = Target {
-            kind: match kind {
+            kind: "resource",
+            qualified: &qualified,
+            server: up.name(),
+            description: "",
+            definition: "",
+            arguments: "{}",
+            ask_every_time: false,
+        };
+        // Admit: no cache for reads.
+        call.audit = call.audit_start(qualified.as_str().into(), Some("{}".into()));
+        if let Some((outcome, refused)) = call.permit(&target).await {
+            return call.answer(up.index, outcome, refused);
+        }
+        // Dispatch, then settle.
+        let reply = self
+            .request_upstream(&up, m.method(), m.params().unwrap_or("{}"))
+            .await;
+        call.settle(up.index, reply, None)
+    }
+
+    /// Look up: the name in `params` routed to a server or a built-in tool.
+    async fn look_up<'p>(
+        self: &Arc<Self>,
+        m: &Message,
+        kind: NameKind,
+        params: &'p str,
+    ) -> Result<Found<'p>, Unrouted> {
+        let params = RawObject::parse(params).map_err(|e| Unrouted::NotAnObject {
+            method: m.method().to_string(),
+            why: e.to_string(),
+        })?;
+        let name = params
+            .get_str("name")
+            .ok_or_else(|| Unrouted::missing(m, "name"))?;
+        let (route, named) = self.route_or_login(kind, &name).await?;
+        Ok(Found {
+            kind,
+            route,
+            named,
+            params,
+        })
+    }
+
+    /// Look up, by URI: the server that offers the resource `m` names, and its URI.
+    pub(super) async fn resource_of(
+        &self,
+        m: &Message,
+    ) -> Result<(Arc<Upstream>, String), Unrouted> {
+        let uri = RawObject::parse(m.params().unwrap_or("{}"))
+            .ok()
+            .and_then(|o| o.get_str("uri").map(Cow::into_owned))
+            .ok_or_else(|| Unrouted::missing(m, "uri"))?;
+        let up = self.hub.route_uri(self.view, &uri).await?;
+        Ok((up, uri))
+    }
+}
+
+impl<'s> Call<'s> {
+    /// A call found by look-up, timed from `t0` (when its request was taken up).
+    fn new(session: &'s Arc<Session>, m: &'s Message, policy: &'s Policy, t0: Instant) -> Self {
+        Call {
+            session,
+            m,
+            policy,
+            t0,
+            audit: Record::default(),
+        }
+    }
+
+    /// Admit, by name: the audit record started, then permission, rate limit and, for a
+    /// cacheable tool, the cache look-up.
+    async fn admit_by_name(&mut self, found: &Found<'_>) -> Admitted<'s> {
+        let (named, arguments) = (&found.named, found.arguments());
+        let hub = &self.session.hub;
+        let server_name = hub.server_name(named.upstream);
+        let target = Target {
+            kind: match found.kind {
                 NameKind::Tool => "tool",
                 NameKind::Prompt => "prompt",
             },
             qualified: &named.qualified,
-            server: &self.hub.server_name(named.upstream),
+            server: &server_name,
             description: &named.description,
             definition: named.definition(),
             arguments,
-            ask_every_time: matches!(route, Route::Builtin)
+            ask_every_time: matches!(found.route, Route::Builtin)
                 && crate::builtins::ASK_EVERY_TIME.contains(&named.original.as_str()),
         };
-        let policy = self.hub.policy();
-        let ttl = match kind {
+        let policy = self.policy;
+        let ttl = match found.kind {
             NameKind::Tool => policy.cache_ttl(&named.qualified, named.read_only),
             NameKind::Prompt => None,
         };
         // The cache key and the audit record share one canonical form of the arguments.
         let canon: Option<Arc<str>> =
             (ttl.is_some() || policy.audit_enabled()).then(|| canonical(arguments).into());
-        let mut audit = self.audit_start(m.method(), named.qualified.clone(), canon.clone());
-        let server = named.upstream;
-        if let Some((outcome, denied)) = self.admit(m, &target, &mut audit).await {
-            return self.answer(audit, (server, outcome), t0, denied);
+        self.audit = self.audit_start(named.qualified.clone(), canon.clone());
+        if let Some((outcome, refused)) = self.permit(&target).await {
+            return Admitted::Answered(outcome, refused);
         }
-        let claim = match ttl {
-            None => None,
-            Some(ttl) => {
-                let key = Key::from_canonical(
-                    named.upstream,
-                    &named.original,
-                    canon.unwrap_or_else(|| canonical(arguments).into()),
-                );
-                match policy.cache.lookup::<CallReply>(key).await {
-                    Lookup::Hit(result) => {
-                        audit.cache = "hit".into();
-                        // Only successful, non-error results are stored.
-                        audit.outcome = "ok".into();
-                        self.hub.metrics.cache_hit(server);
-                        let line = jsonrpc::result(m.id(), &result);
-                        return self.answer(audit, (server, Outcome::Ok), t0, line);
-                    }
-                    Lookup::Failed(reply) => {
-                        audit.cache = "miss".into();
-                        let outcome = self.note_outcome(&mut audit, &reply);
-                        return self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
-                    }
-                    Lookup::Claimed(claim) => Some((claim, ttl)),
-                }
-            }
+        let Some(ttl) = ttl else {
+            self.audit.cache = "off".into();
+            return Admitted::Go(None);
         };
-        audit.cache = if claim.is_some() { "miss" } else { "off" }.into();
-        let upstream_params = obj.with("name", &named.original_json);
-        let refusals = self.hub.hosts.mark(server);
-        let refused_before = match &route {
-            Route::Server(up) => up.refusals().count(),
-            Route::Builtin => 0,
-        };
-        let reply = self
-            .dispatch(
-                &route,
-                m.method(),
-                &named.original,
-                arguments,
-                &upstream_params,
-            )
-            .await;
-        let reply = match kind {
-            NameKind::Tool => {
-                let reply = match &route {
-                    Route::Server(up) => with_path_refusals(up, refused_before, reply).await,
-                    Route::Builtin => reply,
-                };
-                self.hub.with_refusals(server, refusals, reply)
+        let key = Key::from_canonical(
+            named.upstream,
+            &named.original,
+            canon.unwrap_or_else(|| canonical(arguments).into()),
+        );
+        self.audit.cache = "miss".into();
+        match policy.cache.lookup::<CallReply>(key).await {
+            Lookup::Hit(result) => {
+                self.audit.cache = "hit".into();
+                // Only successful, non-error results are stored.
+                self.audit.outcome = "ok".into();
+                hub.metrics.cache_hit(named.upstream);
+                Admitted::Answered(Outcome::Ok, jsonrpc::result(self.m.id(), &result))
             }
-            NameKind::Prompt => reply,
-        };
-        let outcome = self.note_outcome(&mut audit, &reply);
-        let sent = self.answer(audit, (server, outcome), t0, relay(m.id(), &reply));
-        if let Some((claim, ttl)) = claim {
-            match reply.as_ref().ok().and_then(Message::result) {
-                // Only successful, non-error results are stored — already redacted, so the
-                // cache never holds a secret.
-                Some(result) if !is_error_result(result) => {
-                    claim.store(Arc::from(policy.redact(result).as_ref()), ttl);
-                }
-                _ => claim.fail(Arc::new(reply)),
+            Lookup::Failed(reply) => {
+                let outcome = self.note_outcome(&reply);
+                Admitted::Answered(outcome, relay(self.m.id(), &reply))
             }
-        }
-        sent
-    }
-
-    /// Sends a routed `tools/call` / `prompts/get` to its server, or runs a built-in tool in
-    /// process (its result wrapped as if a server had answered, so the rest of the pipeline
-    /// treats both alike).
-    async fn dispatch(
-        self: &Arc<Self>,
-        route: &Route,
-        method: &str,
-        tool: &str,
-        arguments: &str,
-        upstream_params: &str,
-    ) -> Result<Message, CallError> {
-        match route {
-            Route::Server(up) => self.request_upstream(up, method, upstream_params).await,
-            Route::Builtin => {
-                let args: serde_json::Value =
-                    serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
-                let output = self
-                    .hub
-                    .builtins()
-                    .call(tool, &args)
-                    .await
-                    .unwrap_or_else(|| crate::builtins::ToolOutput::unknown_tool(tool));
-                let line = jsonrpc::result("0", &output.to_result().to_string());
-                Message::parse(line.into_boxed_str()).map_err(|e| CallError::Closed {
-                    server: crate::hub::catalog::BUILTIN_SERVER.into(),
-                    reason: format!("produced an unreadable result: {e}"),
-                })
-            }
+            Lookup::Claimed(claim) => Admitted::Go(Some((claim, ttl))),
         }
     }
 
-    /// Permission and rate limit. `Some` is the refusal to send instead of calling.
-    async fn admit(
-        self: &Arc<Self>,
-        m: &Message,
-        target: &Target<'_>,
-        audit: &mut Record,
-    ) -> Option<(Outcome, String)> {
-        let policy = self.hub.policy();
-        let verdict = policy.permission(target, self.as_ref()).await;
+    /// Permission and rate limit. `Some` is the refusal to answer with instead of calling,
+    /// and its outcome.
+    async fn permit(&mut self, target: &Target<'_>) -> Option<(Outcome, String)> {
+        let (m, policy, audit) = (self.m, self.policy, &mut self.audit);
+        let verdict = policy.permission(target, self.session.as_ref()).await;
         let (decision, source) = match &verdict {
             Verdict::Allow(s) => ("allow", *s),
             Verdict::Deny(s, _) => ("deny", *s),
@@ -215,13 +308,7 @@ impl Session {
             tracing::info!(target = %policy.redact(target.qualified), source = source.label(), "denied");
             let line = if m.method() == "tools/call" {
                 // A tool error the model can read and relay, as the spec prefers.
-                let text = jsonrpc::quote(&message);
-                jsonrpc::result(
-                    m.id(),
-                    &format!(
-                        "{{\"content\":[{{\"type\":\"text\",\"text\":{text}}}],\"isError\":true}}"
-                    ),
-                )
+                ToolOutput::error(message).answer(m.id())
             } else {
                 jsonrpc::error(m.id(), PERMISSION_DENIED, &message, None)
             };
@@ -247,10 +334,79 @@ impl Session {
         None
     }
 
+    /// Dispatch: the call sent to its server or run in process; for a tool, what the
+    /// sandbox refused during it is put before the result.
+    async fn dispatch(&self, found: &Found<'_>) -> CallReply {
+        let (session, named) = (self.session, &found.named);
+        let server = found.server();
+        let hub = &session.hub;
+        let refusals = hub.hosts.mark(server);
+        let reply = match &found.route {
+            Route::Server(up) => {
+                let refused_before = up.refusals().count();
+                let upstream_params = found.params.with("name", &named.original_json);
+                let reply = session
+                    .request_upstream(up, self.m.method(), &upstream_params)
+                    .await;
+                match found.kind {
+                    NameKind::Tool => with_path_refusals(up, refused_before, reply).await,
+                    NameKind::Prompt => reply,
+                }
+            }
+            Route::Builtin => self.run_builtin(&named.original, found.arguments()).await,
+        };
+        match found.kind {
+            NameKind::Tool => hub.with_refusals(server, refusals, reply),
+            NameKind::Prompt => reply,
+        }
+    }
+
+    /// A built-in tool, run in process: its result wrapped as if a server had answered, so
+    /// the rest of the pipeline treats both alike.
+    async fn run_builtin(&self, tool: &str, arguments: &str) -> CallReply {
+        let args: serde_json::Value =
+            serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+        let output = self
+            .session
+            .hub
+            .builtins()
+            .call(tool, &args)
+            .await
+            .unwrap_or_else(|| ToolOutput::unknown_tool(tool));
+        Message::parse(output.answer("0").into_boxed_str()).map_err(|e| CallError::Closed {
+            server: crate::hub::catalog::BUILTIN_SERVER.into(),
+            reason: format!("produced an unreadable result: {e}"),
+        })
+    }
+
+    /// Settle a dispatched call: its outcome read off the reply, the answer sent and audited,
+    /// then the result stored in `claim` (only successful, non-error results — already
+    /// redacted, so the cache never holds a secret).
+    fn settle(
+        mut self,
+        server: usize,
+        reply: CallReply,
+        claim: Option<(Claim<'_>, Duration)>,
+    ) -> Reply {
+        let outcome = self.note_outcome(&reply);
+        let policy = self.policy;
+        let line = relay(self.m.id(), &reply);
+        let sent = self.answer(server, outcome, line);
+        if let Some((claim, ttl)) = claim {
+            match reply.as_ref().ok().and_then(Message::result) {
+                Some(result) if !is_error_result(result) => {
+                    claim.store(Arc::from(policy.redact(result).as_ref()), ttl);
+                }
+                _ => claim.fail(Arc::new(reply)),
+            }
+        }
+        sent
+    }
+
     /// The audit record as far as it is known before the call; an empty one (nothing
     /// allocated) when auditing is off.
-    fn audit_start(&self, method: &str, target: Arc<str>, canon: Option<Arc<str>>) -> Record {
-        let policy = self.hub.policy();
+    fn audit_start(&self, target: Arc<str>, canon: Option<Arc<str>>) -> Record {
+        let policy = self.policy;
         let (true, Some(canon)) = (policy.audit_enabled(), canon) else {
             return Record::default();
         };
@@ -258,9 +414,10 @@ impl Session {
             serde_json::from_str(&policy.redact(&canon)).unwrap_or(serde_json::Value::Null)
         });
         const METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+        let method = self.m.method();
         Record {
             at: Some(std::time::SystemTime::now()),
-            client: lock(&self.client_name).clone(),
+            client: lock(&self.session.client_name).clone(),
             method: METHODS
                 .into_iter()
                 .find(|known| *known == method)
@@ -274,19 +431,20 @@ impl Session {
     }
 
     /// Reads the outcome off a server's reply: for the metrics from what is already parsed,
-    /// and for the audit (when on) in detail, sparing [`Session::answer`] a re-parse of the
+    /// and for the audit (when on) in detail, sparing [`Call::answer`] a re-parse of the
     /// line it becomes. Failures to get a reply are left to `answer`, which records the
     /// error object the client was sent.
-    fn note_outcome(&self, audit: &mut Record, reply: &CallReply) -> Outcome {
+    fn note_outcome(&mut self, reply: &CallReply) -> Outcome {
         let counted = match reply {
             Ok(msg) if msg.error().is_none() => Outcome::Ok,
             _ => Outcome::Error,
         };
-        let policy = self.hub.policy();
+        let policy = self.policy;
         if !policy.audit_enabled() {
             return counted;
         }
         let Ok(msg) = reply else { return counted };
+        let audit = &mut self.audit;
         audit.outcome = match (msg.result(), msg.error()) {
             (Some(result), _) if is_error_result(result) => "isError".into(),
             (Some(_), _) => "ok".into(),
@@ -299,19 +457,19 @@ impl Session {
         counted
     }
 
-    /// Counts the call (`counted`: its server's index and outcome), sends the answer, then
+    /// Counts the call (of server `server`, with `outcome`), sends the answer, then
     /// completes and files the audit record: that bookkeeping need not delay the client.
-    fn answer(
-        &self,
-        mut audit: Record,
-        counted: (usize, Outcome),
-        t0: Instant,
-        line: String,
-    ) -> Reply {
-        self.hub.metrics.call(counted.0, counted.1, t0.elapsed());
-        let policy = self.hub.policy();
+    fn answer(self, server: usize, outcome: Outcome, line: String) -> Reply {
+        let Call {
+            session,
+            policy,
+            t0,
+            mut audit,
+            ..
+        } = self;
+        session.hub.metrics.call(server, outcome, t0.elapsed());
         if !policy.audit_enabled() {
-            self.send(line);
+            session.send(line);
             return Reply::Sent;
         }
         audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
@@ -326,7 +484,7 @@ impl Session {
                 _ => "ok".into(),
             };
         }
-        self.send(line);
+        session.send(line);
         // A URI or a denial message can quote a secret.
         if let Cow::Owned(redacted) = policy.redact(&audit.target) {
             audit.target = redacted.into();
@@ -334,61 +492,6 @@ impl Session {
         audit.error = audit.error.map(|e| policy.redact(&e).into_owned());
         policy.audit(audit);
         Reply::Sent
-    }
-
-    pub(super) fn uri_of(m: &Message) -> Result<String, String> {
-        let params = m.params().unwrap_or("{}");
-        RawObject::parse(params)
-            .ok()
-            .and_then(|o| o.get_str("uri").map(Cow::into_owned))
-            .ok_or_else(|| {
-                jsonrpc::error(
-                    m.id(),
-                    code::INVALID_PARAMS,
-                    &format!("{} needs a string `uri`", m.method()),
-                    None,
-                )
-            })
-    }
-
-    pub(super) async fn route_uri(&self, m: &Message, uri: &str) -> Result<Arc<Upstream>, String> {
-        self.hub
-            .route_uri(self.view, uri)
-            .await
-            .map_err(|e| jsonrpc::error(m.id(), e.code(), &e.to_string(), None))
-    }
-
-    /// `resources/read`: URIs are not namespaced; route by the URI → server map. Passes
-    /// permission (as `server:<uri>`), rate limit and audit like a call.
-    pub(super) async fn by_uri(self: &Arc<Self>, m: &Message) -> Reply {
-        let t0 = Instant::now();
-        let uri = match Self::uri_of(m) {
-            Ok(u) => u,
-            Err(line) => return line.into(),
-        };
-        let up = match self.route_uri(m, &uri).await {
-            Ok(up) => up,
-            Err(line) => return line.into(),
-        };
-        let qualified = format!("{}:{uri}", up.config().prefix());
-        let target = Target {
-            kind: "resource",
-            qualified: &qualified,
-            server: up.name(),
-            description: "",
-            definition: "",
-            arguments: "{}",
-            ask_every_time: false,
-        };
-        let mut audit = self.audit_start(m.method(), qualified.as_str().into(), Some("{}".into()));
-        if let Some((outcome, denied)) = self.admit(m, &target, &mut audit).await {
-            return self.answer(audit, (up.index, outcome), t0, denied);
-        }
-        let reply = self
-            .request_upstream(&up, m.method(), m.params().unwrap_or("{}"))
-            .await;
-        let outcome = self.note_outcome(&mut audit, &reply);
-        self.answer(audit, (up.index, outcome), t0, relay(m.id(), &reply))
     }
 }
 
@@ -464,7 +567,44 @@ async fn with_path_refusals(up: &Upstream, before: u64, reply: CallReply) -> Cal
 
 #[cfg(test)]
 mod tests {
-    use super::is_error_result;
+    use super::{NotRouted, Unrouted, is_error_result};
+    use crate::hub::session::login::LoginError;
+    use crate::jsonrpc::Message;
+    use serde_json::{Value, json};
+
+    fn request(method: &str) -> Message {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":4,"method":"{method}","params":{{}}}}"#);
+        Message::parse(line.into()).unwrap()
+    }
+
+    fn answer(e: &Unrouted, method: &str) -> Value {
+        serde_json::from_str(&e.line(&request(method))).unwrap()
+    }
+
+    #[test]
+    fn an_unrouted_call_is_rendered_only_at_the_edge() {
+        let declined = Unrouted::from(NotRouted::from(LoginError::Declined("gh".into())));
+        let why = "the login to server 'gh' was declined; to log in from a terminal instead, run `openpact auth login gh`";
+        // A tool call gets a tool error the model can read; a prompt the server's state.
+        assert_eq!(
+            answer(&declined, "tools/call")["result"],
+            json!({"content": [{"type": "text", "text": why}], "isError": true})
+        );
+        assert_eq!(
+            answer(&declined, "prompts/get")["error"],
+            json!({"code": crate::upstream::code::UNAVAILABLE, "message": why})
+        );
+        let missing = Unrouted::missing(&request("resources/read"), "uri");
+        assert_eq!(
+            answer(&missing, "resources/read")["error"],
+            json!({"code": crate::jsonrpc::code::INVALID_PARAMS, "message": "resources/read needs a string `uri`"})
+        );
+        let unknown = Unrouted::from(crate::hub::RouteError::NoServerForUri("x:/y".into()));
+        assert_eq!(
+            answer(&unknown, "resources/read")["error"]["code"],
+            json!(crate::hub::RESOURCE_NOT_FOUND)
+        );
+    }
 
     #[test]
     fn is_error_result_reads_the_member_however_it_is_written() {

@@ -21,6 +21,39 @@ pub const INPUT_NOT_BRIDGED: i64 = -32021;
 /// a 2026-07-28 server no longer gives).
 static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(1);
 
+/// Why a server's input request cannot be answered by this session's client (the call ends
+/// with it, as an error of code [`INPUT_NOT_BRIDGED`]).
+#[derive(Debug, thiserror::Error)]
+enum InputError {
+    #[error("server '{server}' sent inputRequests that are not an object: {why}")]
+    NotAnObject { server: String, why: String },
+    #[error(
+        "server '{server}' asked for input by {asked:?}, which openpact cannot pass to a client; the {method} could not complete"
+    )]
+    NotPassable {
+        server: String,
+        asked: String,
+        method: String,
+    },
+    #[error(
+        "server '{server}' needs the client to answer {asked} ({missing}), which the client connected to openpact did not declare; the {method} could not complete"
+    )]
+    Undeclared {
+        server: String,
+        asked: String,
+        missing: &'static str,
+        method: String,
+    },
+    #[error("the client did not answer {asked} for server '{server}'")]
+    Unanswered { server: String, asked: String },
+    #[error("the client refused {asked} for server '{server}': {error}")]
+    Refused {
+        server: String,
+        asked: String,
+        error: String,
+    },
+}
+
 impl Session {
     /// Sends a routed `tools/call`, `prompts/get` or `resources/read` to `up` and, while the
     /// server answers `input_required`, gets the inputs from the client and retries (with a
@@ -50,7 +83,7 @@ impl Session {
             let responses = match asked.get("inputRequests") {
                 Some(requests) => match self.fulfil(up.name(), method, requests).await {
                     Ok(responses) => Some(responses),
-                    Err(why) => return not_bridged(&why),
+                    Err(why) => return not_bridged(&why.to_string()),
                 },
                 None => None,
             };
@@ -65,9 +98,16 @@ impl Session {
 
     /// Asks the client each of `requests` (an `inputRequests` object) in turn; the
     /// `inputResponses` object, or why it cannot be had.
-    async fn fulfil(&self, server: &str, method: &str, requests: &str) -> Result<String, String> {
-        let requests = RawObject::parse(requests).map_err(|e| {
-            format!("server '{server}' sent inputRequests that are not an object: {e}")
+    async fn fulfil(
+        &self,
+        server: &str,
+        method: &str,
+        requests: &str,
+    ) -> Result<String, InputError> {
+        let server = server.to_string();
+        let requests = RawObject::parse(requests).map_err(|e| InputError::NotAnObject {
+            server: server.clone(),
+            why: e.to_string(),
         })?;
         let mut responses: Vec<(String, String)> = Vec::new();
         for key in requests.keys() {
@@ -77,26 +117,36 @@ impl Session {
                 .unwrap_or_default();
             let asked = entry.get_str("method").unwrap_or_default();
             let params = entry.get("params").unwrap_or("{}");
-            let (params, needs) = for_client(&asked, params).ok_or_else(|| {
-                format!(
-                    "server '{server}' asked for input by {asked:?}, which openpact cannot pass to a client; the {method} could not complete"
-                )
-            })?;
+            let Some((params, needs)) = for_client(&asked, params) else {
+                return Err(InputError::NotPassable {
+                    server,
+                    asked: asked.into_owned(),
+                    method: method.to_string(),
+                });
+            };
             if let Some(missing) = needs.iter().find(|n| !self.declared(n)) {
-                return Err(format!(
-                    "server '{server}' needs the client to answer {asked} ({missing}), which the client connected to openpact did not declare; the {method} could not complete"
-                ));
+                return Err(InputError::Undeclared {
+                    server,
+                    asked: asked.into_owned(),
+                    missing,
+                    method: method.to_string(),
+                });
             }
-            let reply = self
+            let Some(reply) = self
                 .ask_client(&asked, &params, None, "the call ended")
                 .await
-                .ok_or_else(|| {
-                    format!("the client did not answer {asked} for server '{server}'")
-                })?;
+            else {
+                return Err(InputError::Unanswered {
+                    server,
+                    asked: asked.into_owned(),
+                });
+            };
             if let Some(error) = reply.error() {
-                return Err(format!(
-                    "the client refused {asked} for server '{server}': {error}"
-                ));
+                return Err(InputError::Refused {
+                    server,
+                    asked: asked.into_owned(),
+                    error: error.to_string(),
+                });
             }
             let result = reply.result().unwrap_or("{}");
             let plain = RawObject::parse(result)

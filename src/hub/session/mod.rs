@@ -6,8 +6,10 @@
 //!
 //! This file holds the session's state, reading the client's frames, running each request
 //! on its own task, and sending. `lists` answers `initialize` and the merged lists;
-//! `calls` runs calls, prompts and resource reads through the policy (`search` turns the
-//! search meta-tools into answers or the calls they stand for); `routed` passes
+//! `calls` runs calls, prompts and resource reads as a `Call` through named stages (look up,
+//! admit, dispatch, settle) — `login` logs in through this client when a call's server waits
+//! for it, `search` turns the search meta-tools into answers or the calls they stand for,
+//! `input` sends a call upstream and answers what its server asks; `routed` passes
 //! subscriptions, completions and log levels on; `client` carries requests to the client.
 //!
 //! Until the client has sent `notifications/initialized`, it gets only answers, pings,
@@ -21,6 +23,7 @@ mod calls;
 mod client;
 mod input;
 mod lists;
+mod login;
 mod routed;
 mod search;
 

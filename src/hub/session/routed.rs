@@ -9,13 +9,9 @@ use std::sync::Arc;
 
 impl Session {
     pub(super) async fn subscription(&self, m: &Message) -> String {
-        let uri = match Self::uri_of(m) {
-            Ok(u) => u,
-            Err(line) => return line,
-        };
-        let up = match self.route_uri(m, &uri).await {
-            Ok(up) => up,
-            Err(line) => return line,
+        let (up, uri) = match self.resource_of(m).await {
+            Ok(found) => found,
+            Err(e) => return e.line(m),
         };
         let params = m.params().unwrap_or("{}");
         let subscribe = m.method() == "resources/subscribe";

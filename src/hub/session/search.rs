@@ -3,6 +3,7 @@
 //! pipeline like any other (permission for the real tool, cache, limits, audit).
 
 use super::Session;
+use crate::builtins::ToolOutput;
 use crate::config::ToolSearch;
 use crate::hub::views::{self, CALL_TOOL, SEARCH_TOOLS};
 use crate::hub::{Catalog, catalog};
@@ -18,16 +19,14 @@ pub(super) enum Meta {
     Call(String),
 }
 
-/// A `tools/call` result with one text and, maybe, structured content.
+/// A `tools/call` answer with one text and, maybe, structured content.
 fn tool_result(id: &str, text: &str, structured: Option<Value>, is_error: bool) -> String {
-    let mut result = json!({"content": [{"type": "text", "text": text}]});
-    if let Some(s) = structured {
-        result["structuredContent"] = s;
+    ToolOutput {
+        text: text.to_string(),
+        structured,
+        is_error,
     }
-    if is_error {
-        result["isError"] = Value::Bool(true);
-    }
-    jsonrpc::result(id, &result.to_string())
+    .answer(id)
 }
 
 impl Session {

@@ -3,7 +3,8 @@
 //! go through a session of the stream's own, so they are routed and counted upstream exactly
 //! like a handshake client's `resources/subscribe`, and undone when the stream ends.
 
-use super::{Envelope, Out, Status};
+use super::envelope::Envelope;
+use super::{Out, Status};
 use crate::hub::{Hub, HubEvent, Session};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
 use crate::transport::{Outbox, Outgoing};
