@@ -157,6 +157,16 @@ impl Builtins {
         Builtins { groups, tools }
     }
 
+    /// These groups and `more` after them (an embedding program's tools).
+    pub fn joined(self, more: &[Arc<dyn Group>]) -> Builtins {
+        if more.is_empty() {
+            return self;
+        }
+        let mut groups = self.groups;
+        groups.extend(more.iter().cloned());
+        Builtins::new(groups)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.groups.is_empty()
     }
