@@ -175,18 +175,22 @@ impl Hub {
         typed("tools/call", result)
     }
 
-    /// Every tool of every ready server, the built-ins and the host's tools.
+    /// Every tool of every ready server, the built-ins and the host's tools: the whole
+    /// list, even where `toolSearch` gives clients a short one (a program has no context
+    /// window to spare).
     pub async fn list_tools(&self) -> Result<Vec<Tool>, Error> {
-        let mut tools = Vec::new();
-        let mut params = json!({});
-        loop {
-            let mut page = self.client.request("tools/list", &params).await?;
-            tools.extend(typed::<Vec<Tool>>("tools/list", page["tools"].take())?);
-            match page.get("nextCursor").and_then(Value::as_str) {
-                Some(cursor) => params = json!({"cursor": cursor}),
-                None => return Ok(tools),
-            }
-        }
+        self.hub
+            .view_catalog(0)
+            .tools
+            .items
+            .iter()
+            .map(|t| {
+                typed(
+                    "tools/list",
+                    serde_json::from_str(&t.json).unwrap_or_default(),
+                )
+            })
+            .collect()
     }
 
     /// The tools that best match `query` (a task in plain words), best first, at most
