@@ -8,7 +8,11 @@
 //! `OPENPACT_FIXTURE` names the fixture binary (default: `openpact-fixture` in the target
 //! dir this example was built in); `OPENPACT_PEERS_JSON` the peers file (default:
 //! `target/peers/peers.json`). Exits non-zero when any answer is not what it should be.
-#![allow(clippy::print_stdout, reason = "an example reports what it did")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "an example reports what it did, and why it failed"
+)]
 
 use openpact::Hub;
 use serde_json::{Value, json};

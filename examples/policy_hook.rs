@@ -4,7 +4,11 @@
 //!
 //!     cargo build --release --features internals --bin openpact-fixture
 //!     cargo run --release --example policy_hook
-#![allow(clippy::print_stdout, reason = "an example reports what it did")]
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "an example reports what it did, and why it failed"
+)]
 
 mod support;
 
