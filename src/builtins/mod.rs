@@ -167,10 +167,6 @@ impl Builtins {
         Builtins::new(groups)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
-    }
-
     /// Every tool, in group order.
     pub fn tools(&self) -> Vec<ToolDef> {
         self.tools.iter().map(|e| e.def.clone()).collect()
@@ -286,6 +282,7 @@ fn describe(e: &jsonschema::ValidationError, schema: &Value) -> String {
 
 /// Checks `args` against `schema` once (compiling it); a tool call uses its compiled
 /// [`ArgsCheck`].
+#[cfg(test)]
 pub fn validate(schema: &Value, args: &Value) -> Result<(), String> {
     ArgsCheck::new(schema)?.check(args)
 }

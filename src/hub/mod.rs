@@ -27,10 +27,10 @@ pub mod status;
 pub mod uri_template;
 pub mod views;
 
-pub use catalog::{Catalog, CatalogTool, Named};
+pub use catalog::{Catalog, Named};
 pub use local::LocalClient;
 pub use reload::{NEEDS_RESTART, ReloadReport, ReloadStatus};
-pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError};
+pub use routing::{NameKind, Route, RouteError};
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
 

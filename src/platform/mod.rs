@@ -57,7 +57,7 @@ mod unix;
 pub use linux::{FileWatch, ProcessEnd};
 #[cfg(unix)]
 pub use unix::{
-    SOCKET_PATH_MAX, SignalStream, TerminalMode, create_dir_all, create_mode,
+    SOCKET_PATH_MAX, TerminalMode, create_dir_all, create_mode,
     fail_background_reads, file_id, is_background_read, listen, liveness, mode, new_process_group,
     private_to_user, send, set_file_mode, set_mode, signal_group, terminal, uid,
 };

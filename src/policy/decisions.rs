@@ -74,6 +74,7 @@ impl DecisionStore {
         }
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

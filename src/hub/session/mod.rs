@@ -24,7 +24,6 @@ mod lists;
 mod routed;
 mod search;
 
-pub use calls::{PERMISSION_DENIED, RATE_LIMITED};
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;
