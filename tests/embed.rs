@@ -21,10 +21,11 @@ fn builder(sc: &Scratch, servers: Value, openpact: Value) -> openpact::HubBuilde
 #[tokio::test]
 async fn an_embedded_hub_calls_lists_searches_reads_and_prompts() {
     let sc = Scratch::new();
+    // Tool search on: clients get a short list, the program still the whole one.
     let hub = builder(
         &sc,
         json!({"a": fixture(&[]), "b": fixture(&[])}),
-        json!({}),
+        json!({"toolSearch": {"mode": "on"}}),
     )
     .start()
     .await
