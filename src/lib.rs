@@ -92,7 +92,7 @@ layers!(
 pub mod embed;
 
 pub use embed::{
-    Decision, Error, Event, HostTool, Hub, HubBuilder, Permission, Prompt, PromptMessage,
+    Decision, Error, Event, Events, HostTool, Hub, HubBuilder, Permission, Prompt, PromptMessage,
     ResourceContent, SearchHit, ServerState, Tool, ToolResult, run_sandbox_wrapper_if_asked,
 };
 
