@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// The modules in the order of `lib.rs`'s list, lowest layer first.
 fn layer_order(lib: &str) -> Vec<String> {
     lib.lines()
-        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.strip_prefix("// - [`"))
         .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_string()))
         .collect()
 }

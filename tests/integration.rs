@@ -22,6 +22,7 @@
 //! - `compat`: popular community servers under the default profile (`.ci/compat.sh` installs them).
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
+//! - `embed`: the embedding API (`openpact::Hub`) in this process against the fixture.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //!
 //! Unix only, as the hub is so far (src/platform/mod.rs): the tests signal processes and open
@@ -47,6 +48,7 @@ mod clients;
 mod compat;
 mod docs;
 mod editors;
+mod embed;
 mod everything;
 mod failures;
 mod http_clients;

@@ -1,7 +1,7 @@
 //! The openpact benchmark: the hub's cost against talking to a server directly.
 //!
 //! ```text
-//! cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture
+//! cargo build --release --features internals --bin openpact --bin openpact-sandbox --bin openpact-fixture
 //! cargo run --release --example bench -- --quick # the CI step, under a minute
 //! cargo run --release --example bench            # full run, a few minutes
 //! cargo run --release --example bench -- --help  # --only PART, --scale F, profiling wrapper
@@ -354,7 +354,7 @@ fn locate() -> Result<Ctx> {
     for bin in [&openpact, &fixture, &wrapper] {
         if !bin.is_file() {
             bail!(
-                "{} is missing; build the binaries first:\n    cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture",
+                "{} is missing; build the binaries first:\n    cargo build --release --features internals --bin openpact --bin openpact-sandbox --bin openpact-fixture",
                 bin.display()
             );
         }
@@ -399,7 +399,7 @@ fn warn_if_stale(bins: &[&PathBuf]) {
             && src > built
         {
             eprintln!(
-                "bench: warning: {} is older than the sources; rebuild with `cargo build --release --bin openpact --bin openpact-sandbox --bin openpact-fixture`",
+                "bench: warning: {} is older than the sources; rebuild with `cargo build --release --features internals --bin openpact --bin openpact-sandbox --bin openpact-fixture`",
                 bin.display()
             );
         }

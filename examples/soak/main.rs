@@ -1,7 +1,7 @@
 //! The openpact soak: does the hub hold steady over many sessions and over time?
 //!
 //! ```text
-//! cargo build --release --bin openpact --bin openpact-fixture
+//! cargo build --release --features internals --bin openpact --bin openpact-fixture
 //! cargo run --release --example soak -- --sessions 30000   # session churn, two phases
 //! cargo run --release --example soak -- --minutes 15       # mixed traffic (the default)
 //! cargo run --release --example soak -- --minutes 1        # the CI run
@@ -44,7 +44,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: cargo run --release --example soak -- [--minutes M | --sessions N]
   --minutes M    mixed traffic for M minutes (default 15), then the leak checks
   --sessions N   N abandoned HTTP sessions, then N DELETEd ones (default 30000), RSS compared
-Build the binaries first: cargo build --release --bin openpact --bin openpact-fixture
+Build the binaries first: cargo build --release --features internals --bin openpact --bin openpact-fixture
 exit status: 0 PASS, 1 FAIL or error, 2 bad arguments";
 
 /// What to run.
@@ -147,7 +147,7 @@ fn locate() -> Result<Ctx> {
     for bin in [&openpact, &fixture] {
         if !bin.is_file() {
             bail!(
-                "{} is missing; build the binaries first:\n    cargo build --release --bin openpact --bin openpact-fixture",
+                "{} is missing; build the binaries first:\n    cargo build --release --features internals --bin openpact --bin openpact-fixture",
                 bin.display()
             );
         }

@@ -53,6 +53,7 @@ impl Challenge {
     }
 
     /// Whether this is a step-up request (RFC 6750 `insufficient_scope`).
+    #[cfg(any(test, feature = "internals"))]
     pub fn insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }

@@ -16,16 +16,21 @@ mod register;
 mod server;
 mod store;
 
-pub use browser::{BROWSER_VAR, Opener};
-pub use callback::check_iss;
-pub use challenge::{Challenge, split_scopes};
-pub use discovery::{AuthServer, Discovered, canonical_resource};
-pub use probe::{Probe, probe};
-pub use register::{AuthMethod, METADATA_URL_VAR};
+pub use browser::Opener;
+pub use probe::probe;
 pub use server::{AuthStatus, ServerAuth, describe, scope_list};
-pub use store::{StoreKind, TokenStore};
+pub use store::TokenStore;
+// What the fuzz targets (tests/fuzz) and tests/auth.rs drive directly.
+#[cfg(feature = "internals")]
+pub use {
+    challenge::Challenge,
+    discovery::{AuthServer, canonical_resource},
+    probe::Probe,
+    register::{AuthMethod, METADATA_URL_VAR},
+};
 
 /// The parsers of what servers and browsers send, for the fuzz targets in `tests/fuzz`.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod parsers {
     pub use super::callback::{Expect, Verdict, verdict};

@@ -157,7 +157,9 @@ impl ServerAuth {
 
     /// How logins started by [`Credentials::challenge`] show the authorization URL (default:
     /// from `OPENPACT_OAUTH_BROWSER`); e.g. [`Opener::Notify`] to hand it to the downstream
-    /// client as a URL elicitation.
+    /// client as a URL elicitation. (For tests/auth.rs: the hub's logins take their opener
+    /// from the environment.)
+    #[cfg(feature = "internals")]
     pub fn set_opener(&self, opener: Opener) {
         *self.inner.opener.lock().unwrap_or_else(|p| p.into_inner()) = Some(opener);
     }

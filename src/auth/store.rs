@@ -126,7 +126,9 @@ impl TokenStore {
         }
     }
 
-    /// The file store, whatever the keyring can do.
+    /// The file store, whatever the keyring can do (tests: the hub picks by what the
+    /// machine offers).
+    #[cfg(any(test, feature = "internals"))]
     pub fn file(state_dir: &Path) -> TokenStore {
         TokenStore {
             kind: StoreKind::File,
@@ -147,6 +149,7 @@ impl TokenStore {
     }
 
     /// The file that holds `server`'s tokens in the file store.
+    #[cfg(test)]
     pub fn tokens_path(&self, server: &str, resource: &str) -> PathBuf {
         self.path(&tokens_key(server, resource))
     }

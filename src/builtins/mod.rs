@@ -166,8 +166,14 @@ impl Builtins {
         Builtins { groups, tools }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.groups.is_empty()
+    /// These groups and `more` after them (an embedding program's tools).
+    pub fn joined(self, more: &[Arc<dyn Group>]) -> Builtins {
+        if more.is_empty() {
+            return self;
+        }
+        let mut groups = self.groups;
+        groups.extend(more.iter().cloned());
+        Builtins::new(groups)
     }
 
     /// Every tool, in group order.
@@ -285,6 +291,7 @@ fn describe(e: &jsonschema::ValidationError, schema: &Value) -> String {
 
 /// Checks `args` against `schema` once (compiling it); a tool call uses its compiled
 /// [`ArgsCheck`].
+#[cfg(test)]
 pub fn validate(schema: &Value, args: &Value) -> Result<(), String> {
     ArgsCheck::new(schema)?.check(args)
 }

@@ -197,6 +197,7 @@ impl Fetcher {
     }
 
     /// Whether this fetcher refuses private addresses.
+    #[cfg(test)]
     pub fn guarded(&self) -> bool {
         self.core.block
     }

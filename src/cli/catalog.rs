@@ -79,20 +79,10 @@ pub(super) async fn search_tools(
     let hub = Hub::start(config, state);
     hub.declare_client(None);
     settle(&hub).await;
-    let catalog = hub.catalog();
-    let tools = &catalog.tools.items;
-    let servers = crate::hub::views::tool_servers(tools, &hub.upstreams());
-    let found = {
-        let (tools, query) = (tools.clone(), query.to_string());
-        tokio::task::spawn_blocking(move || {
-            crate::hub::views::index_over(&tools, &servers).search(&query, limit, |_| true)
-        })
-        .await
-        .context("the search stopped")?
-    };
-    let results = crate::hub::views::results(tools, &found, &hub.upstreams());
+    let results = crate::hub::views::search_catalog(&hub, query, limit).await;
+    let total = hub.catalog().tools.items.len();
     hub.shutdown().await;
-    output::search_results(query, &results, tools.len(), json)?;
+    output::search_results(query, &results, total, json)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,6 +6,7 @@
 mod args;
 pub mod auth;
 mod catalog;
+pub mod entry;
 // The shared hub speaks over a unix socket (see src/platform/mod.rs).
 #[cfg(unix)]
 pub mod connect;

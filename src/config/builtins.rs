@@ -69,6 +69,7 @@ pub struct ChatSettings {
 }
 
 impl ChatSettings {
+    #[cfg(test)]
     pub fn any(&self) -> bool {
         self.discord.is_some()
             || self.telegram.is_some()

@@ -149,6 +149,7 @@ impl HostPattern {
     }
 
     /// The entry as written in the config.
+    #[cfg(test)]
     pub fn as_str(&self) -> &str {
         &self.text
     }

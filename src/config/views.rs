@@ -132,6 +132,7 @@ pub struct Profile {
 
 impl Profile {
     /// Whether server `name` is in view.
+    #[cfg(test)]
     pub fn has_server(&self, name: &str) -> bool {
         self.servers
             .as_ref()

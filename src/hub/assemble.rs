@@ -113,11 +113,14 @@ impl Hub {
             old.hub.builtins != new.hub.builtins || secrets_of(old) != configured
         });
         if rebuild {
-            let builtins = Arc::new(if new.hub.builtins.enabled {
-                crate::builtins::from_settings(&new.hub.builtins, &secrets, &state_dir)
-            } else {
-                Builtins::default()
-            });
+            let builtins = Arc::new(
+                if new.hub.builtins.enabled {
+                    crate::builtins::from_settings(&new.hub.builtins, &secrets, &state_dir)
+                } else {
+                    Builtins::default()
+                }
+                .joined(&self.host.tools),
+            );
             super::lock(&self.builder).set_builtins(&builtin_entries(&builtins));
             *write(&self.builtins) = builtins;
         }

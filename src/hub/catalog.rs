@@ -174,9 +174,6 @@ fn read_only(obj: &RawObject) -> bool {
         .unwrap_or(false)
 }
 
-/// Tools keep this name in the code that only deals with tools.
-pub type CatalogTool = Named;
-
 /// A namespaced list (tools or prompts) with its lookup table.
 #[derive(Debug, Default)]
 pub struct NamedList {

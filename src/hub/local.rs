@@ -65,10 +65,4 @@ impl LocalClient {
         }
         None
     }
-
-    /// Sends a request and waits for its response.
-    pub async fn request(&mut self, method: &str, params: &str) -> Option<Message> {
-        let id = self.send_request(method, params);
-        self.response(id, |_| {}).await
-    }
 }

@@ -31,10 +31,10 @@ pub mod status;
 pub mod uri_template;
 pub mod views;
 
-pub use catalog::{Catalog, CatalogTool, Named};
+pub use catalog::{Catalog, Named};
 pub use local::LocalClient;
 pub use reload::{NEEDS_RESTART, ReloadReport, ReloadStatus};
-pub use routing::{HubCallError, NameKind, RESOURCE_NOT_FOUND, Route, RouteError};
+pub use routing::{NameKind, Route, RouteError};
 pub use session::Session;
 pub use status::{HubStatus, ServerStatus};
 
@@ -154,6 +154,16 @@ pub struct Hub {
     links: crate::upstream::HubLinks,
     /// The config the hub runs now, and how the last reload went.
     reloads: reload::Reloads,
+    /// The embedding program's part, fixed for the hub's life.
+    host: Host,
+}
+
+/// What a program embedding the hub brings to it (`crate::embed`): its answers to permission
+/// questions, and tools of its own served as built-ins.
+#[derive(Default)]
+pub(crate) struct Host {
+    pub(crate) decide: Option<crate::policy::prompt::Decider>,
+    pub(crate) tools: Vec<Arc<dyn crate::builtins::Group>>,
 }
 
 /// What stops a server's supervisor, and the supervisor.
@@ -199,6 +209,16 @@ impl Hub {
         config: &Config,
         state_dir: &Path,
         pick: impl Fn(&str) -> bool,
+    ) -> Arc<Hub> {
+        Self::start_hosted(config, state_dir, pick, Host::default())
+    }
+
+    /// Like [`Hub::start_selected`], with what an embedding program adds.
+    pub(crate) fn start_hosted(
+        config: &Config,
+        state_dir: &Path,
+        pick: impl Fn(&str) -> bool,
+        host: Host,
     ) -> Arc<Hub> {
         let mut config = config.clone();
         for sc in config.servers.iter_mut().filter(|sc| !pick(&sc.name)) {
@@ -250,6 +270,7 @@ impl Hub {
             builder: Mutex::new(builder),
             links,
             reloads: reload::Reloads::new(&config, state_dir),
+            host,
         });
         let _ = sink.0.set(Arc::downgrade(&hub));
         crate::sandbox::sweep_stale_temp();

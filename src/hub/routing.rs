@@ -3,7 +3,7 @@
 
 use super::{Hub, Named};
 use crate::jsonrpc;
-use crate::upstream::{CallError, State, Upstream};
+use crate::upstream::{State, Upstream};
 use std::sync::Arc;
 
 /// Why a request could not be routed to a server.
@@ -36,24 +36,6 @@ impl RouteError {
 
 /// The 2024-11-05 … 2025-11-25 "resource not found" code.
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
-
-/// Either a routing failure or a failed upstream request.
-#[derive(Debug, thiserror::Error)]
-pub enum HubCallError {
-    #[error(transparent)]
-    Route(#[from] RouteError),
-    #[error(transparent)]
-    Call(#[from] CallError),
-}
-
-impl HubCallError {
-    pub fn code(&self) -> i64 {
-        match self {
-            HubCallError::Route(e) => e.code(),
-            HubCallError::Call(e) => e.code(),
-        }
-    }
-}
 
 /// Where a tool or prompt is served.
 #[derive(Clone)]

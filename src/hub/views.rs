@@ -212,6 +212,22 @@ pub fn index_over(tools: &[Arc<Named>], servers: &[(Arc<str>, Arc<str>)]) -> Ind
     Index::new(docs)
 }
 
+/// The `limit` tools of the whole catalogue that best match `query`, as [`results`] gives
+/// them (what `openpact tools --search` and the embedding API's search return); the index is
+/// built on the blocking pool.
+pub async fn search_catalog(hub: &super::Hub, query: &str, limit: usize) -> Vec<serde_json::Value> {
+    let catalog = hub.catalog();
+    let tools = &catalog.tools.items;
+    let servers = tool_servers(tools, &hub.upstreams());
+    let found = {
+        let (tools, query) = (tools.clone(), query.to_string());
+        tokio::task::spawn_blocking(move || index_over(&tools, &servers).search(&query, limit, |_| true))
+            .await
+            .unwrap_or_default()
+    };
+    results(tools, &found, &hub.upstreams())
+}
+
 /// What a search found, as `search_tools` and `openpact tools --search` show it: each tool
 /// of `tools` that `hits` names, best first, with its full definition, server and score.
 pub fn results(

@@ -6,7 +6,6 @@
 //! the client's next request when it was woken on the same CPU. Until then the result is
 //! served from the table of calls in flight, so a repeated call hits all the same.
 
-use super::canonical::canonical;
 use crate::{FastHasher as Hasher, FastMap};
 use moka::Expiry;
 use moka::sync::Cache;
@@ -33,11 +32,12 @@ impl std::hash::Hash for Key {
 }
 
 impl Key {
+    #[cfg(test)]
     pub fn new(server: usize, tool: &str, arguments: &str) -> Key {
-        Key::from_canonical(server, tool, canonical(arguments).into())
+        Key::from_canonical(server, tool, super::canonical::canonical(arguments).into())
     }
 
-    /// For arguments already in canonical form (see [`canonical`]).
+    /// For arguments already in canonical form (see [`super::canonical::canonical`]).
     pub fn from_canonical(server: usize, tool: &str, arguments: Arc<str>) -> Key {
         // Seeded once per process, like the maps' own hashers.
         static SEED: std::sync::LazyLock<Hasher> = std::sync::LazyLock::new(Hasher::default);

@@ -439,6 +439,9 @@ impl Policy {
     /// Puts `q` to the user: through the client when it can be asked, else on the terminal.
     async fn put(&self, q: &Question, asker: &dyn Asker) -> Put {
         let timeout = self.settings.permissions.prompt_timeout;
+        if let Some(answer) = asker.decide(q) {
+            return Put::Answered(q.effective(answer), false);
+        }
         let answer = if asker.can_elicit() {
             asker
                 .elicit(q.text(), q.schema(), timeout)

@@ -107,8 +107,17 @@ pub fn parse_elicitation(result: &str) -> Answer {
     }
 }
 
+/// A program's answer to every question, given instead of a person's (`crate::embed`'s
+/// policy hook).
+pub type Decider = std::sync::Arc<dyn Fn(&Question) -> Answer + Send + Sync>;
+
 /// A way to reach the user through the downstream client (implemented by a session).
 pub trait Asker: Send + Sync {
+    /// The answer of the program embedding the hub, which then stands in for the user;
+    /// `None` when it gave no hook.
+    fn decide(&self, _question: &Question) -> Option<Answer> {
+        None
+    }
     /// Whether the client declared `elicitation`.
     fn can_elicit(&self) -> bool;
     /// Sends `elicitation/create`; the result JSON text, or None (no answer in time).

@@ -18,7 +18,6 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Redactor {
     automaton: Option<AhoCorasick>,
     replacements: Vec<String>,
-    names: Vec<String>,
 }
 
 impl Redactor {
@@ -26,7 +25,6 @@ impl Redactor {
     pub fn new(secrets: &[(String, String)]) -> Redactor {
         let mut patterns = Vec::new();
         let mut replacements = Vec::new();
-        let mut names = Vec::new();
         for (name, value) in secrets {
             if value.len() < MIN_SECRET_LEN {
                 continue;
@@ -39,9 +37,6 @@ impl Redactor {
             if escaped != value {
                 patterns.push(escaped.to_string());
                 replacements.push(replacement);
-            }
-            if !names.contains(name) {
-                names.push(name.clone());
             }
         }
         let automaton = if patterns.is_empty() {
@@ -56,7 +51,6 @@ impl Redactor {
         Redactor {
             automaton,
             replacements,
-            names,
         }
     }
 
@@ -64,10 +58,6 @@ impl Redactor {
         self.automaton.is_none()
     }
 
-    /// Names of the secrets covered (never their values).
-    pub fn names(&self) -> &[String] {
-        &self.names
-    }
 
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Some(ac) = &self.automaton else {

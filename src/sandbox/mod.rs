@@ -35,7 +35,7 @@ mod plan;
 mod recipe;
 
 pub use describe::describe;
-pub use launch::{Launch, LaunchError, remove_temp_root, sweep_stale_temp};
+pub use launch::{Launch, remove_temp_root, sweep_stale_temp};
 pub use plan::plan;
 
 /// The hidden subcommand: `openpact __sandbox RULES -- PROGRAM ARGS…`.

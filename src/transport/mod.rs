@@ -14,5 +14,5 @@ pub mod queue;
 pub mod socket;
 pub mod stdio;
 
-pub use child::{ChildProc, ChildSpec, Scrub, SpawnError, Spawned, StderrLog};
+pub use child::{ChildProc, ChildSpec, StderrLog};
 pub use lines::{Outbox, Outgoing, read_frames, spawn_writer};

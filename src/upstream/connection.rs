@@ -237,10 +237,6 @@ impl Connection {
         self.closed_reason().is_some()
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.lock_pending().len()
-    }
-
     fn closed_reason(&self) -> Option<String> {
         self.closed.lock().ok().and_then(|c| c.clone())
     }

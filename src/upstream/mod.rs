@@ -24,7 +24,6 @@ pub use connection::{CallError, Connection, Incoming, code};
 pub use handshake::{Entry, HANDSHAKE_VERSIONS, HandshakeError, OFFERED_VERSION, ServerInfo};
 pub use lists::ListKind;
 pub use remote::RemoteStatus;
-pub use supervise::STOP_GRACE;
 
 use crate::config::{HubSettings, RestartPolicy, ServerConfig};
 use crate::jsonrpc::{Message, RawObject};

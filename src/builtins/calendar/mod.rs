@@ -29,6 +29,8 @@ mod zones;
 /// The feed reader and the listing, for the fuzz targets in `tests/fuzz`.
 #[doc(hidden)]
 pub use feed::Feed;
+/// For the fuzz target `calendar` (tests/fuzz).
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use listing::listing_within;
 

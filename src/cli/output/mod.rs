@@ -12,7 +12,7 @@ pub use catalog::{
 };
 pub use config::{config_human, config_json, config_problems, sandbox_allowed};
 pub use hubs::{
-    cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reload_line, reloaded,
+    cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reloaded,
     servers_human,
 };
 pub use stores::{

@@ -204,7 +204,7 @@ fn app(face: &Arc<Face>) -> axum::Router {
 /// The router [`start`] serves for `hub`, without a listener, as if bound to a loopback
 /// address (`loopback`) or not: for driving requests in process (the fuzz targets in
 /// `tests/fuzz`). Idle sessions are not reaped; a full table makes room as usual.
-#[doc(hidden)]
+#[cfg(feature = "internals")]
 pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::Router {
     app(&new_face(hub, settings, loopback))
 }

@@ -602,7 +602,7 @@ mod tests {
         let unknown = Unrouted::from(crate::hub::RouteError::NoServerForUri("x:/y".into()));
         assert_eq!(
             answer(&unknown, "resources/read")["error"]["code"],
-            json!(crate::hub::RESOURCE_NOT_FOUND)
+            json!(crate::hub::routing::RESOURCE_NOT_FOUND)
         );
     }
 

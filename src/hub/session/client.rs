@@ -4,7 +4,7 @@
 
 use super::{Forwarded, Session, lock};
 use crate::jsonrpc::{self, Message, RawObject};
-use crate::policy::prompt::Asker;
+use crate::policy::prompt::{Answer, Asker, Question};
 use crate::upstream::Connection;
 use std::future::Future;
 use std::pin::Pin;
@@ -200,6 +200,10 @@ impl Session {
 }
 
 impl Asker for Session {
+    fn decide(&self, question: &Question) -> Option<Answer> {
+        self.hub.host.decide.as_ref().map(|decide| decide(question))
+    }
+
     fn can_elicit(&self) -> bool {
         self.client_has("elicitation")
     }

@@ -27,7 +27,6 @@ mod login;
 mod routed;
 mod search;
 
-pub use calls::{PERMISSION_DENIED, RATE_LIMITED};
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;

@@ -16,6 +16,8 @@ pub mod state;
 mod waiting;
 
 #[doc(hidden)]
+// The fuzz targets read requests the way the hub does.
+#[cfg(feature = "internals")]
 pub use envelope::{inner_request, request_digest};
 pub(crate) use waiting::Waiting;
 

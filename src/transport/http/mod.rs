@@ -173,6 +173,7 @@ impl Drop for Link {
 /// known: what it delivers goes to `deliver`; the end of the link, if the answer ended it, is
 /// returned. A resumption it attempts goes to `spec.url`. For the fuzz targets (`tests/fuzz`),
 /// which drive it with made-up responses.
+#[cfg(any(test, feature = "internals"))]
 #[doc(hidden)]
 pub async fn answer_post(
     spec: Arc<RemoteSpec>,
