@@ -12,6 +12,7 @@ mod jsonc;
 mod paths;
 mod policy;
 mod resolve;
+mod running;
 pub mod sandbox;
 pub(crate) mod suggest;
 mod units;
@@ -25,6 +26,7 @@ pub use builtins::{
     ScriptsSettings, VaultSettings, WebSettings,
 };
 pub use expand::looks_secret;
+pub use running::as_running;
 pub use units::human_duration;
 
 /// The server name built-in tools go by in logs, audit records, metrics and listings.

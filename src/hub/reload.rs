@@ -2,7 +2,8 @@
 //! the same path a hub starts by): a server added starts, one removed stops, one whose start
 //! changed (command, args, env, cwd, url, headers, protocol, sandbox…) restarts, one changed
 //! only in what applies in place (namespace, timeout, tool filters) keeps its process, and
-//! the rest are not touched. Settings that cannot change live are kept and reported. The
+//! the rest are not touched. Settings that cannot change live are kept and reported (which they are is the config's
+//! rule: [`crate::config::as_running`]). The
 //! caller checks the config first: one with errors never gets here.
 
 use super::assemble::Assembly;
@@ -96,44 +97,11 @@ impl ReloadReport {
 /// server that takes longer drops out of it when it does stop).
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// What the hub runs of `new`: `new` with the settings read only at start kept as in `old`,
-/// and the names of those that differ (they wait for a restart). Kept as they run, a later
-/// reload reports them again.
-fn as_running(old: &Config, mut new: Config) -> (Config, Vec<String>) {
-    let mut waiting = Vec::new();
-    let (o, n) = (&old.hub, &mut new.hub);
-    macro_rules! keep {
-        ($($field:ident).+, $name:expr) => {
-            if o.$($field).+ != n.$($field).+ {
-                waiting.push($name.to_string());
-                n.$($field).+ = o.$($field).+.clone();
-            }
-        };
-    }
-    keep!(tool_names, "openpact.toolNames");
-    keep!(max_message_size, "openpact.maxMessageSize");
-    keep!(page_size, "openpact.pageSize");
-    keep!(list_wait, "openpact.listWait");
-    keep!(restart, "openpact.restart");
-    keep!(http, "openpact.http");
-    keep!(policy.cache.max_bytes, "openpact.cache.maxBytes");
-    keep!(shared, "openpact.shared");
-    // Sessions hold a view by its index: profiles may be added, not removed or moved.
-    let names = |c: &crate::config::HubSettings| -> Vec<String> {
-        c.profiles.iter().map(|p| p.name.clone()).collect()
-    };
-    if !names(n).starts_with(&names(o)) {
-        waiting.push("openpact.profiles (removing, renaming or reordering profiles)".into());
-        n.profiles.clone_from(&o.profiles);
-    }
-    (new, waiting)
-}
-
 impl Hub {
     /// Applies `new` (already checked) as the difference from the config the hub runs.
     pub async fn reload(self: &Arc<Self>, new: Config) -> ReloadReport {
         let mut current = self.reloads.current.lock().await;
-        let (new, needs_restart) = as_running(&current, new);
+        let (new, needs_restart) = crate::config::as_running(&current, new);
         let mut report = ReloadReport {
             needs_restart,
             ..ReloadReport::default()
@@ -242,35 +210,6 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(text: &str) -> Config {
-        crate::config::parse(text, std::path::Path::new(""), &|_| None).unwrap()
-    }
-
-    /// What waits for a restart runs as before and is reported on every reload until then;
-    /// what applies live comes through.
-    #[test]
-    fn settings_read_at_start_keep_running_and_are_reported_again() {
-        let old = config(r#"{"openpact": {"listWait": "5s", "profiles": {"a": {}, "b": {}}}}"#);
-        let new = config(
-            r#"{"openpact": {"listWait": "1s", "profiles": {"b": {}}, "toolSearch": {"mode": "on"}}}"#,
-        );
-        let (running, waiting) = as_running(&old, new.clone());
-        assert_eq!(
-            waiting,
-            [
-                "openpact.listWait",
-                "openpact.profiles (removing, renaming or reordering profiles)"
-            ]
-        );
-        assert_eq!(running.hub.list_wait, old.hub.list_wait);
-        assert_eq!(running.hub.profiles, old.hub.profiles);
-        assert_eq!(running.hub.tool_search, new.hub.tool_search, "applies live");
-        let (_, again) = as_running(&running, new);
-        assert_eq!(again, waiting, "reported again by the next reload");
-        let (_, none) = as_running(&old, old.clone());
-        assert!(none.is_empty());
-    }
 
     /// Every key camelCase, as in the rest of the status file; a file written before the
     /// rename still reads.
