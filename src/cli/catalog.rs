@@ -125,7 +125,10 @@ async fn invoke(
 ) -> Result<ExitCode> {
     let hub = start_for(config, state, name);
     // Connect first: servers wait to learn the client's capabilities before `initialize`.
-    let mut client = LocalClient::connect(hub.clone(), "{}").await;
+    let Some((client, mut messages)) = LocalClient::connect(hub.clone(), "openpact-cli", "{}").await
+    else {
+        bail!("the hub's session closed before it answered initialize")
+    };
     settle(&hub).await;
     let progress = output::Progress::new();
     let params = if progress.visible() {
@@ -133,17 +136,20 @@ async fn invoke(
     } else {
         params.to_string()
     };
-    let id = client.send_request(method, &params);
-    let reply = tokio::select! {
-        reply = client.response(id, |m| progress.update(m)) => reply,
-        _ = tokio::signal::ctrl_c() => {
-            client.notify("notifications/cancelled", Some(&format!("{{\"requestId\":{id},\"reason\":\"interrupted\"}}")));
-            progress.finish();
-            // Let the cancel reach the server before it is stopped.
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            hub.shutdown().await;
-            output::interrupted();
-            return Ok(ExitCode::from(130));
+    let (id, mut response) = client.send_request(method, &params);
+    let reply = loop {
+        tokio::select! {
+            reply = &mut response => break reply.ok(),
+            Some(m) = messages.recv() => progress.update(&m),
+            _ = tokio::signal::ctrl_c() => {
+                client.notify("notifications/cancelled", Some(&format!("{{\"requestId\":{id},\"reason\":\"interrupted\"}}")));
+                progress.finish();
+                // Let the cancel reach the server before it is stopped.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                hub.shutdown().await;
+                output::interrupted();
+                return Ok(ExitCode::from(130));
+            }
         }
     };
     progress.finish();
