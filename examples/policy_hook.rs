@@ -45,7 +45,7 @@ async fn run() -> Result<()> {
     let denied = hub.call_tool("fx:add", json!({"a": 1, "b": 2})).await?;
     check(
         "fx:add denied",
-        denied.is_error && denied.text().contains("denied"),
+        denied.is_error && denied.text().contains("policy hook"),
         &denied.text(),
     )?;
     hub.shutdown().await;

@@ -121,7 +121,10 @@ async fn the_policy_hook_answers_instead_of_a_prompt() {
         .await
         .unwrap();
     assert!(
-        denied.is_error && denied.text().contains("denied"),
+        denied.is_error
+            && denied
+                .text()
+                .contains("denied by the host program's policy hook"),
         "{denied:?}"
     );
     assert_eq!(*asked.lock().unwrap(), ["fx:echo", "fx:add"]);

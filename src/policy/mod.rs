@@ -308,8 +308,9 @@ impl Policy {
             // Remembered answers are never read for these (see `permission`).
             rememberable: !t.ask_every_time && self.rules.matching(t.qualified) != Some(Rule::Ask),
         };
-        let (answer, unremembered) = match self.put(&q, asker).await {
-            Put::Answered(answer, unremembered) => (answer, unremembered),
+        let (answer, unremembered, by) = match self.put(&q, asker).await {
+            Put::Answered(answer, unremembered) => (answer, unremembered, AT_THE_PROMPT),
+            Put::Decided(answer) => (answer, false, BY_THE_HOOK),
             Put::NoChannel => {
                 return match self.settings.permissions.non_interactive {
                     Rule::Allow => Verdict::Allow(Source::NonInteractive),
@@ -351,10 +352,7 @@ impl Policy {
             ),
             Answer::Deny { .. } => Verdict::Deny(
                 Source::Prompt,
-                format!(
-                    "openpact denied {} {}: denied at the prompt",
-                    t.kind, t.qualified
-                ),
+                format!("openpact denied {} {}: denied {by}", t.kind, t.qualified),
             ),
         }
     }
@@ -412,11 +410,16 @@ impl Policy {
             changed: None,
             rememberable: true,
         };
-        match self.put(&q, asker).await {
-            Put::Answered(answer, _) => {
+        let answered = self.put(&q, asker).await;
+        let by = match answered {
+            Put::Decided(_) => BY_THE_HOOK,
+            _ => AT_THE_PROMPT,
+        };
+        match answered {
+            Put::Answered(answer, _) | Put::Decided(answer) => {
                 self.remember_answer(key, answer, prompt::HOST).await;
                 match answer {
-                    Answer::Deny { .. } => Err("denied at the prompt".into()),
+                    Answer::Deny { .. } => Err(format!("denied {by}")),
                     allowed => Ok(allowed),
                 }
             }
@@ -440,7 +443,7 @@ impl Policy {
     async fn put(&self, q: &Question, asker: &dyn Asker) -> Put {
         let timeout = self.settings.permissions.prompt_timeout;
         if let Some(answer) = asker.decide(q) {
-            return Put::Answered(q.effective(answer), false);
+            return Put::Decided(q.effective(answer));
         }
         let answer = if asker.can_elicit() {
             asker
@@ -593,9 +596,15 @@ impl Policy {
 const NO_WAY_TO_ASK: &str = "the client did not declare elicitation and there is no terminal";
 
 /// How a question went.
+/// Who refused, in a denial's message.
+const AT_THE_PROMPT: &str = "at the prompt";
+const BY_THE_HOOK: &str = "by the host program's policy hook";
+
 enum Put {
     /// `true`: a denial whose "remember it?" had no answer in time.
     Answered(Answer, bool),
+    /// Answered by the embedding program's policy hook, not by a person.
+    Decided(Answer),
     NoAnswer,
     NoChannel,
 }
