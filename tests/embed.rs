@@ -206,3 +206,41 @@ async fn events_tell_of_a_crash_and_a_list_change() {
     assert!(changed.is_ok(), "no ToolsChanged after change_tools");
     hub.shutdown().await;
 }
+
+/// A host tool may not take a built-in's name (it would never be called), nor two host tools
+/// one name: the start fails saying which.
+#[tokio::test]
+async fn a_host_tool_named_like_a_built_in_fails_the_start() {
+    let sc = Scratch::new();
+    let tool = |name: &str| {
+        HostTool::new(
+            name,
+            "Reads.",
+            json!({"type": "object"}),
+            |_args: Value| async move { Ok(Value::String("mine".into())) },
+        )
+    };
+    let workspace = sc.state().join("workspace");
+    let builtins = json!({"builtins": {"workspace": {"root": workspace}}});
+    let Err(taken) = builder(&sc, json!({"fx": fixture(&[])}), builtins)
+        .tool(tool("workspace_read"))
+        .start()
+        .await
+    else {
+        panic!("a host tool named workspace_read was accepted beside the built-in");
+    };
+    let taken = taken.to_string();
+    assert!(
+        taken.contains("'workspace_read'") && taken.contains("built-in"),
+        "{taken}"
+    );
+    let Err(twice) = builder(&sc, json!({"fx": fixture(&[])}), json!({}))
+        .tool(tool("mine"))
+        .tool(tool("mine"))
+        .start()
+        .await
+    else {
+        panic!("two host tools named alike were accepted");
+    };
+    assert!(twice.to_string().contains("'mine'"), "{twice}");
+}

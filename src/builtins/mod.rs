@@ -127,6 +127,8 @@ pub struct Builtins {
     /// Every tool with the index of its group and its argument check: definitions are fixed
     /// at construction, and a call should not rebuild every schema to find its tool.
     tools: Vec<Entry>,
+    /// Tools not served because an earlier one had their name.
+    left_out: Vec<&'static str>,
 }
 
 /// One built-in tool as [`Builtins`] holds it.
@@ -152,18 +154,36 @@ impl Entry {
 }
 
 impl Builtins {
+    /// The tools of `groups`, in order. A name already taken by an earlier tool is not served
+    /// twice: the first keeps it, and the later one is left out with a warning.
     pub fn new(groups: Vec<Arc<dyn Group>>) -> Builtins {
-        let tools = groups
+        let (mut tools, mut left_out): (Vec<Entry>, Vec<&'static str>) = Default::default();
+        let offered = groups
             .iter()
             .enumerate()
-            .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)))
-            .map(|(t, i)| Entry {
-                def: t,
-                group: i,
+            .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)));
+        for (def, group) in offered {
+            if tools.iter().any(|e| e.def.name == def.name) {
+                tracing::warn!(tool = def.name, "a built-in tool of that name is served already; this one is left out");
+                left_out.push(def.name);
+                continue;
+            }
+            tools.push(Entry {
+                def,
+                group,
                 check: Arc::default(),
-            })
-            .collect();
-        Builtins { groups, tools }
+            });
+        }
+        Builtins {
+            groups,
+            tools,
+            left_out,
+        }
+    }
+
+    /// The tools left out because an earlier tool had taken their name.
+    pub fn left_out(&self) -> &[&'static str] {
+        &self.left_out
     }
 
     /// These groups and `more` after them (an embedding program's tools).

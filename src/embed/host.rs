@@ -85,6 +85,11 @@ impl std::fmt::Debug for HostTool {
 }
 
 impl HostTool {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        self.def.name
+    }
+
     /// A tool called `name` (pick one OpenPact's built-ins do not use), described by
     /// `description`, taking arguments that `input_schema` (a JSON Schema object) accepts:
     /// the hub checks them against it before `handler` runs. The handler's `Ok` value is

@@ -128,6 +128,16 @@ impl HubBuilder {
         let state_dir = self
             .state_dir
             .unwrap_or_else(|| crate::config::state_dir(None, &env));
+        let names: Vec<String> = self.tools.iter().map(|t| t.name().to_string()).collect();
+        if let Some(twice) = names
+            .iter()
+            .enumerate()
+            .find_map(|(i, n)| names[..i].contains(n).then_some(n))
+        {
+            return Err(Error::Config(format!(
+                "two host tools are named '{twice}'; each needs a name of its own"
+            )));
+        }
         let mut tools: Vec<Arc<dyn crate::builtins::Group>> = Vec::new();
         if !self.tools.is_empty() {
             tools.push(Arc::new(host::HostTools(self.tools)));
@@ -137,6 +147,24 @@ impl HubBuilder {
             tools,
         };
         let hub = crate::hub::Hub::start_hosted(&config, &state_dir, |_| true, host);
+        let builtins = hub.builtins();
+        let taken: Vec<&str> = builtins
+            .left_out()
+            .iter()
+            .copied()
+            .filter(|n| names.iter().any(|h| h == n))
+            .collect();
+        if !taken.is_empty() {
+            hub.shutdown().await;
+            return Err(Error::Config(format!(
+                "host tool {} has the name of one of OpenPact's built-in tools; pick another name (or turn that built-in off in the config)",
+                taken
+                    .iter()
+                    .map(|n| format!("'{n}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         hub.settled(self.wait).await;
         let client = Client::connect(hub.clone()).await?;
         Ok(Hub { hub, client })
