@@ -71,7 +71,13 @@ pub fn metadata_urls(server: &Url, challenge: &Challenge) -> Vec<Url> {
         ));
     }
     out.push(well_known(server, "oauth-protected-resource"));
-    out.dedup();
+    // The challenge may name any of the well-known places, not only the next one.
+    let mut seen = Vec::with_capacity(out.len());
+    out.retain(|u| {
+        let first = !seen.contains(u);
+        seen.push(u.clone());
+        first
+    });
     out
 }
 

@@ -187,6 +187,19 @@ fn resource_metadata_order() {
         "https://mcp.example.com/custom/prm"
     );
     assert_eq!(metadata_urls(&server, &challenge).len(), 3);
+    // A challenge naming the root well-known place: each place is tried once, in the
+    // challenge's turn (fuzz: oauth found it listed twice).
+    let root = Challenge {
+        resource_metadata: Some("/.well-known/oauth-protected-resource".into()),
+        ..Challenge::default()
+    };
+    assert_eq!(
+        strs(&metadata_urls(&server, &root)),
+        [
+            "https://mcp.example.com/.well-known/oauth-protected-resource",
+            "https://mcp.example.com/.well-known/oauth-protected-resource/public/mcp",
+        ]
+    );
     // No path: only the root form; a trailing slash is dropped before insertion.
     assert_eq!(
         strs(&metadata_urls(
