@@ -109,10 +109,12 @@ impl Events {
                         HubEvent::PromptsChanged => Event::PromptsChanged,
                         HubEvent::ResourcesChanged => Event::ResourcesChanged,
                     }),
-                    // Missed list changes are still changes: the lists are re-read anyway.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.queue.push_back(Event::ToolsChanged);
-                    }
+                    // Which lists changed is lost with the missed events: any may have.
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.queue.extend([
+                        Event::ToolsChanged,
+                        Event::PromptsChanged,
+                        Event::ResourcesChanged,
+                    ]),
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 changed = self.changes.changed() => {

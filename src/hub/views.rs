@@ -213,19 +213,23 @@ pub fn index_over(tools: &[Arc<Named>], servers: &[(Arc<str>, Arc<str>)]) -> Ind
 }
 
 /// The `limit` tools of the whole catalogue that best match `query`, as [`results`] gives
-/// them (what `openpact tools --search` and the embedding API's search return); the index is
-/// built on the blocking pool.
+/// them (what `openpact tools --search` and the embedding API's search return). The default
+/// view holds every tool: its index is used when it keeps one (tool search on), else one is
+/// built; both, and the search, on the blocking pool.
 pub async fn search_catalog(hub: &super::Hub, query: &str, limit: usize) -> Vec<serde_json::Value> {
-    let catalog = hub.catalog();
-    let tools = &catalog.tools.items;
-    let servers = tool_servers(tools, &hub.upstreams());
+    let view = hub.view_catalog(0);
+    let kept = index_of(&view).await;
     let found = {
-        let (tools, query) = (tools.clone(), query.to_string());
-        tokio::task::spawn_blocking(move || index_over(&tools, &servers).search(&query, limit, |_| true))
-            .await
-            .unwrap_or_default()
+        let (view, query) = (view.clone(), query.to_string());
+        let servers = tool_servers(&view.tools.items, &hub.upstreams());
+        tokio::task::spawn_blocking(move || {
+            let index = kept.unwrap_or_else(|| Arc::new(index_over(&view.tools.items, &servers)));
+            index.search(&query, limit, |_| true)
+        })
+        .await
+        .unwrap_or_default()
     };
-    results(tools, &found, &hub.upstreams())
+    results(&view.tools.items, &found, &hub.upstreams())
 }
 
 /// What a search found, as `search_tools` and `openpact tools --search` show it: each tool
