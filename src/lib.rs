@@ -61,6 +61,8 @@
 // - [`upstream`]: one server — process, handshake, requests, lifecycle.
 // - [`policy`]: permissions, rate limits, result cache, redaction, audit (used by the hub).
 // - [`builtins`]: OpenPact's own tools, served in process (used by the hub).
+// - [`code`]: code mode — a model's program run in a confined worker process, calling
+//   tools only through the hub.
 // - [`hub`]: many servers — merged catalogue, names, routing, downstream sessions.
 // - [`face`]: the hub's ways in for `openpact serve` — stdio, Streamable HTTP, the shared
 //   hub's socket with the editor pipes handed over on it, reload on signal and file change,
@@ -88,8 +90,8 @@ macro_rules! layers {
 }
 
 layers!(
-    auth, builtins, cli, config, face, hub, jsonrpc, metrics, platform, policy, revision, sandbox,
-    search, state, time, transport, upstream,
+    auth, builtins, cli, code, config, face, hub, jsonrpc, metrics, platform, policy, revision,
+    sandbox, search, state, time, transport, upstream,
 );
 
 pub mod embed;

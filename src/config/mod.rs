@@ -37,7 +37,7 @@ pub use policy::{CacheSettings, Limit, Permissions, PolicySettings, RateLimits, 
 #[cfg(feature = "internals")]
 pub use policy::Secrets;
 
-pub use views::{Globs, Profile, SearchMode, ToolSearch, ToolSelection};
+pub use views::{CodeMode, CodeModeSwitch, Globs, Profile, SearchMode, ToolSearch, ToolSelection};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -298,6 +298,8 @@ pub struct HubSettings {
     pub sandbox: sandbox::SandboxSettings,
     /// `openpact.toolSearch`: when the catalogue is searched instead of listed.
     pub tool_search: ToolSearch,
+    /// `openpact.codeMode`: whether clients get `run_code`, and its limits.
+    pub code_mode: CodeMode,
     /// `openpact.profiles`: the catalogue as particular clients see it, in file order.
     pub profiles: Vec<Profile>,
     /// `openpact.reload`: whether `serve` applies changes to the config file as it runs.
@@ -470,6 +472,7 @@ impl Default for HubSettings {
             http: HttpSettings::default(),
             sandbox: sandbox::SandboxSettings::default(),
             tool_search: ToolSearch::default(),
+            code_mode: CodeMode::default(),
             profiles: Vec::new(),
             reload: true,
             shared: SharedSettings::default(),

@@ -1,5 +1,6 @@
 //! What each client sees of the catalogue, as written: tool globs, profiles
-//! (`openpact.profiles`) and tool search (`openpact.toolSearch`). The hub builds the views.
+//! (`openpact.profiles`), tool search (`openpact.toolSearch`) and code mode
+//! (`openpact.codeMode`). The hub builds the views.
 
 /// Globs over names (tools; a sandbox's variables), compiled once; equal when their texts are.
 #[derive(Debug, Clone, Default)]
@@ -89,6 +90,73 @@ impl Default for ToolSearch {
     }
 }
 
+/// When a view offers `run_code` (code mode) in place of its tool list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CodeModeSwitch {
+    /// Not offered (the default while code mode is new).
+    #[default]
+    Off,
+    On,
+    /// Where tool search is on.
+    Auto,
+}
+
+/// `openpact.codeMode` (or a profile's own): whether clients get `run_code`, and the limits
+/// of every program.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeMode {
+    pub mode: CodeModeSwitch,
+    /// The longest a program may run (a call's `timeout` may ask for less).
+    pub timeout: std::time::Duration,
+    /// Tool calls one program may make.
+    pub max_calls: usize,
+    /// Calls of one `parallel([...])` in flight at once.
+    pub parallel: usize,
+    /// The worker's address space, in bytes.
+    pub memory: u64,
+    /// Characters of `print` output and result the model gets back.
+    pub max_output: usize,
+    /// `keep(name, value)`: values one client session may keep, and their total size.
+    pub keep_values: usize,
+    pub keep_bytes: usize,
+}
+
+impl CodeMode {
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+    pub const DEFAULT_MAX_CALLS: usize = 500;
+    pub const DEFAULT_PARALLEL: usize = 8;
+    pub const DEFAULT_MEMORY: u64 = 512 << 20;
+    pub const DEFAULT_MAX_OUTPUT: usize = 20_000;
+    pub const DEFAULT_KEEP_VALUES: usize = 64;
+    pub const DEFAULT_KEEP_BYTES: usize = 8 << 20;
+    /// Below this the interpreter itself cannot start.
+    pub const MIN_MEMORY: u64 = 64 << 20;
+
+    /// Whether a view whose tool search is `search_on` offers `run_code`.
+    pub fn active(&self, search_on: bool) -> bool {
+        match self.mode {
+            CodeModeSwitch::On => true,
+            CodeModeSwitch::Off => false,
+            CodeModeSwitch::Auto => search_on,
+        }
+    }
+}
+
+impl Default for CodeMode {
+    fn default() -> Self {
+        CodeMode {
+            mode: CodeModeSwitch::Off,
+            timeout: Self::DEFAULT_TIMEOUT,
+            max_calls: Self::DEFAULT_MAX_CALLS,
+            parallel: Self::DEFAULT_PARALLEL,
+            memory: Self::DEFAULT_MEMORY,
+            max_output: Self::DEFAULT_MAX_OUTPUT,
+            keep_values: Self::DEFAULT_KEEP_VALUES,
+            keep_bytes: Self::DEFAULT_KEEP_BYTES,
+        }
+    }
+}
+
 /// Tool globs where a leading `!` excludes: a tool is in when some include matches it (or
 /// there is none) and no exclude does.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -128,6 +196,7 @@ pub struct Profile {
     /// Whether OpenPact's own tools are in view.
     pub builtins: bool,
     pub tool_search: ToolSearch,
+    pub code_mode: CodeMode,
 }
 
 impl Profile {

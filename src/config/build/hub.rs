@@ -243,7 +243,8 @@ impl Builder<'_> {
                 "http" => hub.http = self.http(v, &path),
                 "sandbox" => hub.sandbox = self.sandbox_settings(v, &path),
                 "toolSearch" => hub.tool_search = self.tool_search(v, &path, &hub.tool_search),
-                // After the loop: a profile's `toolSearch` starts from the hub's.
+                "codeMode" => hub.code_mode = self.code_mode(v, &path, &hub.code_mode),
+                // After the loop: a profile's `toolSearch` and `codeMode` start from the hub's.
                 "profiles" => profiles = Some((v, path)),
                 k if RESERVED_HUB_KEYS.contains(&k) => {}
                 _ => {
@@ -254,7 +255,7 @@ impl Builder<'_> {
             }
         }
         if let Some((v, path)) = profiles {
-            hub.profiles = self.profiles(v, &path, &hub.tool_search);
+            hub.profiles = self.profiles(v, &path, &hub.tool_search, &hub.code_mode);
         }
         hub
     }

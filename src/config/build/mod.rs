@@ -35,6 +35,7 @@ const HUB_KEYS: &[&str] = &[
     "http",
     "sandbox",
     "toolSearch",
+    "codeMode",
     "profiles",
 ];
 

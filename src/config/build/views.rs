@@ -1,13 +1,26 @@
-//! `openpact.toolSearch` and `openpact.profiles`: reading them, and checking that every
-//! server a profile names is configured.
+//! `openpact.toolSearch`, `openpact.codeMode` and `openpact.profiles`: reading them, and
+//! checking that every server a profile names is configured.
 
 use super::{Builder, kind_of};
 use crate::config::suggest::{child, closest_key, index};
-use crate::config::{Globs, Profile, SearchMode, ServerConfig, ToolSearch, ToolSelection};
+use crate::config::units;
+use crate::config::{
+    CodeMode, CodeModeSwitch, Globs, Profile, SearchMode, ServerConfig, ToolSearch, ToolSelection,
+};
 use serde_json::{Map, Value};
 
 const SEARCH_KEYS: &[&str] = &["mode", "threshold", "alwaysLoad", "limit"];
-const PROFILE_KEYS: &[&str] = &["servers", "tools", "builtins", "toolSearch"];
+const PROFILE_KEYS: &[&str] = &["servers", "tools", "builtins", "toolSearch", "codeMode"];
+const CODE_KEYS: &[&str] = &[
+    "mode",
+    "timeout",
+    "maxCalls",
+    "parallel",
+    "memory",
+    "maxOutput",
+    "keepValues",
+    "keepBytes",
+];
 
 impl Builder<'_> {
     /// A `toolSearch` object; the keys it leaves out keep their values in `base`.
@@ -60,9 +73,77 @@ impl Builder<'_> {
         search
     }
 
+    /// A `codeMode` object; the keys it leaves out keep their values in `base`.
+    pub(super) fn code_mode(&mut self, v: &Value, path: &str, base: &CodeMode) -> CodeMode {
+        let mut code = base.clone();
+        let Value::Object(map) = v else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"mode\": \"on\", \"timeout\": \"60s\"}}",
+                    kind_of(v)
+                ),
+            );
+            return code;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            let count = |v: &Value| v.as_u64().filter(|n| *n >= 1).and_then(|n| usize::try_from(n).ok());
+            match key.as_str() {
+                "mode" => match v.as_str() {
+                    Some("auto") => code.mode = CodeModeSwitch::Auto,
+                    Some("on") => code.mode = CodeModeSwitch::On,
+                    Some("off") => code.mode = CodeModeSwitch::Off,
+                    _ => self.error(
+                        &p,
+                        format!("{v} is not a mode; use \"on\", \"off\" or \"auto\" (on where tool search is on)"),
+                    ),
+                },
+                "timeout" => match units::duration(v) {
+                    Ok(d) if !d.is_zero() => code.timeout = d,
+                    Ok(_) => self.error(&p, "must be longer than zero, like \"60s\"".to_string()),
+                    Err(message) => self.error(&p, message),
+                },
+                "memory" => match units::size(v) {
+                    Ok(bytes) if bytes >= CodeMode::MIN_MEMORY => code.memory = bytes,
+                    Ok(_) => self.error(
+                        &p,
+                        format!("{v} is too little for the interpreter; use at least \"64MiB\""),
+                    ),
+                    Err(message) => self.error(&p, message),
+                },
+                "keepBytes" => match units::size(v).map(usize::try_from) {
+                    Ok(Ok(bytes)) => code.keep_bytes = bytes,
+                    Ok(Err(_)) => self.error(&p, format!("{v} is too large for this platform")),
+                    Err(message) => self.error(&p, message),
+                },
+                "maxCalls" | "parallel" | "maxOutput" | "keepValues" => match count(v) {
+                    Some(n) => match key.as_str() {
+                        "maxCalls" => code.max_calls = n,
+                        "parallel" => code.parallel = n,
+                        "maxOutput" => code.max_output = n,
+                        _ => code.keep_values = n,
+                    },
+                    None => self.error(
+                        &p,
+                        format!("{v} is not a valid count; use a whole number of at least 1"),
+                    ),
+                },
+                _ => self.unknown(&p, closest_key(key, CODE_KEYS)),
+            }
+        }
+        code
+    }
+
     /// `openpact.profiles`: name → profile, in file order. Names become URL paths
     /// (`/mcp/NAME`), so they are kept to letters, digits, `-` and `_`.
-    pub(super) fn profiles(&mut self, v: &Value, path: &str, search: &ToolSearch) -> Vec<Profile> {
+    pub(super) fn profiles(
+        &mut self,
+        v: &Value,
+        path: &str,
+        search: &ToolSearch,
+        code: &CodeMode,
+    ) -> Vec<Profile> {
         let Value::Object(map) = v else {
             self.error(
                 path,
@@ -97,7 +178,7 @@ impl Builder<'_> {
                 );
                 continue;
             };
-            profiles.push(self.profile(name, entry, &p, search));
+            profiles.push(self.profile(name, entry, &p, search, code));
         }
         profiles
     }
@@ -108,6 +189,7 @@ impl Builder<'_> {
         entry: &Map<String, Value>,
         path: &str,
         search: &ToolSearch,
+        code: &CodeMode,
     ) -> Profile {
         let mut profile = Profile {
             name: name.to_string(),
@@ -115,6 +197,7 @@ impl Builder<'_> {
             tools: ToolSelection::default(),
             builtins: true,
             tool_search: search.clone(),
+            code_mode: code.clone(),
         };
         for (key, v) in entry {
             let p = child(path, key);
@@ -147,6 +230,7 @@ impl Builder<'_> {
                     None => self.error(&p, format!("{v} is not a boolean; use true or false")),
                 },
                 "toolSearch" => profile.tool_search = self.tool_search(v, &p, search),
+                "codeMode" => profile.code_mode = self.code_mode(v, &p, code),
                 _ => self.unknown(&p, closest_key(key, PROFILE_KEYS)),
             }
         }

@@ -84,6 +84,7 @@ fn hub_settings() {
             http: crate::config::HttpSettings::default(),
             sandbox: Default::default(),
             tool_search: Default::default(),
+            code_mode: Default::default(),
             profiles: Vec::new(),
             reload: true,
             shared: Default::default(),

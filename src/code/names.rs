@@ -1,0 +1,1 @@
+//! Tools as a program sees them: identifiers for the attribute form and signatures.
