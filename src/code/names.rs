@@ -31,8 +31,9 @@ pub const PROGRAM_GLOBALS: &[&str] = &[
 ];
 
 /// A tool description longer than this (in characters, after folding it onto one line) is
-/// cut: the signature is for choosing and calling, the tool's own docs stay a search away.
-const DESCRIPTION_CAP: usize = 300;
+/// cut, at a sentence's end where one is near: the signature is for choosing and calling,
+/// and a search shows several.
+const DESCRIPTION_CAP: usize = 200;
 /// The same for one parameter's description.
 const PARAM_CAP: usize = 160;
 /// Parameters listed one per line; the rest are named on one line.
@@ -225,6 +226,20 @@ fn one_line(text: &str, cap: usize) -> String {
     cut.truncate(cut.trim_end().len());
     cut.push('…');
     cut
+}
+
+/// A tool's description on one line: whole when short, else its sentences that fit in
+/// [`DESCRIPTION_CAP`], else cut there.
+fn summary(text: &str) -> String {
+    let folded = one_line(text, usize::MAX);
+    let Some((limit, _)) = folded.char_indices().nth(DESCRIPTION_CAP) else {
+        return folded;
+    };
+    match folded[..limit].rfind(". ") {
+        // A first sentence too short to say much is not worth the cut.
+        Some(end) if end >= DESCRIPTION_CAP / 4 => format!("{} …", &folded[..=end]),
+        _ => one_line(&folded, DESCRIPTION_CAP),
+    }
 }
 
 /// A JSON value as the Starlark literal a program would write, if it is a scalar.
@@ -555,7 +570,7 @@ pub fn signature(
         ),
         Some(_) => format!("call({name}, {{{}}}){arrow}\n", shown.join(", ")),
     };
-    let description = one_line(description, DESCRIPTION_CAP);
+    let description = summary(description);
     if !description.is_empty() {
         out.push_str(&format!("  {description}\n"));
     }

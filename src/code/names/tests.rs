@@ -387,7 +387,7 @@ fn signature_of_a_filesystem_tool() {
     );
     let want = "\
 tools.fs.read_text_file(path: str, tail: float = None, head: float = None)
-  Read the complete contents of a file from the file system as text. Handles various text encodings and provides detailed error messages if the file cannot be read. Use this tool when you need to examine the contents of a single file. Use the 'head' parameter to read only the first N lines of a file,…
+  Read the complete contents of a file from the file system as text. Handles various text encodings and provides detailed error messages if the file cannot be read. …
   or: call(\"fs:read_text_file\", {\"path\": ...})
   path (str, required)
   tail (float, optional): If provided, returns only the last N lines of the file
@@ -398,6 +398,52 @@ tools.fs.read_text_file(path: str, tail: float = None, head: float = None)
     let short = signature(&fs_tool(), "  Read\n a file. ", &read_text_file_schema(), None);
     assert_eq!(short.lines().nth(1), Some("  Read a file."));
     assert_eq!(signature(&fs_tool(), "", &read_text_file_schema(), None).lines().count(), 6);
+}
+
+/// The pinned filesystem server's `edit_file` (its `tools/list` entry as served).
+#[test]
+fn signature_of_nested_parameters() {
+    let input = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "edits": {"type": "array", "items": {"type": "object", "properties": {
+                "oldText": {"type": "string", "description": "Text to search for - must match exactly"},
+                "newText": {"type": "string", "description": "Text to replace with"}
+            }, "required": ["oldText", "newText"]}},
+            "dryRun": {"default": false, "description": "Preview changes using git-style diff format", "type": "boolean"}
+        },
+        "required": ["path", "edits"]
+    });
+    let output = json!({
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"content": {"type": "string"}},
+        "required": ["content"],
+        "additionalProperties": false
+    });
+    let tool = ProgramTool {
+        name: "fs:edit_file".into(),
+        group: "fs".into(),
+        attr: "edit_file".into(),
+    };
+    let got = signature(
+        &tool,
+        "Make line-based edits to a text file. Each edit replaces exact line sequences with new content. Returns a git-style diff showing the changes made. Only works within allowed directories.",
+        &input,
+        Some(&output),
+    );
+    let want = "\
+tools.fs.edit_file(path: str, edits: list[dict], dryRun: bool = False) -> dict
+  Make line-based edits to a text file. Each edit replaces exact line sequences with new content. Returns a git-style diff showing the changes made. Only works within allowed directories.
+  or: call(\"fs:edit_file\", {\"path\": ..., \"edits\": ...})
+  path (str, required)
+  edits (list[{oldText: str, newText: str}], required)
+  dryRun (bool, default False): Preview changes using git-style diff format
+  returns: {content: str}
+";
+    assert_eq!(got, want);
 }
 
 #[test]
@@ -565,6 +611,7 @@ fn huge_schemas_are_trimmed() {
     );
     assert!(lines[0].ends_with(", ...)"), "{}", lines[0]);
     assert!(lines[0].chars().count() < HEADER_CAP + 80, "{}", lines[0]);
+    // Without a sentence's end to cut at, the description is cut at the cap.
     assert_eq!(lines[1].chars().count(), 2 + DESCRIPTION_CAP);
     assert!(lines[1].ends_with('…'));
     assert!(lines[3].starts_with("  option_7 (str, required): word word"));
@@ -593,3 +640,4 @@ fn signatures_are_valid_calls() {
         Ok(json!("fs:read_text_file {\"path\":\"a\",\"head\":2.0}"))
     );
 }
+
