@@ -24,12 +24,6 @@ const KEYWORDS: &[&str] = &[
     "True", "False", "None",
 ];
 
-/// The globals a program gets (the worker's built-ins and the prelude's `tools`): a binding
-/// of one of these names would hide it.
-pub const PROGRAM_GLOBALS: &[&str] = &[
-    "call", "try_call", "parallel", "keep", "kept", "tools", "print", "json", "struct",
-];
-
 /// A tool description longer than this (in characters, after folding it onto one line) is
 /// cut, at a sentence's end where one is near: the signature is for choosing and calling,
 /// and a search shows several.
@@ -61,16 +55,6 @@ fn sanitize(raw: &str) -> String {
         .collect();
     if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
         out.insert(0, '_');
-    }
-    out
-}
-
-/// A valid Starlark identifier for `raw`, safe to bind in a program: besides the
-/// [`attribute`] rule, the program's own globals ([`PROGRAM_GLOBALS`]) get a trailing `_`.
-pub fn identifier(raw: &str) -> String {
-    let mut out = attribute(raw);
-    if PROGRAM_GLOBALS.contains(&out.as_str()) {
-        out.push('_');
     }
     out
 }

@@ -5,6 +5,7 @@
 //! `--profile`, `/mcp`); each profile is one more, in config order.
 
 use super::catalog::{BUILTIN, Catalog, META, Named, NamedList};
+use crate::code::names;
 use crate::config::{CodeMode, Config, ToolSearch, ToolSelection};
 use crate::search::{Hit, Index};
 use crate::upstream::{Entry, Upstream};
@@ -107,6 +108,8 @@ pub struct Search {
     pub settings: ToolSearch,
     /// Set when the view is in code mode: `run_code` is listed, with these limits.
     pub code: Option<CodeMode>,
+    /// The view's tools as programs call them, made when first needed.
+    program: OnceLock<Arc<ProgramView>>,
     /// Per tool of the view, in catalogue order: its server's name and instructions.
     servers: Vec<(Arc<str>, Arc<str>)>,
     index: OnceLock<Arc<Index>>,
@@ -140,6 +143,7 @@ impl Search {
             listed: NamedList::of(listed),
             settings: spec.search.clone(),
             code,
+            program: OnceLock::new(),
             servers,
             index: OnceLock::new(),
         }
@@ -156,6 +160,35 @@ impl Search {
     /// The index, if it is built.
     pub fn ready(&self) -> Option<Arc<Index>> {
         self.index.get().cloned()
+    }
+
+    /// `tools` (the view's) as a program calls them, made on first use.
+    pub fn program(&self, tools: &[Arc<Named>], upstreams: &[Arc<Upstream>]) -> Arc<ProgramView> {
+        self.program
+            .get_or_init(|| Arc::new(ProgramView::new(tools, upstreams)))
+            .clone()
+    }
+}
+
+/// A code-mode view's tools as its programs see them: each tool's names (in catalogue
+/// order), and the Starlark that defines the `tools` namespace.
+#[derive(Debug)]
+pub struct ProgramView {
+    pub tools: Vec<names::ProgramTool>,
+    pub prelude: String,
+}
+
+impl ProgramView {
+    fn new(tools: &[Arc<Named>], upstreams: &[Arc<Upstream>]) -> ProgramView {
+        let servers = tool_servers(tools, upstreams);
+        let rows: Vec<(&str, &str, &str)> = tools
+            .iter()
+            .zip(&servers)
+            .map(|(t, (prefix, _))| (&*t.wire, &**prefix, t.original.as_str()))
+            .collect();
+        let tools = names::program_tools(&rows);
+        let prelude = names::prelude(&tools);
+        ProgramView { tools, prelude }
     }
 }
 

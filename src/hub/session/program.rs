@@ -9,7 +9,6 @@ use super::{Reply, Session, lock};
 use crate::builtins::{BoxFuture, ToolOutput};
 use crate::code::process::{self, Host, Ran};
 use crate::code::protocol::{Answer, CallRequest, Start};
-use crate::code::names;
 use crate::config::CodeMode;
 use crate::hub::views::{CALL_TOOL, RUN_CODE, SEARCH_TOOLS};
 use crate::hub::{Catalog, NameKind};
@@ -62,28 +61,6 @@ impl Host for Program<'_> {
     }
 }
 
-/// The tools of `view` as a program calls them.
-pub(super) fn program_tools(session: &Session, view: &Catalog) -> Vec<names::ProgramTool> {
-    let upstreams = session.hub.upstreams();
-    let rows: Vec<(String, String, String)> = view
-        .tools
-        .items
-        .iter()
-        .map(|t| {
-            let prefix = match upstreams.get(t.upstream) {
-                Some(up) => up.config().prefix().to_string(),
-                None => crate::config::BUILTIN_SERVER.to_string(),
-            };
-            (t.wire.to_string(), prefix, t.original.clone())
-        })
-        .collect();
-    let borrowed: Vec<(&str, &str, &str)> = rows
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    names::program_tools(&borrowed)
-}
-
 impl Session {
     /// `run_code {code, timeout?}` in a view in code mode.
     pub(super) async fn run_code(
@@ -133,7 +110,13 @@ impl Session {
         };
         let start = Start {
             code: code.to_string(),
-            prelude: names::prelude(&program_tools(self, view)),
+            prelude: match &view.search {
+                Some(search) => search
+                    .program(&view.tools.items, &self.hub.upstreams())
+                    .prelude
+                    .clone(),
+                None => String::new(),
+            },
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             max_output: settings.max_output,
         };

@@ -151,6 +151,10 @@ impl Session {
             })
         };
         let hits = index.search(query, limit, keep);
+        if let Some(search) = view.search.as_ref().filter(|s| s.code.is_some()) {
+            let program = search.program(tools, upstreams);
+            return code_mode_results(id, query, tools, &hits, &program);
+        }
         let listed = views::results(tools, &hits, upstreams);
         let mut text = if listed.is_empty() {
             format!(
@@ -177,4 +181,41 @@ impl Session {
         let structured = json!({"query": query, "tools": listed, "total": tools.len()});
         tool_result(id, &text, Some(structured), false)
     }
+}
+
+/// `search_tools` in code mode: each match as the Starlark call that invokes it, with its
+/// parameters and what it returns; text only (a second, structured copy would double what
+/// the model reads).
+fn code_mode_results(
+    id: &str,
+    query: &str,
+    tools: &[Arc<crate::hub::Named>],
+    hits: &[crate::search::Hit],
+    program: &views::ProgramView,
+) -> String {
+    if hits.is_empty() {
+        let why = format!(
+            "No tool matches \"{query}\" among the {} tools. Try other words: what the tool does, or the server's name.",
+            tools.len()
+        );
+        return tool_result(id, &why, None, false);
+    }
+    let mut text = format!(
+        "Tools for \"{query}\", best first ({} of {}), as a program calls them with {RUN_CODE}:\n",
+        hits.len(),
+        tools.len()
+    );
+    for hit in hits {
+        let (Some(t), Some(p)) = (tools.get(hit.doc), program.tools.get(hit.doc)) else {
+            continue;
+        };
+        let def: Value = serde_json::from_str(&t.json).unwrap_or_default();
+        let schema = def.get("inputSchema").cloned().unwrap_or_else(|| json!({}));
+        text.push('\n');
+        let signature =
+            crate::code::names::signature(p, &t.description, &schema, def.get("outputSchema"));
+        text.push_str(signature.trim_end());
+        text.push('\n');
+    }
+    tool_result(id, &text, None, false)
 }
