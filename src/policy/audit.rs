@@ -39,6 +39,9 @@ pub struct Record {
     pub arguments: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// The session's earlier calls that made the data-flow guard decide this one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub guard: Option<super::flows::Trigger>,
     /// The canonical arguments, when `arguments_hash` is still to be computed, and the
     /// moment `time` stands for, when still to be written out: the writer thread does both,
     /// so a call waits for neither SHA-256 nor date formatting.
