@@ -300,6 +300,12 @@ impl Hub {
         read(&self.policy)
     }
 
+    /// A tool's data-flow labels, each with where it came from: its own (built-in default,
+    /// annotations) and the current config's.
+    pub fn tool_labels(&self, tool: &Named) -> crate::policy::flows::Labels {
+        self.policy().flows.labels(&tool.qualified, tool.flows)
+    }
+
     pub fn builtins(&self) -> Arc<Builtins> {
         read(&self.builtins)
     }

@@ -136,18 +136,6 @@ impl Labels {
             .collect()
     }
 
-    /// `private (config), untrusted (annotations)`, or empty when it has none.
-    pub fn describe(self) -> String {
-        self.sources()
-            .into_iter()
-            .map(|(l, from)| {
-                let from: Vec<&str> = from.iter().map(|o| o.name()).collect();
-                format!("{} ({})", l.name(), from.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
     /// The labels a tool has whatever the config says: the built-ins' defaults for a tool
     /// served in process (`builtin`: its bare name) that [`BUILTINS`] lists, else what its
     /// annotations say. A listed built-in's own annotations are not read: the table says
@@ -312,18 +300,6 @@ impl Rules {
         }
     }
 
-    /// The first globs of `openpact.flows` giving each label to `qualified` (for messages).
-    pub fn config_globs(&self, qualified: &str) -> Vec<(Label, String)> {
-        self.globs
-            .iter()
-            .filter_map(|(label, globs)| {
-                let g = globs.as_ref()?;
-                let first = g.set.matches(qualified).into_iter().min()?;
-                Some((*label, g.written.get(first)?.clone()))
-            })
-            .collect()
-    }
-
     /// `target` as the permission stage must see it: marked guarded when it can send data
     /// out and the session has called both a private and an untrusted tool. With the guard
     /// off, or before the session has seen both, this is a field read and an atomic load.
@@ -359,6 +335,24 @@ mod tests {
 
     fn names(m: Marks) -> Vec<&'static str> {
         m.iter().map(Label::name).collect()
+    }
+
+    trait Describe {
+        fn describe(self) -> String;
+    }
+
+    impl Describe for Labels {
+        /// `private (config), untrusted (annotations)`.
+        fn describe(self) -> String {
+            self.sources()
+                .into_iter()
+                .map(|(l, from)| {
+                    let from: Vec<&str> = from.iter().map(|o| o.name()).collect();
+                    format!("{} ({})", l.name(), from.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
     }
 
     #[test]
@@ -429,8 +423,8 @@ mod tests {
         let l = rules.labels("fs:read_file", Labels::intrinsic(None, true, false));
         assert_eq!(l.describe(), "private (config)");
         assert_eq!(
-            rules.config_globs("slack:post"),
-            [(Label::Egress, "slack:*".to_string())]
+            rules.labels("slack:post", Labels::default()).sources(),
+            [(Label::Egress, vec![Origin::Config])]
         );
     }
 
