@@ -26,7 +26,7 @@ pub struct Record {
     pub target: Arc<str>,
     /// allow / deny.
     pub decision: Cow<'static, str>,
-    /// rule / remembered / prompt / default / non-interactive.
+    /// rule / remembered / prompt / default / non-interactive / flows guard.
     pub source: Cow<'static, str>,
     /// hit / miss / off.
     pub cache: Cow<'static, str>,
