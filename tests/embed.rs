@@ -131,6 +131,70 @@ async fn the_policy_hook_answers_instead_of_a_prompt() {
     hub.shutdown().await;
 }
 
+/// The data-flow guard reaches the hook: after a private and an untrusted call, an egress
+/// call is put to it (allow rules notwithstanding) with `guard` saying why, and not as
+/// rememberable.
+#[tokio::test]
+async fn the_policy_hook_is_asked_about_a_guarded_call_and_told_why() {
+    let sc = Scratch::new();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let hub = builder(
+        &sc,
+        json!({"fx": fixture(&[])}),
+        json!({
+            "permissions": {"default": "allow"},
+            "flows": {"private": ["fx:echo"], "untrusted": ["fx:add"], "egress": ["fx:env"]}
+        }),
+    )
+    .policy_hook(move |ask| {
+        seen.lock()
+            .unwrap()
+            .push((ask.name.clone(), ask.guard.clone(), ask.rememberable));
+        Decision::AllowAlways
+    })
+    .start()
+    .await
+    .unwrap();
+    hub.call_tool("fx:env", json!({"name": "HOME"}))
+        .await
+        .unwrap();
+    hub.call_tool("fx:echo", json!({"message": "notes"}))
+        .await
+        .unwrap();
+    hub.call_tool("fx:add", json!({"a": 1, "b": 2}))
+        .await
+        .unwrap();
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "{:?}",
+        asked.lock().unwrap()
+    );
+    for _ in 0..2 {
+        let r = hub
+            .call_tool("fx:env", json!({"name": "HOME"}))
+            .await
+            .unwrap();
+        assert!(!r.is_error, "{r:?}");
+    }
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(
+        asked.len(),
+        2,
+        "asked each time, \"always\" notwithstanding: {asked:?}"
+    );
+    let (name, guard, rememberable) = &asked[0];
+    assert_eq!(name, "fx:env");
+    assert!(!rememberable);
+    assert_eq!(
+        guard.as_deref(),
+        Some(
+            "this session already called fx:echo (reads private data) and fx:add (takes in untrusted content), and fx:env can send data out"
+        )
+    );
+    hub.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_host_tool_is_served_beside_the_built_ins() {
     let sc = Scratch::new();

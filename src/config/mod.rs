@@ -32,7 +32,9 @@ pub use units::human_duration;
 /// The server name built-in tools go by in logs, audit records, metrics and listings.
 pub const BUILTIN_SERVER: &str = "openpact";
 pub use paths::{FILE_NAME, cache_dir, data_dir, locate, state_dir, user_config_file};
-pub use policy::{CacheSettings, Limit, Permissions, PolicySettings, RateLimits, Rule};
+pub use policy::{
+    CacheSettings, FlowGuard, Flows, Limit, Permissions, PolicySettings, RateLimits, Rule,
+};
 // For the fuzz target `redact` and tests/remote_faults.rs.
 #[cfg(feature = "internals")]
 pub use policy::Secrets;

@@ -131,6 +131,41 @@ impl Default for AuditSettings {
     }
 }
 
+/// What the data-flow guard does with an egress call once a session has called both a
+/// private and an untrusted tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowGuard {
+    /// Ask for that call (never remembered); denied when nobody can be asked.
+    #[default]
+    Ask,
+    Deny,
+    Off,
+}
+
+impl FlowGuard {
+    pub fn label(self) -> &'static str {
+        match self {
+            FlowGuard::Ask => "ask",
+            FlowGuard::Deny => "deny",
+            FlowGuard::Off => "off",
+        }
+    }
+}
+
+/// `openpact.flows`: tool labels from the config (globs over qualified names, built-ins by
+/// bare name) and the guard's setting. Added to the built-ins' defaults and what tools'
+/// annotations say (`crate::policy::flows`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Flows {
+    /// Tools that read the user's data.
+    pub private: Vec<String>,
+    /// Tools that take in content others wrote.
+    pub untrusted: Vec<String>,
+    /// Tools that can send data out.
+    pub egress: Vec<String>,
+    pub guard: FlowGuard,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PolicySettings {
     pub permissions: Permissions,
@@ -138,6 +173,7 @@ pub struct PolicySettings {
     pub rate_limits: RateLimits,
     pub secrets: Secrets,
     pub audit: AuditSettings,
+    pub flows: Flows,
 }
 
 impl Builder<'_> {
@@ -442,5 +478,33 @@ impl Builder<'_> {
             }
         }
         a
+    }
+
+    pub(super) fn flows(&mut self, v: &Value, path: &str) -> Flows {
+        let mut f = Flows::default();
+        let Some(m) = self.object(
+            v,
+            path,
+            r#"{"private": ["fs:read_*"], "egress": ["slack:post_*"], "guard": "ask"}"#,
+        ) else {
+            return f;
+        };
+        self.known_keys(m, path, &["private", "untrusted", "egress", "guard"]);
+        for (k, val) in m {
+            let kp = child(path, k);
+            match k.as_str() {
+                "private" => f.private = self.globs(val, &kp),
+                "untrusted" => f.untrusted = self.globs(val, &kp),
+                "egress" => f.egress = self.globs(val, &kp),
+                "guard" => match val.as_str() {
+                    Some("ask") => f.guard = FlowGuard::Ask,
+                    Some("deny") => f.guard = FlowGuard::Deny,
+                    Some("off") => f.guard = FlowGuard::Off,
+                    _ => self.error(&kp, format!("{val} is not one of \"ask\", \"deny\", \"off\"")),
+                },
+                _ => {}
+            }
+        }
+        f
     }
 }

@@ -25,6 +25,9 @@ pub struct Permission {
     pub arguments: String,
     /// Why the question comes again, when a remembered answer no longer applies.
     pub changed: Option<String>,
+    /// Why the data-flow guard (`openpact.flows`) asks about this call: the session's
+    /// earlier private and untrusted calls. Such a question is never rememberable.
+    pub guard: Option<String>,
     /// Whether an answer can be remembered ([`Decision::AllowAlways`],
     /// [`Decision::DenyAlways`]); when not, those count for this call only.
     pub rememberable: bool,
@@ -55,6 +58,7 @@ pub(super) fn decider(
             description: q.description.clone(),
             arguments: q.arguments.clone(),
             changed: q.changed.clone(),
+            guard: q.guard.clone(),
             rememberable: q.rememberable,
         };
         match hook(&ask) {

@@ -7,6 +7,7 @@ use super::uri_template::UriTemplate;
 use crate::FastMap;
 use crate::config::ToolNames;
 use crate::jsonrpc::{self, MemberProbe, RawObject};
+use crate::policy::flows::Labels;
 use crate::upstream::{Entry, Snapshot, State, Upstream};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -47,6 +48,9 @@ pub struct Named {
     pub json: String,
     /// Annotated `readOnlyHint: true` (a hint from the server, trusted only if configured).
     pub read_only: bool,
+    /// Its data-flow labels before the config's (the built-ins' defaults or what its
+    /// annotations say): the config's are added per call by the policy.
+    pub flows: Labels,
     /// The `description` member (empty when absent), read once when the catalogue is built.
     pub description: String,
     /// `sha256:…` of description + schema + annotations, computed when first needed.
@@ -93,6 +97,7 @@ impl Named {
     fn builtin(entry: &Entry) -> Named {
         let name: Arc<str> = Arc::from(entry.key.as_str());
         let obj = RawObject::parse(&entry.json).unwrap_or_default();
+        let hints = Hints::of(&obj);
         Named {
             upstream: BUILTIN,
             original: entry.key.clone(),
@@ -101,7 +106,8 @@ impl Named {
             portable: name.clone(),
             wire: name,
             json: entry.json.to_string(),
-            read_only: read_only(&obj),
+            read_only: hints.read_only,
+            flows: Labels::intrinsic(Some(&entry.key), hints.read_only, hints.open_world),
             description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
             doc: std::sync::OnceLock::new(),
@@ -132,6 +138,7 @@ impl Named {
             }
             None => obj.with("name", &name),
         };
+        let hints = Hints::of(&obj);
         Some(Named {
             upstream,
             original: entry.key.clone(),
@@ -139,7 +146,8 @@ impl Named {
             qualified,
             portable,
             wire,
-            read_only: read_only(&obj),
+            read_only: hints.read_only,
+            flows: Labels::intrinsic(None, hints.read_only, hints.open_world),
             description: obj.get_str("description").unwrap_or_default().into(),
             definition: std::sync::OnceLock::new(),
             doc: std::sync::OnceLock::new(),
@@ -166,12 +174,26 @@ fn without_task_support(tool: &RawObject) -> Option<Option<String>> {
     Some((rest != "{}").then_some(rest))
 }
 
-/// Whether an entry is annotated `readOnlyHint: true`.
-fn read_only(obj: &RawObject) -> bool {
-    obj.get("annotations")
-        .and_then(|a| RawObject::parse(a).ok())
-        .and_then(|a| a.get("readOnlyHint").map(|v| v == "true"))
-        .unwrap_or(false)
+/// The annotations the hub acts on, each `true` only when the entry says so.
+struct Hints {
+    read_only: bool,
+    open_world: bool,
+}
+
+impl Hints {
+    fn of(obj: &RawObject) -> Hints {
+        let annotations = obj.get("annotations").and_then(|a| RawObject::parse(a).ok());
+        let says = |key: &str| {
+            annotations
+                .as_ref()
+                .and_then(|a| a.get(key).map(|v| v == "true"))
+                .unwrap_or(false)
+        };
+        Hints {
+            read_only: says("readOnlyHint"),
+            open_world: says("openWorldHint"),
+        }
+    }
 }
 
 /// A namespaced list (tools or prompts) with its lookup table.

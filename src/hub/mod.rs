@@ -300,6 +300,12 @@ impl Hub {
         read(&self.policy)
     }
 
+    /// A tool's data-flow labels, each with where it came from: its own (built-in default,
+    /// annotations) and the current config's.
+    pub fn tool_labels(&self, tool: &Named) -> crate::policy::flows::Labels {
+        self.policy().flows.labels(&tool.qualified, tool.flows)
+    }
+
     pub fn builtins(&self) -> Arc<Builtins> {
         read(&self.builtins)
     }
@@ -490,7 +496,7 @@ impl Hub {
         let catalog = self.catalog();
         let policy = self.policy();
         let p = &policy.settings;
-        let lists: [(&str, Vec<&String>); 5] = [
+        let lists: [(&str, Vec<&String>); 8] = [
             ("permissions.allow", p.permissions.allow.iter().collect()),
             ("permissions.ask", p.permissions.ask.iter().collect()),
             ("permissions.deny", p.permissions.deny.iter().collect()),
@@ -502,6 +508,9 @@ impl Hub {
                 "rateLimits.tools",
                 p.rate_limits.tools.iter().map(|(g, _)| g).collect(),
             ),
+            ("flows.private", p.flows.private.iter().collect()),
+            ("flows.untrusted", p.flows.untrusted.iter().collect()),
+            ("flows.egress", p.flows.egress.iter().collect()),
         ];
         for (section, globs) in lists {
             for glob in globs {

@@ -26,7 +26,7 @@ pub struct Record {
     pub target: Arc<str>,
     /// allow / deny.
     pub decision: Cow<'static, str>,
-    /// rule / remembered / prompt / default / non-interactive.
+    /// rule / remembered / prompt / default / non-interactive / flows guard.
     pub source: Cow<'static, str>,
     /// hit / miss / off.
     pub cache: Cow<'static, str>,
@@ -48,6 +48,9 @@ pub struct Record {
     pub code_hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub calls: Option<usize>,
+    /// The session's earlier calls that made the data-flow guard decide this one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub guard: Option<super::flows::Trigger>,
     /// The canonical arguments, when `arguments_hash` is still to be computed, and the
     /// moment `time` stands for, when still to be written out: the writer thread does both,
     /// so a call waits for neither SHA-256 nor date formatting.

@@ -9,12 +9,13 @@ pub mod audit;
 pub mod cache;
 pub mod canonical;
 pub mod decisions;
+pub mod flows;
 pub mod prompt;
 pub mod ratelimit;
 pub mod redact;
 pub mod rules;
 
-use crate::config::{PolicySettings, Rule};
+use crate::config::{FlowGuard, PolicySettings, Rule};
 use decisions::{DecisionStore, Remember};
 use prompt::{Answer, Asker, Question};
 use std::borrow::Cow;
@@ -30,6 +31,8 @@ pub enum Source {
     Prompt,
     Default,
     NonInteractive,
+    /// The data-flow guard set to deny ([`flows`]).
+    Guard,
 }
 
 impl Source {
@@ -40,6 +43,7 @@ impl Source {
             Source::Prompt => "prompt",
             Source::Default => "default",
             Source::NonInteractive => "non-interactive",
+            Source::Guard => "flows guard",
         }
     }
 }
@@ -65,6 +69,11 @@ pub struct Target<'a> {
     pub arguments: &'a str,
     /// Ask on every call, whatever allow rules or remembered answers say (arbitrary code).
     pub ask_every_time: bool,
+    /// The labels the tool has whatever the config says ([`flows::Labels::intrinsic`]).
+    pub labels: flows::Labels,
+    /// Set by [`flows::Rules::check`]: an egress call after a private and an untrusted one,
+    /// which needs a decision of its own (asked, never remembered), whatever allows it.
+    pub guard: Option<flows::Trigger>,
 }
 
 pub struct Policy {
@@ -86,6 +95,8 @@ pub struct Policy {
     state_dir: PathBuf,
     /// Shown in denial messages so users know which file to edit.
     config_label: String,
+    /// `openpact.flows`, compiled.
+    pub flows: flows::Rules,
 }
 
 impl Policy {
@@ -114,6 +125,7 @@ impl Policy {
                 .then(|| Arc::new(audit::AuditLog::start(state_dir, settings.audit.max_bytes))),
             state_dir: state_dir.to_path_buf(),
             config_label,
+            flows: flows::Rules::new(&settings.flows),
             settings: settings.clone(),
         }
     }
@@ -140,6 +152,7 @@ impl Policy {
             audit: None,
             state_dir: self.state_dir.clone(),
             config_label,
+            flows: flows::Rules::new(&settings.flows),
             settings: settings.clone(),
         };
         next.settings.cache.max_bytes = self.settings.cache.max_bytes;
@@ -167,6 +180,23 @@ impl Policy {
     /// Decides whether the call may go ahead, asking the user if rules and remembered
     /// decisions leave it open.
     pub async fn permission(&self, t: &Target<'_>, asker: &dyn Asker) -> Verdict {
+        // Only a deny rule settles a guarded call without a decision for it.
+        if let Some(trigger) = &t.guard {
+            return match self.rules.matching(t.qualified) {
+                Some(Rule::Deny) => Verdict::Deny(Source::Rule, self.denied_by_rule(t)),
+                _ if self.flows.guard() == FlowGuard::Deny => Verdict::Deny(
+                    Source::Guard,
+                    format!(
+                        "openpact denied {} {}: {}; openpact.flows.guard is \"deny\" in {}: set it to \"ask\" to be asked about such calls, or to \"off\"",
+                        t.kind,
+                        t.qualified,
+                        trigger.reason(t.qualified),
+                        self.config_label
+                    ),
+                ),
+                _ => self.ask(t, asker, None, false).await,
+            };
+        }
         if t.ask_every_time {
             return match self.rules.matching(t.qualified) {
                 Some(Rule::Deny) => Verdict::Deny(Source::Rule, self.denied_by_rule(t)),
@@ -253,6 +283,13 @@ impl Policy {
     fn how_to_allow(&self, t: &Target<'_>) -> String {
         let qualified = t.qualified;
         let ask_instead = "use a client that supports elicitation, or run `openpact call` from a terminal, to be asked";
+        if let Some(trigger) = &t.guard {
+            return format!(
+                "{}, so this call needs a decision of its own whatever the rules say; {ask_instead}, or set openpact.flows.guard to \"off\" in {} to let such calls through",
+                trigger.reason(qualified),
+                self.config_label
+            );
+        }
         if t.ask_every_time {
             return format!(
                 "{qualified} asks on every call, whatever the rules say; {ask_instead}"
@@ -305,15 +342,20 @@ impl Policy {
             description: first_line(t.description, 200),
             arguments: self.preview(t.arguments),
             changed,
+            guard: t.guard.as_ref().map(|trigger| trigger.reason(t.qualified)),
             // Remembered answers are never read for these (see `permission`).
-            rememberable: !t.ask_every_time && self.rules.matching(t.qualified) != Some(Rule::Ask),
+            rememberable: !t.ask_every_time
+                && t.guard.is_none()
+                && self.rules.matching(t.qualified) != Some(Rule::Ask),
         };
         let (answer, unremembered, by) = match self.put(&q, asker).await {
             Put::Answered(answer, unremembered) => (answer, unremembered, AT_THE_PROMPT),
             Put::Decided(answer) => (answer, false, BY_THE_HOOK),
             Put::NoChannel => {
+                // `nonInteractive: "allow"` lets through what nobody can be asked about; a
+                // guarded call needs a decision, so it is not one of those.
                 return match self.settings.permissions.non_interactive {
-                    Rule::Allow => Verdict::Allow(Source::NonInteractive),
+                    Rule::Allow if t.guard.is_none() => Verdict::Allow(Source::NonInteractive),
                     _ => Verdict::Deny(
                         Source::NonInteractive,
                         format!(
@@ -408,6 +450,7 @@ impl Policy {
             description: String::new(),
             arguments: String::new(),
             changed: None,
+            guard: None,
             rememberable: true,
         };
         let answered = self.put(&q, asker).await;

@@ -28,6 +28,8 @@ pub struct Question {
     pub arguments: String,
     /// Why we ask again, if a remembered decision no longer applies.
     pub changed: Option<String>,
+    /// Why the data-flow guard asks about this call (`crate::policy::flows`).
+    pub guard: Option<String>,
     /// Whether an answer can be remembered. Not when an `ask` rule matches or the tool asks
     /// on every call: those ask whatever was remembered, so "always" would be a lie.
     pub rememberable: bool,
@@ -59,6 +61,11 @@ impl Question {
         }
         if let Some(why) = &self.changed {
             t.push_str(&format!("  {why}\n"));
+        }
+        if let Some(why) = &self.guard {
+            t.push_str(&format!(
+                "  why: {why}, so openpact.flows asks about this call\n"
+            ));
         }
         if !self.rememberable {
             t.push_str("  (openpact asks about it on every call, so no answer is remembered)\n");

@@ -40,12 +40,12 @@ pub struct RuleSet {
 
 /// One list of rules: the compiled set, and the globs as written for messages.
 #[derive(Debug)]
-struct Globs {
-    set: GlobSet,
-    written: Vec<String>,
+pub(super) struct Globs {
+    pub(super) set: GlobSet,
+    pub(super) written: Vec<String>,
 }
 
-fn compile(globs: &[String]) -> Globs {
+pub(super) fn compile(globs: &[String]) -> Globs {
     let mut b = GlobSetBuilder::new();
     let mut written = Vec::new();
     for g in globs {

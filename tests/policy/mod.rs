@@ -14,6 +14,7 @@
 //! - `ratelimit`: rate limits per server, per tool, and the shipped default.
 //! - `redaction`: secrets kept out of responses, logs and the audit.
 //! - `audit`: the audit log and `audit tail`.
+//! - `flows`: the data-flow guard — an egress call after a private and an untrusted one.
 //! - `commands`: the `permissions` commands from many processes at once, and config
 //!   warnings about rules that can never match.
 //!
@@ -44,6 +45,7 @@ mod audit;
 mod cache;
 mod commands;
 mod elicitation;
+mod flows;
 mod hosts;
 mod no_channel;
 mod ratelimit;

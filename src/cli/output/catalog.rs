@@ -34,12 +34,22 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
             .map(|r| r.upstream)
             .collect(),
     };
+    let mut labelled = false;
     let rows: Vec<(String, String)> = match what {
         Listing::Tools => catalog
             .tools
             .items
             .iter()
-            .map(|t| (t.qualified.to_string(), description(&t.json)))
+            .map(|t| {
+                let labels = hub.tool_labels(t).all();
+                let mut row = description(&t.json);
+                if !labels.is_empty() {
+                    labelled = true;
+                    let names: Vec<&str> = labels.iter().map(|l| l.name()).collect();
+                    row = format!("{row}  [{}]", names.join(", ")).trim_start().to_string();
+                }
+                (t.qualified.to_string(), row)
+            })
             .collect(),
         Listing::Prompts => catalog
             .prompts
@@ -89,6 +99,12 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
     };
     out!("{} {noun} from {} server(s)", rows.len(), servers.len());
     if what == Listing::Tools {
+        if labelled {
+            out!(
+                "[…]: the tool's data-flow labels (openpact.flows.guard: \"{}\"); `openpact tools --json` says where each comes from",
+                hub.policy().settings.flows.guard.label()
+            );
+        }
         for up in hub.upstreams().iter() {
             let hidden = up.snapshot().hidden_tools;
             if hidden > 0 {
@@ -180,6 +196,17 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
                     "definition": serde_json::from_str::<Value>(&t.json).unwrap_or(Value::Null),
                 });
                 v[own] = json!(t.original);
+                if what == Listing::Tools {
+                    let labels = hub.tool_labels(t).sources();
+                    v["labels"] = json!(labels.iter().map(|(l, _)| l.name()).collect::<Vec<_>>());
+                    v["labelsFrom"] = labels
+                        .iter()
+                        .map(|(l, from)| {
+                            (l.name().to_string(), json!(from.iter().map(|o| o.name()).collect::<Vec<_>>()))
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                }
                 v
             })
             .collect()

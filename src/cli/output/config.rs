@@ -3,6 +3,7 @@
 
 use super::out;
 use crate::config::{Config, ConfigError, OAuthSettings, Transport, display_url, human_duration};
+use crate::policy::flows::{self, Label};
 use crate::transport::http::RemoteKind;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -73,6 +74,7 @@ pub fn config_human(config: &Config, state_dir: &Path) {
     } else {
         out!("built-in tools: off");
     }
+    flows_human(config);
     let mut store = None;
     let plans = crate::sandbox::plans(config, state_dir);
     for (index, s) in config.servers.iter().enumerate() {
@@ -86,6 +88,51 @@ pub fn config_human(config: &Config, state_dir: &Path) {
         "\nok: {n} server(s) enabled, {} disabled",
         config.servers.len() - n
     );
+}
+
+/// Per label, the config's globs and the built-ins that have it by default (when built-ins
+/// are on): what is known without starting the servers.
+fn flow_labels(config: &Config) -> Vec<(Label, &[String], Vec<&'static str>)> {
+    let f = &config.hub.policy.flows;
+    Label::ALL
+        .into_iter()
+        .map(|label| {
+            let globs = match label {
+                Label::Private => &f.private,
+                Label::Untrusted => &f.untrusted,
+                Label::Egress => &f.egress,
+            };
+            let builtins = flows::BUILTINS
+                .iter()
+                .filter(|(_, marks)| config.hub.builtins.enabled && marks.has(label))
+                .map(|(name, _)| *name)
+                .collect();
+            (label, globs.as_slice(), builtins)
+        })
+        .collect()
+}
+
+const ANNOTATION_LABELS: &str = "labels from the servers' annotations (openWorldHint) are shown by `openpact tools`";
+
+fn flows_human(config: &Config) {
+    out!(
+        "data-flow guard (openpact.flows.guard): {}",
+        config.hub.policy.flows.guard.label()
+    );
+    for (label, globs, builtins) in flow_labels(config) {
+        let mut from = Vec::new();
+        if !globs.is_empty() {
+            from.push(format!("{} (config)", globs.join(", ")));
+        }
+        if !builtins.is_empty() {
+            from.push(format!("{} (built-in defaults)", builtins.join(", ")));
+        }
+        if from.is_empty() {
+            from.push("none".into());
+        }
+        out!("  {}: {}", label.name(), from.join("; "));
+    }
+    out!("  {ANNOTATION_LABELS}");
 }
 
 /// The lines about the hub as a whole: where its config and state are, names, search, HTTP.
@@ -293,6 +340,13 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         },
         "servers": servers,
         "toolSearch": search_json(&config.hub.tool_search),
+        "flows": {
+            "guard": config.hub.policy.flows.guard.label(),
+            "labels": flow_labels(config).into_iter().map(|(label, globs, builtins)| {
+                (label.name().to_string(), json!({"config": globs, "builtins": builtins}))
+            }).collect::<serde_json::Map<_, _>>(),
+            "annotations": ANNOTATION_LABELS,
+        },
         "http": {
             "address": config.hub.http.address,
             "token": token_state(&config.hub.http.token).0,

@@ -50,6 +50,16 @@ impl Builder<'_> {
                 .iter()
                 .map(|g| ("openpact.toolSearch.alwaysLoad".to_string(), g.as_str())),
         );
+        for (list, key) in [
+            (&p.flows.private, "private"),
+            (&p.flows.untrusted, "untrusted"),
+            (&p.flows.egress, "egress"),
+        ] {
+            globs.extend(
+                list.iter()
+                    .map(|g| (format!("openpact.flows.{key}"), g.as_str())),
+            );
+        }
         for (path, glob) in globs {
             self.tool_glob(&path, glob, servers);
         }
@@ -239,6 +249,7 @@ impl Builder<'_> {
                 "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),
                 "secrets" => hub.policy.secrets = self.secrets(v, &path),
                 "audit" => hub.policy.audit = self.audit(v, &path),
+                "flows" => hub.policy.flows = self.flows(v, &path),
                 "builtins" => hub.builtins = self.builtins(v, &path),
                 "http" => hub.http = self.http(v, &path),
                 "sandbox" => hub.sandbox = self.sandbox_settings(v, &path),

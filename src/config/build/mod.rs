@@ -31,6 +31,7 @@ const HUB_KEYS: &[&str] = &[
     "rateLimits",
     "secrets",
     "audit",
+    "flows",
     "builtins",
     "http",
     "sandbox",

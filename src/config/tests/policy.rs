@@ -128,3 +128,40 @@ fn a_glob_naming_a_namespaced_server_by_its_config_name_is_an_error_with_the_fix
         &[],
     );
 }
+
+/// `openpact.flows`: label globs checked as rules are, the guard's three settings, and
+/// "did you mean" for a misspelt key.
+#[test]
+fn flows_settings_are_read_and_checked() {
+    use crate::config::FlowGuard;
+    let f = Fixture::new();
+    let c = f.ok(r#"{"mcpServers": {"time": {"command": "tool"}}}"#, &[]);
+    assert_eq!(c.hub.policy.flows.guard, FlowGuard::Ask);
+    let c = f.ok(
+        r#"{"mcpServers": {"time": {"command": "tool"}}, "openpact": {"flows": {"private": ["time:*"], "untrusted": ["web_fetch"], "egress": ["time:send_*"], "guard": "deny"}}}"#,
+        &[],
+    );
+    let flows = &c.hub.policy.flows;
+    assert_eq!(flows.private, ["time:*"]);
+    assert_eq!(flows.untrusted, ["web_fetch"]);
+    assert_eq!(flows.egress, ["time:send_*"]);
+    assert_eq!(flows.guard, FlowGuard::Deny);
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let errs = f.err_short(
+        r#"{"openpact": {"flows": {"private": ["a:[x"], "guard": "maybe"}}}"#,
+        &[],
+    );
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert!(errs.iter().any(|e| e.contains("openpact.flows.private[0]") && e.contains("not a valid glob")), "{errs:#?}");
+    assert!(errs.iter().any(|e| e.contains("openpact.flows.guard") && e.contains("\"ask\", \"deny\", \"off\"")), "{errs:#?}");
+    let errs = f.err_short(r#"{"openpact": {"flows": {"egres": []}}}"#, &[]);
+    assert!(
+        errs[0].contains("openpact.flows.egres: unknown key (ignored); did you mean `egress`?"),
+        "{errs:#?}"
+    );
+    let c = f.ok(r#"{"mcpServers": {"time": {"command": "tool"}}, "openpact": {"flows": {"egress": ["tiem:*"]}}}"#, &[]);
+    assert!(c.warnings[0].contains("openpact.flows.egress") && c.warnings[0].contains("\"tiem:*\" names server \"tiem\", which is not configured"), "{:?}", c.warnings);
+    // A misspelt `flows` itself gets its suggestion.
+    let c = f.loose(r#"{"openpact": {"flow": {}}}"#, &[]);
+    assert!(c.warnings[0].contains("did you mean `flows`"), "{:?}", c.warnings);
+}

@@ -188,6 +188,8 @@ impl Session {
             definition: "",
             arguments: "{}",
             ask_every_time: false,
+            labels: Default::default(),
+            guard: None,
         };
         // Admit: no cache for reads.
         call.audit = call.audit_start(qualified.as_str().into(), Some("{}".into()));
@@ -269,6 +271,8 @@ impl<'s> Call<'s> {
             arguments,
             ask_every_time: matches!(found.route, Route::Builtin)
                 && crate::builtins::ASK_EVERY_TIME.contains(&named.original.as_str()),
+            labels: named.flows,
+            guard: None,
         };
         let policy = self.policy;
         let ttl = match found.kind {
@@ -282,6 +286,9 @@ impl<'s> Call<'s> {
         if let Some((outcome, refused)) = self.permit(&target).await {
             return Admitted::Answered(outcome, refused);
         }
+        policy
+            .flows
+            .saw(&self.session.flows, &named.qualified, named.flows);
         let Some(ttl) = ttl else {
             self.audit.cache = "off".into();
             return Admitted::Go(None);
@@ -312,6 +319,8 @@ impl<'s> Call<'s> {
     /// and its outcome.
     async fn permit(&mut self, target: &Target<'_>) -> Option<(Outcome, String)> {
         let (m, policy, audit) = (self.m, self.policy, &mut self.audit);
+        let target = &*policy.flows.check(target, &self.session.flows);
+        audit.guard.clone_from(&target.guard);
         let verdict = policy.permission(target, self.session.as_ref()).await;
         let (decision, source) = match &verdict {
             Verdict::Allow(s) => ("allow", *s),

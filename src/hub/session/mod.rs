@@ -97,6 +97,8 @@ pub struct Session {
     stateless: bool,
     /// This client's permission prompts, one at a time.
     prompt_turn: tokio::sync::Mutex<()>,
+    /// Which private and untrusted tools this session has called (the data-flow guard).
+    pub(crate) flows: crate::policy::flows::Seen,
     /// Which of the hub's views this client sees (0: the default one; see
     /// [`crate::hub::views`]).
     view: usize,
@@ -251,6 +253,7 @@ impl Session {
             client_name: Mutex::new(Arc::from(client_name)),
             stateless,
             prompt_turn: tokio::sync::Mutex::new(()),
+            flows: Default::default(),
             view,
             kept: Mutex::new(Default::default()),
             alive: Mutex::new(None),
