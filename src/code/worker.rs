@@ -471,17 +471,18 @@ fn evaluate(start: &Start, output: Arc<Mutex<Output>>, timeout: Duration) -> Res
 
 /// Names the limit an interpreter error hit, where its own words do not.
 fn explain(error: &str) -> String {
-    let limit = if error.contains("Starlark call stack overflow") || error.contains("call stack")
-    {
+    // The interpreter's own words for its limits (a tool's error that quotes other words
+    // about memory or calls must not be taken for one).
+    let limit = if error.contains("Starlark call stack overflow") {
         Some(format!(
             "calls nested more than {MAX_CALLSTACK} deep (the interpreter's call-stack limit)"
         ))
-    } else if error.contains("heap") || error.contains("memory") {
+    } else if error.contains("Heap memory limit of") {
         Some(format!(
             "the program's values outgrew the interpreter's heap limit of {} MiB",
             MAX_HEAP >> 20
         ))
-    } else if error.contains("tick") {
+    } else if error.contains("Execution duration limit of") {
         Some(format!(
             "the program took more than {MAX_TICKS} steps (the interpreter's step limit)"
         ))

@@ -51,7 +51,10 @@ impl Host for Program<'_> {
         if let Some(token) = &self.progress {
             let params = format!(
                 r#"{{"progressToken":{token},"progress":{done},"message":{}}}"#,
-                jsonrpc::quote(&format!("{done} tool calls done"))
+                jsonrpc::quote(&match done {
+                    1 => "1 tool call done".to_string(),
+                    n => format!("{n} tool calls done"),
+                })
             );
             self.session.send_droppable(jsonrpc::notification(
                 "notifications/progress",
