@@ -146,6 +146,7 @@ fn hub_settings(config: &Config, state_dir: &Path) {
         human_duration(config.hub.list_wait)
     );
     out!("tool search: {}", search_label(&config.hub.tool_search));
+    out!("code mode: {}", code_label(&config.hub.code_mode));
     let http = &config.hub.http;
     match crate::face::http::preflight(http, None) {
         Ok(_) => out!(
@@ -181,7 +182,7 @@ fn profile_line(p: &crate::config::Profile) {
         .collect();
     tools.extend(excluded.iter().map(String::as_str));
     out!(
-        "profile {} (/mcp/{}): {servers}; tools {}; built-ins {}; search {}",
+        "profile {} (/mcp/{}): {servers}; tools {}; built-ins {}; search {}; code mode {}",
         p.name,
         p.name,
         if tools.is_empty() {
@@ -190,7 +191,8 @@ fn profile_line(p: &crate::config::Profile) {
             tools.join(" ")
         },
         if p.builtins { "in" } else { "out" },
-        search_label(&p.tool_search)
+        search_label(&p.tool_search),
+        code_label(&p.code_mode)
     );
 }
 
@@ -340,6 +342,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         },
         "servers": servers,
         "toolSearch": search_json(&config.hub.tool_search),
+        "codeMode": code_json(&config.hub.code_mode),
         "flows": {
             "guard": config.hub.policy.flows.guard.label(),
             "labels": flow_labels(config).into_iter().map(|(label, globs, builtins)| {
@@ -360,6 +363,7 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
                 .collect::<Vec<_>>(),
             "builtins": p.builtins,
             "toolSearch": search_json(&p.tool_search),
+            "codeMode": code_json(&p.code_mode),
         })).collect::<Vec<_>>(),
         "warnings": config.warnings,
     });
@@ -393,6 +397,55 @@ fn search_label(t: &crate::config::ToolSearch) -> String {
         label.push_str(&format!(", pinned {}", t.always_load.patterns.join(" ")));
     }
     label
+}
+
+fn code_mode_name(c: &crate::config::CodeMode) -> &'static str {
+    match c.mode {
+        crate::config::CodeModeSwitch::On => "on",
+        crate::config::CodeModeSwitch::Off => "off",
+        crate::config::CodeModeSwitch::Auto => "auto",
+    }
+}
+
+/// Code mode's switch and, when it can be on, the limits every program gets and how its
+/// worker is confined on this machine.
+fn code_label(c: &crate::config::CodeMode) -> String {
+    if c.mode == crate::config::CodeModeSwitch::Off {
+        return "off (openpact.codeMode.mode turns on run_code)".into();
+    }
+    let confined = match crate::sandbox::support() {
+        crate::sandbox::Support::Missing(why) => {
+            format!("unconfined here ({why}), resource limits only")
+        }
+        _ => format!("confined ({})", crate::sandbox::platform().name()),
+    };
+    format!(
+        "{}{}: run_code with {} per program, {} tool calls, {} at once, {} MiB, {} characters of output; programs run {confined}",
+        code_mode_name(c),
+        if c.mode == crate::config::CodeModeSwitch::Auto {
+            " (where tool search is on)"
+        } else {
+            ""
+        },
+        human_duration(c.timeout),
+        c.max_calls,
+        c.parallel,
+        c.memory >> 20,
+        c.max_output
+    )
+}
+
+fn code_json(c: &crate::config::CodeMode) -> Value {
+    json!({
+        "mode": code_mode_name(c),
+        "timeoutMs": c.timeout.as_millis() as u64,
+        "maxCalls": c.max_calls,
+        "parallel": c.parallel,
+        "memory": c.memory,
+        "maxOutput": c.max_output,
+        "keepValues": c.keep_values,
+        "keepBytes": c.keep_bytes,
+    })
 }
 
 fn search_json(t: &crate::config::ToolSearch) -> Value {

@@ -257,6 +257,51 @@ fn tool_search_and_profiles_are_read_with_profiles_inheriting_the_search() {
 }
 
 #[test]
+fn code_mode_is_read_checked_and_inherited_by_profiles() {
+    use crate::config::{CodeMode, CodeModeSwitch};
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"mcpServers": {"fs": {"command": "tool"}},
+            "openpact": {
+              "profiles": {"plain": {"servers": ["fs"]},
+                           "coder": {"codeMode": {"mode": "on", "maxCalls": 20}}},
+              "codeMode": {"mode": "auto", "timeout": "90s", "memory": "256MiB", "parallel": 4,
+                           "maxOutput": 5000, "keepValues": 3, "keepBytes": "1MiB"}
+            }}"#,
+        &[],
+    );
+    let code = &c.hub.code_mode;
+    assert_eq!(code.mode, CodeModeSwitch::Auto);
+    assert_eq!(code.timeout, Duration::from_secs(90));
+    assert_eq!((code.memory, code.parallel, code.max_output), (256 << 20, 4, 5000));
+    assert_eq!((code.keep_values, code.keep_bytes), (3, 1 << 20));
+    assert_eq!(code.max_calls, CodeMode::DEFAULT_MAX_CALLS);
+    // Auto follows tool search; a profile starts from the hub's settings.
+    assert!(code.active(true) && !code.active(false));
+    let [plain, coder] = &c.hub.profiles[..] else { panic!("two profiles") };
+    assert_eq!(plain.code_mode, *code);
+    assert_eq!(coder.code_mode.mode, CodeModeSwitch::On);
+    assert_eq!((coder.code_mode.max_calls, coder.code_mode.parallel), (20, 4));
+    assert_eq!(CodeMode::default().mode, CodeModeSwitch::Off, "off until asked for");
+    let all = f
+        .err_short(
+            r#"{"openpact": {"codeMode": {"mode": "maybe", "memory": "1MiB", "timeout": "0s",
+                                          "parallel": 0}}}"#,
+            &[],
+        )
+        .join("\n");
+    for want in [
+        "openpact.codeMode.mode",
+        "use \"on\", \"off\" or \"auto\"",
+        "openpact.codeMode.memory: \"1MiB\" is too little",
+        "openpact.codeMode.timeout",
+        "openpact.codeMode.parallel",
+    ] {
+        assert!(all.contains(want), "{want} in {all}");
+    }
+}
+
+#[test]
 fn a_profile_naming_an_unknown_server_is_an_error_at_its_json_path() {
     let f = Fixture::new();
     let problems = f.err_short(
