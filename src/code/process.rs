@@ -20,6 +20,28 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 const GRACE: Duration = Duration::from_millis(500);
 /// Bytes of the worker's stderr kept, to say why it died.
 const STDERR_KEPT: usize = 8 << 10;
+/// Programs running at once in one hub: each is a process with up to `memory` of its own,
+/// so a client starting many cannot take the machine.
+pub const MAX_RUNNING: usize = 8;
+
+static RUNNING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A running program's place among [`MAX_RUNNING`], given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let taken = RUNNING.fetch_update(SeqCst, SeqCst, |n| (n < MAX_RUNNING).then_some(n + 1));
+        taken.ok().map(|_| Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        RUNNING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// What a program reaches through the hub: the calls it asks for, and its session's kept
 /// values.
@@ -257,6 +279,12 @@ pub async fn run(settings: &CodeMode, start: Start, host: &dyn Host) -> Ran {
         calls: 0,
         confined: Ok(()),
         duration: Duration::ZERO,
+    };
+    let Some(_slot) = Slot::take() else {
+        ran.error = Some(format!(
+            "{MAX_RUNNING} programs are running in this hub already; run it again when one has finished"
+        ));
+        return ran;
     };
     let mut worker = match Worker::start(settings, timeout) {
         Ok(w) => w,
