@@ -21,7 +21,7 @@
 //!
 //! Also measured on the code-mode hub: a program's start cost (`run_code` of `1`, p50 over
 //! [`START_RUNS`], beside a plain `tools/call` of a catalogue tool interleaved with it) and
-//! the hub's memory idle and while a worker runs a long loop (read from `/proc` mid-run).
+//! the hub's memory idle and while a worker runs a long loop (sampled from `/proc` meanwhile).
 //! The goal (≥ [`GOAL_BYTES_CUT`] fewer bytes over the tasks) is information only. When the
 //! hub lists no `run_code`, (b) and the worker figures are skipped with a note.
 
@@ -32,6 +32,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The goal for the share of bytes code mode saves over the tasks.
@@ -519,8 +521,10 @@ pub struct StartCost {
 /// The code-mode hub's memory, idle and with a worker running [`SPIN`].
 pub struct Memory {
     pub hub_idle_kib: u64,
+    /// The hub's peak while the program ran.
     pub hub_running_kib: u64,
-    /// Every process below the hub but the fixtures, mid-run (the worker and its wrapper).
+    /// Every process below the hub but the fixtures (the worker and its wrapper), at their
+    /// largest sample.
     pub workers: usize,
     pub workers_kib: u64,
     /// How the program ended (the first line of its answer).
@@ -785,26 +789,46 @@ fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
-/// The hub's RSS idle, then mid-way through [`SPIN`] with the worker's.
+/// The hub's RSS idle, then its peak and the worker's while [`SPIN`] runs (sampled every
+/// 20 ms from another thread while this one waits for the program's answer).
 fn memory(ctx: &Ctx, hub: &mut Peer) -> Result<Memory> {
     let hub_idle_kib = status_field(hub.pid, "VmRSS")?;
     let fixture = ctx
         .fixture
         .canonicalize()
         .unwrap_or_else(|_| ctx.fixture.clone());
-    let id = hub.send_request("tools/call", run_code_params(SPIN, Some(SPIN_TIMEOUT)))?;
-    std::thread::sleep(Duration::from_millis(1000));
-    let hub_running_kib = status_field(hub.pid, "VmRSS")?;
-    let workers: Vec<u32> = descendants(hub.pid)
-        .into_iter()
-        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|exe| exe != fixture))
-        .collect();
-    let workers_kib = workers
-        .iter()
-        .filter_map(|p| status_field(*p, "VmRSS").ok())
-        .sum();
-    let result = hub.response(id, "tools/call")?;
-    let ended = result_text(&result)
+    let hub_pid = hub.pid;
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let (mut hub_kib, mut workers, mut workers_kib) = (0, 0, 0);
+            while !done.load(Ordering::Relaxed) {
+                hub_kib = hub_kib.max(status_field(hub_pid, "VmRSS").unwrap_or(0));
+                let below: Vec<u32> = descendants(hub_pid)
+                    .into_iter()
+                    .filter(|p| {
+                        std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|exe| exe != fixture)
+                    })
+                    .collect();
+                let kib: u64 = below
+                    .iter()
+                    .filter_map(|p| status_field(*p, "VmRSS").ok())
+                    .sum();
+                if kib > workers_kib {
+                    (workers, workers_kib) = (below.len(), kib);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (hub_kib, workers, workers_kib)
+        })
+    };
+    let answer = hub.call("tools/call", run_code_params(SPIN, Some(SPIN_TIMEOUT)));
+    done.store(true, Ordering::Relaxed);
+    let (hub_running_kib, workers, workers_kib) = sampler
+        .join()
+        .map_err(|_| anyhow!("the memory sampler panicked"))?;
+    let ended = result_text(&answer?)
         .lines()
         .next()
         .unwrap_or_default()
@@ -814,7 +838,7 @@ fn memory(ctx: &Ctx, hub: &mut Peer) -> Result<Memory> {
     Ok(Memory {
         hub_idle_kib,
         hub_running_kib,
-        workers: workers.len(),
+        workers,
         workers_kib,
         ended,
     })

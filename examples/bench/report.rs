@@ -1525,7 +1525,7 @@ fn print_code(c: &CodePart) {
     }
     if let Some(m) = &c.memory {
         println!(
-            "   hub memory: idle {}, with a worker running a loop {} (+ {} in {} process(es) below it, fixtures excepted); the loop ended: {}",
+            "   hub memory (VmRSS): idle {}, peak while a worker ran a loop {} (+ {} in {} process(es) below it, fixtures excepted); the loop ended: {}",
             mib(m.hub_idle_kib),
             mib(m.hub_running_kib),
             mib(m.workers_kib),
