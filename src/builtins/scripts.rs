@@ -17,7 +17,7 @@
 mod approvals;
 mod http;
 mod meta;
-mod sandbox;
+pub(crate) mod sandbox;
 
 use crate::builtins::{BoxFuture, Group, ToolDef, ToolOutput, cap_chars, paths};
 use crate::config::{ScriptsSettings, WebSettings};

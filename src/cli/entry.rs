@@ -11,7 +11,7 @@ use tracing_subscriber::EnvFilter;
 pub fn main() -> ExitCode {
     // The sandbox wrapper confines itself and becomes the server: nothing else of openpact
     // (logging, the runtime) may start first.
-    if let Some(code) = crate::sandbox::run_if_asked() {
+    if let Some(code) = crate::embed::run_sandbox_wrapper_if_asked() {
         return code;
     }
     let cli = Cli::parse();

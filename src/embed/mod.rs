@@ -278,8 +278,9 @@ fn typed<T: serde::de::DeserializeOwned>(method: &str, value: Value) -> Result<T
 /// wrapper, `openpact-sandbox` when it lies beside the program's executable, else the
 /// program itself with a hidden first argument. Call this first thing in `main` (before
 /// logging or a runtime starts); when the program was started as the wrapper it confines
-/// itself, runs the server, and returns the exit code to end with. Otherwise it returns
-/// `None` at once.
+/// itself, runs the server, and returns the exit code to end with. Code mode's program
+/// worker (`openpact.codeMode`) is started the same way, from the program's executable.
+/// Otherwise it returns `None` at once.
 ///
 /// ```no_run
 /// fn main() -> std::process::ExitCode {
@@ -291,5 +292,5 @@ fn typed<T: serde::de::DeserializeOwned>(method: &str, value: Value) -> Result<T
 /// }
 /// ```
 pub fn run_sandbox_wrapper_if_asked() -> Option<std::process::ExitCode> {
-    crate::sandbox::run_if_asked()
+    crate::sandbox::run_if_asked().or_else(crate::code::worker::run_if_asked)
 }

@@ -1,10 +1,11 @@
 //! Views: what each client sees of the merged catalogue. A profile keeps some servers and
 //! tools; tool search replaces a long tool list with the pinned tools and two meta-tools
-//! (`search_tools`, `call_tool`) over an index of the view's tools. View 0 is the default
-//! one (`serve` without `--profile`, `/mcp`); each profile is one more, in config order.
+//! (`search_tools`, `call_tool`) over an index of the view's tools; code mode lists
+//! `search_tools` and `run_code` instead. View 0 is the default one (`serve` without
+//! `--profile`, `/mcp`); each profile is one more, in config order.
 
 use super::catalog::{BUILTIN, Catalog, META, Named, NamedList};
-use crate::config::{Config, ToolSearch, ToolSelection};
+use crate::config::{CodeMode, Config, ToolSearch, ToolSelection};
 use crate::search::{Hit, Index};
 use crate::upstream::{Entry, Upstream};
 use std::sync::{Arc, OnceLock};
@@ -12,6 +13,7 @@ use std::sync::{Arc, OnceLock};
 /// The meta-tools' names: bare, like built-ins, and valid in both naming modes.
 pub const SEARCH_TOOLS: &str = "search_tools";
 pub const CALL_TOOL: &str = "call_tool";
+pub const RUN_CODE: &str = "run_code";
 
 /// The `_meta` key that makes Claude Code load a tool in full rather than defer it behind
 /// its own search.
@@ -27,6 +29,7 @@ pub struct ViewSpec {
     tools: ToolSelection,
     builtins: bool,
     pub search: ToolSearch,
+    pub code: CodeMode,
 }
 
 impl ViewSpec {
@@ -38,6 +41,7 @@ impl ViewSpec {
             tools: ToolSelection::default(),
             builtins: true,
             search: config.hub.tool_search.clone(),
+            code: config.hub.code_mode.clone(),
         }];
         views.extend(config.hub.profiles.iter().map(|p| {
             ViewSpec {
@@ -49,6 +53,7 @@ impl ViewSpec {
                 tools: p.tools.clone(),
                 builtins: p.builtins,
                 search: p.tool_search.clone(),
+                code: p.code_mode.clone(),
             }
         }));
         views
@@ -70,7 +75,7 @@ impl ViewSpec {
     /// This view of `full`: `full` itself when the view keeps everything and lists it all.
     pub fn catalog(&self, full: &Arc<Catalog>, upstreams: &[Arc<Upstream>]) -> Arc<Catalog> {
         let mut view = if self.is_whole() {
-            if !self.search.active(full.tools.items.len()) {
+            if !self.searched(full.tools.items.len()) {
                 return full.clone();
             }
             full.filtered(|_| true, |_| true)
@@ -80,10 +85,17 @@ impl ViewSpec {
                 |t| self.tools.allows(&t.qualified),
             )
         };
-        if self.search.active(view.tools.items.len()) {
+        if self.searched(view.tools.items.len()) {
             view.search = Some(Arc::new(Search::new(self, &view, upstreams)));
         }
         Arc::new(view)
+    }
+
+    /// Whether a view of `tools` tools is searched: tool search is on for it, or code mode
+    /// (which is searched through `search_tools`).
+    fn searched(&self, tools: usize) -> bool {
+        let search = self.search.active(tools);
+        search || self.code.active(search)
     }
 }
 
@@ -93,6 +105,8 @@ impl ViewSpec {
 pub struct Search {
     pub listed: NamedList,
     pub settings: ToolSearch,
+    /// Set when the view is in code mode: `run_code` is listed, with these limits.
+    pub code: Option<CodeMode>,
     /// Per tool of the view, in catalogue order: its server's name and instructions.
     servers: Vec<(Arc<str>, Arc<str>)>,
     index: OnceLock<Arc<Index>>,
@@ -105,7 +119,9 @@ impl Search {
             .filter(|u| spec.shows_server(u.index) && !u.is_removed() && !u.config().disabled)
             .map(|u| u.name())
             .collect();
-        let mut listed: Vec<Arc<Named>> = meta_tools(&names)
+        let search_on = spec.search.active(view.tools.items.len());
+        let code = spec.code.active(search_on).then(|| spec.code.clone());
+        let mut listed: Vec<Arc<Named>> = meta_tools(&names, code.as_ref())
             .iter()
             .map(|e| Arc::new(Named::own(META, e)))
             .collect();
@@ -123,6 +139,7 @@ impl Search {
         Search {
             listed: NamedList::of(listed),
             settings: spec.search.clone(),
+            code,
             servers,
             index: OnceLock::new(),
         }
@@ -276,8 +293,9 @@ fn with_meta_flag(json: &str, key: &str) -> String {
     serde_json::Value::Object(tool).to_string()
 }
 
-/// The definitions of `search_tools` and `call_tool` for a view of servers `servers`.
-fn meta_tools(servers: &[&str]) -> Vec<Entry> {
+/// The definitions of `search_tools` and `call_tool` (or, in code mode, `run_code`) for a
+/// view of servers `servers`.
+fn meta_tools(servers: &[&str], code: Option<&CodeMode>) -> Vec<Entry> {
     let over = if servers.is_empty() {
         "the hub's tools".to_string()
     } else {
@@ -289,7 +307,12 @@ fn meta_tools(servers: &[&str]) -> Vec<Entry> {
         "description": format!(
             "Find the tools for a task among {over} (only a few are listed up front). \
              Describe the task in plain words; the best matches come back with their full \
-             definitions. Then call one with call_tool, or by its name."
+             definitions. {}",
+            if code.is_some() {
+                "Then use them in a program with run_code (each match shows its call)."
+            } else {
+                "Then call one with call_tool, or by its name."
+            }
         ),
         "inputSchema": {
             "type": "object",
@@ -320,7 +343,11 @@ fn meta_tools(servers: &[&str]) -> Vec<Entry> {
         },
         "_meta": {ALWAYS_LOAD: true}
     });
-    [search, call]
+    let second = match code {
+        Some(code) => run_code_tool(code),
+        None => call,
+    };
+    [search, second]
         .into_iter()
         .filter_map(|t| {
             Some(Entry {
@@ -329,4 +356,48 @@ fn meta_tools(servers: &[&str]) -> Vec<Entry> {
             })
         })
         .collect()
+}
+
+/// The definition of `run_code`: what a program may do and what it cannot, in the words a
+/// model reads before it writes one.
+fn run_code_tool(code: &CodeMode) -> serde_json::Value {
+    let description = format!(
+        "Run a Starlark (Python-like) program that calls tools; only what it prints and its last \
+         expression's value come back, so use it to chain many calls, loop, filter and \
+         summarise without passing every result through the conversation. Find tools and \
+         their call signatures with search_tools first. In the program: \
+         call(\"server:tool\", {{args}}) returns the tool's value (its structured content, \
+         else its text parsed as JSON when it is JSON, else the text) and FAILS the program \
+         on a tool error (denied, unknown tool, rate limit, isError); \
+         try_call(\"server:tool\", {{args}}) returns {{\"ok\": True, \"value\": v}} or \
+         {{\"ok\": False, \"error\": msg}} instead (Starlark has no try/except); \
+         tools.SERVER.TOOL(arg=value) is call() by attribute; \
+         parallel([[\"server:tool\", {{args}}], ...]) runs up to {} calls at once and returns \
+         their values in order (fail=False gives try_call's form); keep(name, value) and \
+         kept(name) hold values for later programs of this session; print(...); \
+         json.encode/json.decode. No load(), files, network or clock. Limits: {} \
+         run time (the `timeout` argument may ask for less), {} tool calls, {} MiB of memory, \
+         {} characters of output. Every call is checked by the user's permissions like a \
+         direct call.",
+        code.parallel,
+        crate::config::human_duration(code.timeout),
+        code.max_calls,
+        code.memory >> 20,
+        code.max_output,
+    );
+    serde_json::json!({
+        "name": RUN_CODE,
+        "title": "Run a program that calls tools",
+        "description": description,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "The Starlark program"},
+                "timeout": {"type": "number",
+                            "description": "Seconds the program may run (at most the configured limit)"}
+            },
+            "required": ["code"]
+        },
+        "_meta": {ALWAYS_LOAD: true}
+    })
 }

@@ -39,6 +39,15 @@ pub struct Record {
     pub arguments: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// The code-mode program this call was made by (on its inner calls), or that this
+    /// record is of (on the program's own record).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub program: Option<Arc<str>>,
+    /// On a program's own record: `sha256:` of its code, and the tool calls it made.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub code_hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub calls: Option<usize>,
     /// The canonical arguments, when `arguments_hash` is still to be computed, and the
     /// moment `time` stands for, when still to be written out: the writer thread does both,
     /// so a call waits for neither SHA-256 nor date formatting.

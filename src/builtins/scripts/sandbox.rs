@@ -51,7 +51,7 @@ pub const SLEEP_CAP: Duration = Duration::from_secs(5);
 /// How long the caller waits past the deadline for the thread to notice it.
 const GRACE: Duration = Duration::from_millis(300);
 /// Each Starlark call recurses on the native stack; give deep (but limited) recursion room.
-const THREAD_STACK: usize = 32 << 20;
+pub const THREAD_STACK: usize = 32 << 20;
 /// How often blocking built-ins look at the deadline.
 const SLICE: Duration = Duration::from_millis(20);
 /// Deeper values are returned as their string form (also stops self-containing lists).
@@ -123,9 +123,9 @@ pub struct Outcome {
     pub duration: Duration,
 }
 
-/// `print` output, kept up to the cap; the rest is only counted.
+/// `print` output, kept up to the cap; the rest is only counted (also code mode's).
 #[derive(Debug, Default)]
-struct Output {
+pub struct Output {
     text: String,
     kept: usize,
     total: usize,
@@ -133,6 +133,13 @@ struct Output {
 }
 
 impl Output {
+    pub fn new(cap: usize) -> Output {
+        Output {
+            cap,
+            ..Output::default()
+        }
+    }
+
     fn push(&mut self, line: &str) {
         for c in line.chars().chain(std::iter::once('\n')) {
             self.total += 1;
@@ -143,7 +150,7 @@ impl Output {
         }
     }
 
-    fn finish(&self) -> String {
+    pub fn finish(&self) -> String {
         if self.total > self.kept {
             format!(
                 "{}\n\n[Output truncated: {} of {} characters shown]",
@@ -155,7 +162,8 @@ impl Output {
     }
 }
 
-struct Printer(Arc<Mutex<Output>>);
+/// Sends `print` to an [`Output`].
+pub struct Printer(pub Arc<Mutex<Output>>);
 
 impl PrintHandler for Printer {
     fn println(&self, text: &str) -> starlark::Result<()> {
@@ -343,7 +351,7 @@ fn globals() -> &'static Globals {
 
 /// The language: standard Starlark without `load`; top-level `if`/`for` are allowed (unlike
 /// the Go original), which only makes more scripts valid.
-fn dialect() -> Dialect {
+pub fn dialect() -> Dialect {
     Dialect {
         enable_load: false,
         enable_top_level_stmt: true,
@@ -407,10 +415,7 @@ impl Drop for Slot {
 /// Runs `job` on its own thread and waits for it, at most the timeout plus a short grace.
 pub async fn run(job: Job, env: Arc<Env>, limits: Limits, running: Arc<AtomicUsize>) -> Outcome {
     let start = Instant::now();
-    let output = Arc::new(Mutex::new(Output {
-        cap: limits.max_output,
-        ..Output::default()
-    }));
+    let output = Arc::new(Mutex::new(Output::new(limits.max_output)));
     let fail = |error: String, output: &Arc<Mutex<Output>>| Outcome {
         value: Json::Null,
         output: output
@@ -478,7 +483,7 @@ impl Drop for CtxGuard {
 
 /// Folds runs of identical traceback frames (deep recursion repeats one frame up to the
 /// call-stack limit) into one frame and a count.
-fn collapse_frames(text: &str) -> String {
+pub fn collapse_frames(text: &str) -> String {
     // A frame is a `  * file:line, in f` line and the indented source lines after it.
     let mut frames: Vec<String> = Vec::new();
     for line in text.lines() {

@@ -85,6 +85,15 @@ struct Call<'s> {
     policy: &'s Policy,
     t0: Instant,
     audit: Record,
+    /// Set for a call a code-mode program made: where its answer goes instead of the client.
+    inner: Option<Inner>,
+}
+
+/// A call made by a code-mode program: the program's id (for the audit) and where the
+/// answer goes (redacted, as everything sent to the client is).
+pub(super) struct Inner {
+    pub program: Arc<str>,
+    pub to: tokio::sync::oneshot::Sender<String>,
 }
 
 /// What look-up found for a call by name.
@@ -127,15 +136,21 @@ impl Session {
         {
             return match meta {
                 Meta::Answer(line) => line.into(),
-                Meta::Call(inner) => self.call_by_name(m, kind, &inner).await,
+                Meta::Call(inner) => self.call_by_name(m, kind, &inner, None).await,
             };
         }
-        self.call_by_name(m, kind, params).await
+        self.call_by_name(m, kind, params, None).await
     }
 
     /// A call by name with `params` for the request's own: look up → admit → dispatch →
-    /// settle.
-    async fn call_by_name(self: &Arc<Self>, m: &Message, kind: NameKind, params: &str) -> Reply {
+    /// settle. A program's call (`inner`) is answered to the program.
+    pub(super) async fn call_by_name(
+        self: &Arc<Self>,
+        m: &Message,
+        kind: NameKind,
+        params: &str,
+        inner: Option<Inner>,
+    ) -> Reply {
         let t0 = Instant::now();
         let found = match self.look_up(m, kind, params).await {
             Ok(found) => found,
@@ -144,6 +159,7 @@ impl Session {
         // The policy as it is once the name is found: a login may have waited through a reload.
         let policy = self.hub.policy();
         let mut call = Call::new(self, m, &policy, t0);
+        call.inner = inner;
         match call.admit_by_name(&found).await {
             Admitted::Answered(outcome, line) => call.answer(found.server(), outcome, line),
             Admitted::Go(claim) => {
@@ -231,6 +247,7 @@ impl<'s> Call<'s> {
             policy,
             t0,
             audit: Record::default(),
+            inner: None,
         }
     }
 
@@ -426,6 +443,7 @@ impl<'s> Call<'s> {
             cache: "off".into(),
             hash_later: Some(canon),
             arguments,
+            program: self.inner.as_ref().map(|i| i.program.clone()),
             ..Record::default()
         }
     }
@@ -465,11 +483,19 @@ impl<'s> Call<'s> {
             policy,
             t0,
             mut audit,
+            inner,
             ..
         } = self;
         session.hub.metrics.call(server, outcome, t0.elapsed());
+        let send = |line: String| match inner {
+            // Redacted before the program sees it, as before the client does.
+            Some(inner) => {
+                let _ = inner.to.send(policy.redact(&line).into_owned());
+            }
+            None => session.send(line),
+        };
         if !policy.audit_enabled() {
-            session.send(line);
+            send(line);
             return Reply::Sent;
         }
         audit.duration_ms = (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3;
@@ -484,7 +510,7 @@ impl<'s> Call<'s> {
                 _ => "ok".into(),
             };
         }
-        session.send(line);
+        send(line);
         // A URI or a denial message can quote a secret.
         if let Cow::Owned(redacted) = policy.redact(&audit.target) {
             audit.target = redacted.into();

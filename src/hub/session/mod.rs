@@ -21,6 +21,7 @@
 
 mod calls;
 mod client;
+mod program;
 mod input;
 mod lists;
 mod login;
@@ -99,6 +100,8 @@ pub struct Session {
     /// Which of the hub's views this client sees (0: the default one; see
     /// [`crate::hub::views`]).
     view: usize,
+    /// What this client's code-mode programs keep for each other (`keep`/`kept`).
+    kept: Mutex<crate::code::kept::Kept>,
     /// Dropped with the session: what ends its task passing on the hub's events (which
     /// would otherwise wait for the next event, however long, holding the session's memory).
     alive: Mutex<Option<oneshot::Sender<()>>>,
@@ -249,6 +252,7 @@ impl Session {
             stateless,
             prompt_turn: tokio::sync::Mutex::new(()),
             view,
+            kept: Mutex::new(Default::default()),
             alive: Mutex::new(None),
         });
         session.hub.register(&session);

@@ -5,7 +5,7 @@
 use super::Session;
 use crate::builtins::ToolOutput;
 use crate::config::ToolSearch;
-use crate::hub::views::{self, CALL_TOOL, SEARCH_TOOLS};
+use crate::hub::views::{self, CALL_TOOL, RUN_CODE, SEARCH_TOOLS};
 use crate::hub::{Catalog, catalog};
 use crate::jsonrpc::{self, Message, RawObject};
 use serde_json::{Value, json};
@@ -32,12 +32,12 @@ fn tool_result(id: &str, text: &str, structured: Option<Value>, is_error: bool) 
 impl Session {
     /// `Some` when `name` is a meta-tool of this client's view (`params`: the call's).
     pub(super) async fn meta_tool(
-        &self,
+        self: &Arc<Self>,
         m: &Message,
         params: &RawObject<'_>,
         name: &str,
     ) -> Option<Meta> {
-        if name != SEARCH_TOOLS && name != CALL_TOOL {
+        if name != SEARCH_TOOLS && name != CALL_TOOL && name != RUN_CODE {
             return None;
         }
         if name == SEARCH_TOOLS {
@@ -46,6 +46,10 @@ impl Session {
         }
         let view = self.catalog();
         let search = view.search.as_ref()?;
+        if name == RUN_CODE {
+            let code = search.code.as_ref()?;
+            return Some(Meta::Answer(self.run_code(m, params, &view, code).await));
+        }
         let arguments: Value = params
             .get("arguments")
             .and_then(|a| serde_json::from_str(a).ok())

@@ -1,0 +1,334 @@
+//! The hub's side of a program: a worker process started through the sandbox wrapper (no
+//! files, no network, no inherited environment) with memory and CPU-time limits, spoken to
+//! over its pipes until the program ends, runs out of time, or the worker dies — whichever
+//! comes first, the worker is gone when [`run`] returns.
+
+use super::protocol::{Answer, Answers, CallRequest, FromWorker, MAX_LINE, SUBCOMMAND, Start};
+use super::worker;
+use crate::builtins::BoxFuture;
+use crate::config::CodeMode;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+/// How long past the program's own deadline the hub waits before it kills the worker (the
+/// worker stops itself at the deadline, with a clearer message).
+const GRACE: Duration = Duration::from_millis(500);
+/// Bytes of the worker's stderr kept, to say why it died.
+const STDERR_KEPT: usize = 8 << 10;
+
+/// What a program reaches through the hub: the calls it asks for, and its session's kept
+/// values.
+pub trait Host: Send + Sync {
+    /// One tool call, through the whole pipeline; its value or error.
+    fn call(&self, request: CallRequest) -> BoxFuture<'_, Answer>;
+    fn keep(&self, name: String, value: Value) -> Answer;
+    fn kept(&self, name: &str) -> Answer;
+    /// `done` tool calls have finished.
+    fn progress(&self, done: usize);
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    pub value: Value,
+    pub output: String,
+    pub error: Option<String>,
+    /// Tool calls it made.
+    pub calls: usize,
+    /// `Err(why)` when the worker ran without the kernel's confinement.
+    pub confined: Result<(), String>,
+    pub duration: Duration,
+}
+
+/// Why a worker could not run a program.
+#[derive(Debug, thiserror::Error)]
+enum WorkerError {
+    #[error("could not start the code worker: {0}")]
+    Start(String),
+    /// The worker ended or misbehaved; the text says how, naming the limit it hit.
+    #[error("{0}")]
+    Ended(String),
+}
+
+/// A running worker.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: tokio::task::JoinHandle<String>,
+    confined: Result<(), String>,
+    /// Its memory limit, bytes (for the message when it runs out).
+    memory: u64,
+}
+
+/// The files a worker must read to start: its executable and the system's shared libraries
+/// (once started, it shuts itself off from those too).
+fn startup_reads(exe: &Path) -> Vec<PathBuf> {
+    let mut read = vec![exe.to_path_buf()];
+    if let Ok(real) = exe.canonicalize()
+        && real != exe
+    {
+        read.push(real);
+    }
+    for dir in ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"] {
+        let p = Path::new(dir);
+        if p.exists() {
+            read.push(p.to_path_buf());
+        }
+    }
+    read
+}
+
+impl Worker {
+    /// Starts a worker for a program of `timeout` under `settings`' limits.
+    fn start(settings: &CodeMode, timeout: Duration) -> Result<Worker, WorkerError> {
+        let exe = std::env::current_exe().map_err(|e| WorkerError::Start(e.to_string()))?;
+        let confined = match crate::sandbox::support() {
+            crate::sandbox::Support::Missing(why) => Err(why.clone()),
+            _ => Ok(()),
+        };
+        let limits = worker::Limits {
+            memory: settings.memory,
+            // Whole seconds, rounded up, plus one: the wall-clock deadline is the real limit.
+            cpu: timeout.as_secs() + 2,
+            confine: confined.is_ok(),
+        };
+        let mut worker_args = vec![SUBCOMMAND.to_string()];
+        worker_args.extend(limits.args());
+        let mut cmd = if confined.is_ok() {
+            let rules = openpact_confine::Confinement {
+                read: startup_reads(&exe),
+                write: Vec::new(),
+                carve: Vec::new(),
+                network: openpact_confine::NetRule::Closed,
+                unix: openpact_confine::UnixRule::Seccomp,
+                pid_namespace: false,
+            };
+            let rules = serde_json::to_string(&rules).map_err(|e| WorkerError::Start(e.to_string()))?;
+            let (wrapper, mut args) = crate::sandbox::wrapper_command()
+                .map_err(|e| WorkerError::Start(format!("the sandbox wrapper: {e}")))?;
+            args.push(rules);
+            args.push("--".into());
+            args.push(exe.to_string_lossy().into_owned());
+            args.extend(worker_args);
+            let mut cmd = tokio::process::Command::new(wrapper);
+            cmd.args(args);
+            cmd
+        } else {
+            let mut cmd = tokio::process::Command::new(&exe);
+            cmd.args(worker_args);
+            cmd
+        };
+        cmd.env_clear()
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| WorkerError::Start(e.to_string()))?;
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(WorkerError::Start("its pipes were not made".into()));
+        };
+        let stderr = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let room = STDERR_KEPT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+            String::from_utf8_lossy(&kept).into_owned()
+        });
+        Ok(Worker {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            stderr,
+            confined,
+            memory: settings.memory,
+        })
+    }
+
+    async fn send<T: serde::Serialize>(&mut self, message: &T) -> Result<(), WorkerError> {
+        let mut line = serde_json::to_vec(message).map_err(|e| WorkerError::Ended(e.to_string()))?;
+        line.push(b'\n');
+        if self.stdin.write_all(&line).await.is_err() {
+            return Err(self.ended().await);
+        }
+        Ok(())
+    }
+
+    async fn recv(&mut self) -> Result<FromWorker, WorkerError> {
+        let mut line = Vec::new();
+        let read = (&mut self.stdout)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => Err(self.ended().await),
+            Ok(n) if n > MAX_LINE => Err(WorkerError::Ended(format!(
+                "the program's worker sent more than {MAX_LINE} bytes at once"
+            ))),
+            Ok(_) => serde_json::from_slice(&line).map_err(|e| {
+                WorkerError::Ended(format!("the program's worker sent an unreadable line: {e}"))
+            }),
+        }
+    }
+
+    /// Why the worker is gone, naming the limit it hit where that is what ended it.
+    async fn ended(&mut self) -> WorkerError {
+        let status = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        let stderr = match tokio::time::timeout(Duration::from_secs(1), &mut self.stderr).await {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        };
+        WorkerError::Ended(why_ended(
+            status.ok().and_then(Result::ok),
+            &stderr,
+            self.memory,
+        ))
+    }
+}
+
+/// The words for a worker's end.
+fn why_ended(status: Option<std::process::ExitStatus>, stderr: &str, memory: u64) -> String {
+    let said = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    #[cfg(unix)]
+    let signal = {
+        use std::os::unix::process::ExitStatusExt;
+        status.and_then(|s| s.signal())
+    };
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    if stderr.contains("memory allocation of") || stderr.contains("out of memory") {
+        return format!(
+            "the program ran out of memory: its worker may use {} MiB (openpact.codeMode.memory)",
+            memory >> 20
+        );
+    }
+    if stderr.contains("overflowed its stack") {
+        return "the program nested calls deeper than the worker's stack allows".into();
+    }
+    match signal {
+        Some(24) => {
+            "the program used up its CPU time (the CPU-time limit follows run_code's `timeout`)"
+                .into()
+        }
+        Some(9) => "the program's worker was killed (out of memory or time)".into(),
+        Some(s) => format!("the program's worker crashed (signal {s}){}", detail(said)),
+        None => match status {
+            Some(s) => format!("the program's worker ended ({s}){}", detail(said)),
+            None => format!("the program's worker stopped answering{}", detail(said)),
+        },
+    }
+}
+
+fn detail(said: &str) -> String {
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(": {said}")
+    }
+}
+
+/// Runs `start` in a fresh worker; every ask goes to `host`. Never fails: a program that
+/// could not run, or died, has its `error` say why.
+pub async fn run(settings: &CodeMode, start: Start, host: &dyn Host) -> Ran {
+    let t0 = Instant::now();
+    let timeout = Duration::from_millis(start.timeout_ms);
+    let mut ran = Ran {
+        value: Value::Null,
+        output: String::new(),
+        error: None,
+        calls: 0,
+        confined: Ok(()),
+        duration: Duration::ZERO,
+    };
+    let mut worker = match Worker::start(settings, timeout) {
+        Ok(w) => w,
+        Err(e) => {
+            ran.error = Some(e.to_string());
+            ran.confined = Err("the worker did not start".into());
+            return ran;
+        }
+    };
+    ran.confined = worker.confined.clone();
+    let deadline = tokio::time::Instant::now() + timeout + GRACE;
+    let ended = tokio::time::timeout_at(deadline, converse(&mut worker, settings, start, host, &mut ran)).await;
+    match ended {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => ran.error = Some(e.to_string()),
+        Err(_) => ran.error = Some(worker::timeout_message(timeout)),
+    }
+    // Whatever happened, the worker does not outlive its program.
+    let _ = worker.child.start_kill();
+    let _ = tokio::time::timeout(Duration::from_secs(2), worker.child.wait()).await;
+    ran.duration = t0.elapsed();
+    ran
+}
+
+/// The exchange: the program sent, then each ask answered until it is done.
+async fn converse(
+    worker: &mut Worker,
+    settings: &CodeMode,
+    start: Start,
+    host: &dyn Host,
+    ran: &mut Ran,
+) -> Result<(), WorkerError> {
+    worker.send(&start).await?;
+    loop {
+        let answers = match worker.recv().await? {
+            FromWorker::Done {
+                value,
+                output,
+                error,
+            } => {
+                ran.value = value;
+                ran.output = output;
+                ran.error = error;
+                return Ok(());
+            }
+            FromWorker::Keep { name, value } => vec![host.keep(name, value)],
+            FromWorker::Kept { name } => vec![host.kept(&name)],
+            FromWorker::Call { calls } => {
+                if ran.calls + calls.len() > settings.max_calls {
+                    return Err(WorkerError::Ended(format!(
+                        "the program asked for more than {} tool calls (the limit is openpact.codeMode.maxCalls)",
+                        settings.max_calls
+                    )));
+                }
+                let before = ran.calls;
+                ran.calls += calls.len();
+                let done = std::sync::atomic::AtomicUsize::new(before);
+                futures_util::stream::iter(calls)
+                    .map(|c| {
+                        let done = &done;
+                        async move {
+                            let answer = host.call(c).await;
+                            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                            host.progress(n);
+                            answer
+                        }
+                    })
+                    .buffered(settings.parallel.max(1))
+                    .collect::<Vec<Answer>>()
+                    .await
+            }
+        };
+        worker.send(&Answers { answers }).await?;
+    }
+}
