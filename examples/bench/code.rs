@@ -501,6 +501,8 @@ pub struct CodeRun {
     pub error: Option<String>,
     /// What the program answered, when it differs.
     pub answer: Option<Value>,
+    /// The result said the worker ran without the sandbox.
+    pub unconfined: bool,
 }
 
 pub struct TaskRun {
@@ -674,17 +676,17 @@ fn result_text(result: &Value) -> String {
 }
 
 /// The program's value in a `run_code` result: its text is the printed output, then the
-/// last expression's value as JSON; nothing is printed here, so the whole text (or else its
-/// last line) is the value.
+/// last expression's value as one line of JSON, then perhaps a note (that it ran
+/// unconfined); the tasks print nothing, so the last line that is JSON is the value.
 fn program_value(result: &Value) -> Option<Value> {
-    let text = result_text(result);
-    serde_json::from_str(text.trim()).ok().or_else(|| {
-        text.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .and_then(|l| serde_json::from_str(l).ok())
-    })
+    result_text(result)
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
 }
+
+/// The note `run_code` adds when the worker could not be confined.
+const UNCONFINED: &str = "ran unconfined";
 
 fn run_code_params(code: &str, timeout: Option<u64>) -> Value {
     let mut args = json!({"code": code});
@@ -736,6 +738,7 @@ fn run_code(
         same,
         error: failed.then(|| result_text(&result)),
         answer: (!same).then_some(answer).flatten(),
+        unconfined: result_text(&result).contains(UNCONFINED),
     })
 }
 

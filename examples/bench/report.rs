@@ -1453,9 +1453,10 @@ fn print_code(c: &CodePart) {
                     ),
                 };
                 format!(
-                    "{answer}; search found {}/{} tools used",
+                    "{answer}; search found {}/{} tools used{}",
                     r.found,
-                    t.direct.tools.len()
+                    t.direct.tools.len(),
+                    if r.unconfined { "; ran unconfined" } else { "" }
                 )
             }
         };
@@ -1578,6 +1579,7 @@ fn code_json(c: &CodePart) -> Value {
                         "same_answer": r.same,
                         "error": r.error,
                         "answer_if_different": r.answer,
+                        "ran_unconfined": r.unconfined,
                     })
                 }),
             })
