@@ -48,8 +48,9 @@ pub const SEARCH_LIMIT: usize = 5;
 const SETS: [&str; 4] = ["tracker", "github", "slack", "postgres"];
 /// The plain call set beside `run_code` of `1`.
 const PLAIN_CALL: (&str, &str) = ("tracker:get_issue", r#"{"id": "ENG-1"}"#);
-/// A program that keeps its worker busy until the timeout (no sleep in Starlark).
-const SPIN: &str = "def spin():\n    n = 0\n    for i in range(1000000000):\n        n += i\n    return n\nspin()\n";
+/// A program that keeps its worker busy until the timeout (no sleep in Starlark), its
+/// integers kept small so that it allocates nothing.
+const SPIN: &str = "def spin():\n    n = 0\n    for i in range(1000000000):\n        n = (n + i) % 7\n    return n\nspin()\n";
 /// Seconds `SPIN` may run; the hub's memory is read while it does.
 const SPIN_TIMEOUT: u64 = 4;
 
@@ -128,7 +129,7 @@ pub const TASKS: &[Task] = &[
     Task {
         key: "open-issue-comments",
         what: "every open tracker issue with more than two comments",
-        query: "list tracker issues and their comments",
+        query: "list tracker issues; list the comments on an issue",
         program: r#"issues = call("tracker:list_issues", {})["issues"]
 open = [i for i in issues if i["state"]["name"] not in ("Done", "Canceled")]
 comments = parallel([["tracker:list_comments", {"issueId": i["identifier"]}] for i in open])
@@ -152,7 +153,7 @@ comments = parallel([["tracker:list_comments", {"issueId": i["identifier"]}] for
     Task {
         key: "my-open-bugs",
         what: "Maya's unfinished bugs with their priority and the first line of each description",
-        query: "find a tracker user and the issues assigned to them with descriptions",
+        query: "tracker users, list issues by assignee, get an issue's details",
         program: r#"me = call("tracker:list_users", {"query": "Maya"})["users"][0]
 mine = call("tracker:list_issues", {"assignee": me["id"]})["issues"]
 full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in mine])
@@ -189,7 +190,7 @@ full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in mine])
     Task {
         key: "messages-by-author",
         what: "messages per author over every Slack channel, most first",
-        query: "slack channels message history users",
+        query: "list slack channels, a channel's message history, list slack users",
         program: r#"chans = call("slack:slack_list_channels", {})["channels"]
 names = {u["id"]: u["real_name"] for u in call("slack:slack_get_users", {})["members"]}
 hist = parallel([["slack:slack_get_channel_history", {"channel_id": c["id"]}] for c in chans])
@@ -237,7 +238,7 @@ for h in hist:
     Task {
         key: "busy-incident-threads",
         what: "threads in #incidents with more than three replies, and who replied",
-        query: "slack channel history thread replies",
+        query: "slack channels, channel history, thread replies, users",
         program: r#"inc = [c for c in call("slack:slack_list_channels", {})["channels"] if c["name"] == "incidents"][0]
 names = {u["id"]: u["real_name"] for u in call("slack:slack_get_users", {})["members"]}
 msgs = call("slack:slack_get_channel_history", {"channel_id": inc["id"]})["messages"]
@@ -290,7 +291,7 @@ out
     Task {
         key: "prs-touching-file",
         what: "open pull requests touching src/checkout/cart.ts, with each reviewer's latest review state",
-        query: "github pull requests files changed and reviews",
+        query: "list pull requests, a pull request's files, its reviews",
         program: r#"prs = call("github:list_pull_requests", {"owner": "acme", "repo": "storefront", "state": "open"})["pull_requests"]
 files = parallel([["github:get_pull_request_files", {"owner": "acme", "repo": "storefront", "pullNumber": p["number"]}] for p in prs])
 hit = [p for p, f in zip(prs, files) if any([x["filename"] == "src/checkout/cart.ts" for x in f["files"]])]
@@ -332,7 +333,7 @@ out
     Task {
         key: "failing-checks",
         what: "open pull requests whose checks fail, with the failing checks and the author",
-        query: "github pull request status checks",
+        query: "list pull requests and each one's status checks",
         program: r#"prs = call("github:list_pull_requests", {"owner": "acme", "repo": "storefront", "state": "open"})["pull_requests"]
 st = parallel([["github:get_pull_request_status", {"owner": "acme", "repo": "storefront", "pullNumber": p["number"]}] for p in prs])
 out = []
@@ -365,7 +366,7 @@ out
     Task {
         key: "bug-discussions",
         what: "open GitHub issues labelled bug: how many comments, who commented last",
-        query: "github list issues by label and issue comments",
+        query: "list github repository issues by label, issue comments",
         program: r#"issues = call("github:list_issues", {"owner": "acme", "repo": "storefront", "state": "OPEN", "labels": ["bug"]})["issues"]
 cs = parallel([["github:get_issue_comments", {"owner": "acme", "repo": "storefront", "issue_number": i["number"]}] for i in issues])
 [{"number": i["number"], "title": i["title"], "comments": len(c["comments"]), "last": c["comments"][-1]["user"]["login"] if c["comments"] else None} for i, c in zip(issues, cs)]
@@ -393,7 +394,7 @@ cs = parallel([["github:get_issue_comments", {"owner": "acme", "repo": "storefro
     Task {
         key: "in-review-readiness",
         what: "tracker issues in review: their linked pull request's checks and approvals",
-        query: "tracker issue attachments github pull request status reviews",
+        query: "tracker issues by state, get an issue, pull request status and reviews",
         program: r#"issues = call("tracker:list_issues", {"state": "In Review"})["issues"]
 full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in issues])
 out = []
@@ -428,7 +429,7 @@ out
     Task {
         key: "customer-tables",
         what: "tables with a customer_id column, their estimated rows and whether it may be null",
-        query: "postgres list tables describe table columns",
+        query: "postgres list tables, describe a table's columns",
         program: r#"tables = call("postgres:list_tables", {})["tables"]
 ds = parallel([["postgres:describe_table", {"table_name": t["name"]}] for t in tables])
 out = []
@@ -455,7 +456,7 @@ out
     Task {
         key: "top-customers-issues",
         what: "the five customers with the most revenue and their open tracker issues",
-        query: "run a sql query and search tracker issues by text",
+        query: "run a sql query, search tracker issues by text",
         program: r#"SQL = "SELECT c.id, c.name, sum(o.total_cents) AS revenue_cents FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.id, c.name ORDER BY revenue_cents DESC LIMIT 5"
 rows = call("postgres:query", {"sql": SQL})["rows"]
 found = parallel([["tracker:list_issues", {"query": r["name"]}] for r in rows])
@@ -495,6 +496,8 @@ pub struct CodeRun {
     pub ms: f64,
     /// Of the tools (a) used, how many the search answered.
     pub found: usize,
+    /// The tools (a) used that the search did not answer.
+    pub missed: Vec<String>,
     /// The program's answer equals (a)'s.
     pub same: bool,
     /// The program failed: its message.
@@ -722,11 +725,13 @@ fn run_code(
         .and_then(Value::as_array)
         .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
-    let found = direct
+    let missed: Vec<String> = direct
         .tools
         .iter()
-        .filter(|t| found_names.contains(&t.as_str()))
-        .count();
+        .filter(|t| !found_names.contains(&t.as_str()))
+        .cloned()
+        .collect();
+    let found = direct.tools.len() - missed.len();
     let failed = result.get("isError").and_then(Value::as_bool) == Some(true);
     let answer = (!failed).then(|| program_value(&result)).flatten();
     let same = answer.as_ref() == Some(&direct.answer);
@@ -735,6 +740,7 @@ fn run_code(
         run_bytes,
         ms: median_ms(times),
         found,
+        missed,
         same,
         error: failed.then(|| result_text(&result)),
         answer: (!same).then_some(answer).flatten(),

@@ -1576,6 +1576,7 @@ fn code_json(c: &CodePart) -> Value {
                         "median_ms": round(r.ms, 3),
                         "cut": round(1.0 - b as f64 / a as f64, 4),
                         "search_found_tools_used": r.found,
+                        "search_missed": r.missed,
                         "same_answer": r.same,
                         "error": r.error,
                         "answer_if_different": r.answer,
