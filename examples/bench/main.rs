@@ -41,6 +41,14 @@
 //!     (private caches emptied) and a later one, against the sandbox off (skipped, and said
 //!     so, without the install).
 //!
+//! 13. [`code`]: code mode — ten multi-step tasks (5 to 13 calls each) over the tracker,
+//!     github, slack and postgres fixture catalogues answering from their canned data, done as
+//!     the direct calls an agent would make (the catalogue's `tools/list` plus every result
+//!     reaching the client) and as one `search_tools` plus one `run_code` against a hub with
+//!     `"codeMode": {"mode": "on"}`: bytes, tokens (bytes / 4), calls and wall time of each
+//!     way, the answers compared; a program's start cost beside a plain call, and the hub's
+//!     memory with a worker running (way (b) and those skipped, and said so, without `run_code`).
+//!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
 //! parts 7 and 8.
@@ -101,6 +109,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod client;
+mod code;
 mod face;
 #[path = "../../fixtures/host_pid.rs"]
 mod host_pid;
@@ -166,6 +175,8 @@ pub struct Params {
     /// Run part 12 (the popular servers' start, sandboxed and not; skipped without the
     /// compatibility suite's install).
     pub popular: bool,
+    /// Run part 13 (code mode against direct calls).
+    pub code: bool,
     /// Part 10's measured passes over the tasks' queries at 10,000 tools.
     pub retrieval_rounds: usize,
 }
@@ -199,6 +210,7 @@ impl Params {
             retrieval: true,
             shared: true,
             popular: true,
+            code: true,
             retrieval_rounds: pick(3, 10),
         }
     }
@@ -219,6 +231,8 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
                           memory shared against separate (that half needs the peers)
   --only popular          the compatibility suite's popular servers to a complete tool list: sandboxed
                           first and later starts against sandbox off (needs .ci/compat.sh's install)
+  --only code             code mode: multi-step tasks as direct calls against search_tools + run_code
+                          (context bytes, tokens, wall time), a program's start cost, memory with a worker
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
 runs every hub under that command; the hub's CPU and memory figures are then the wrapper's
@@ -237,6 +251,7 @@ pub enum Only {
     Retrieval,
     Shared,
     Popular,
+    Code,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -257,9 +272,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("retrieval") => Only::Retrieval,
                     Some("shared") => Only::Shared,
                     Some("popular") => Only::Popular,
+                    Some("code") => Only::Code,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval, shared or popular, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval, shared, popular or code, not {other:?}"
                         ));
                     }
                 });
@@ -289,6 +305,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                 | Only::Retrieval
                 | Only::Shared
                 | Only::Popular
+                | Only::Code
         )
     );
     p.startup = only.is_none() || only == Some(Only::Startup);
@@ -298,6 +315,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.retrieval = only.is_none() || only == Some(Only::Retrieval);
     p.shared = only.is_none() || only == Some(Only::Shared);
     p.popular = only.is_none() || only == Some(Only::Popular);
+    p.code = only.is_none() || only == Some(Only::Code);
     Ok(Some((p, only)))
 }
 
@@ -577,6 +595,7 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
     } else {
         None
     };
+    let code = if p.code { code::run(&ctx, p)? } else { None };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
@@ -586,6 +605,7 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
         retrieval: retrieval.as_ref(),
         shared: shared.as_ref(),
         popular: popular.as_ref(),
+        code: code.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

@@ -7,6 +7,7 @@
 //! never a failure; only the gates say PASS or FAIL.
 
 use crate::client::{Procs, sched_runtime};
+use crate::code::{self, CodePart};
 use crate::face::{self, HttpPart, Rate};
 use crate::latency::{self, Latency, LatencyPart, Paired, Sequential, best_p50};
 use crate::pipeline::{self, PolicyPart, Role, Surface};
@@ -460,6 +461,7 @@ pub struct Parts<'a> {
     pub retrieval: Option<&'a RetrievalPart>,
     pub shared: Option<&'a SharedPart>,
     pub popular: Option<&'a PopularPart>,
+    pub code: Option<&'a CodePart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -759,6 +761,7 @@ pub fn finish(
         retrieval,
         shared,
         popular,
+        code,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -809,6 +812,9 @@ pub fn finish(
     }
     if let Some(s) = popular {
         print_popular(s);
+    }
+    if let Some(c) = code {
+        print_code(c);
     }
 
     let gated = latency.map(Sequential::gated);
@@ -890,6 +896,7 @@ pub fn finish(
         "retrieval": retrieval.map(retrieval_json),
         "shared": shared.map(shared_json),
         "popular": popular.map(popular_json),
+        "code": code.map(code_json),
         "gates": {
             "latency": gated.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", l.limit.unwrap_or(latency::REGRESSION_RATIO)),
@@ -1405,6 +1412,200 @@ fn retrieval_json(r: &RetrievalPart) -> Value {
             "search_added_p50_us": b.search.as_ref().map(|s| round(s.p50_us - b.call.p50_us, 2)),
             "goal_search_p50_ms": retrieval::GOAL_SEARCH_P50_MS,
         },
+    })
+}
+
+/// Part 13: per task, the bytes, tokens, calls and time of each way; the totals and the cut;
+/// a program's start cost and the hub's memory with a worker running.
+fn print_code(c: &CodePart) {
+    println!(
+        "13. code mode: {} tasks over tracker, github, slack and postgres fixtures with canned data; (a) direct calls with the {}-tool catalogue listed, (b) search_tools + run_code; tokens ≈ bytes / {}; times are medians of {} runs, calls only (no model turns)",
+        c.tasks.len(),
+        c.tools_direct,
+        code::BYTES_PER_TOKEN,
+        c.runs
+    );
+    println!(
+        "   {:<24} {:>5} {:>9} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9}  note",
+        "task", "calls", "(a) bytes", "(a) tok", "(b) bytes", "(b) tok", "cut", "(a) ms", "(b) ms",
+    );
+    let list_b = c.list_code.as_ref().map(|(b, _)| *b);
+    for t in &c.tasks {
+        let a = c.list_direct_bytes + t.direct.result_bytes;
+        let b = t
+            .code
+            .as_ref()
+            .zip(list_b)
+            .map(|(r, list)| list + r.search_bytes + r.run_bytes);
+        let note = match &t.code {
+            None => "(b) not run".to_string(),
+            Some(r) => {
+                let answer = match (&r.error, r.same) {
+                    (Some(e), _) => {
+                        format!("program failed: {}", e.lines().next().unwrap_or_default())
+                    }
+                    (None, true) => "same answer".to_string(),
+                    (None, false) => format!(
+                        "answers differ: (b) {}",
+                        r.answer
+                            .as_ref()
+                            .map_or_else(|| "nothing".to_string(), Value::to_string)
+                    ),
+                };
+                format!(
+                    "{answer}; search found {}/{} tools used{}",
+                    r.found,
+                    t.direct.tools.len(),
+                    if r.unconfined { "; ran unconfined" } else { "" }
+                )
+            }
+        };
+        println!(
+            "   {:<24} {:>5} {:>9} {:>8.0} {:>9} {:>8} {:>6} {:>9.2} {:>9}  {}",
+            t.task.key,
+            t.direct.calls,
+            a,
+            code::tokens(a),
+            b.map_or_else(|| "-".to_string(), |b| b.to_string()),
+            b.map_or_else(|| "-".to_string(), |b| format!("{:.0}", code::tokens(b))),
+            b.map_or_else(|| "-".to_string(), |b| pct(1.0 - b as f64 / a as f64)),
+            t.direct.ms,
+            t.code
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |r| format!("{:.2}", r.ms)),
+            note
+        );
+    }
+    let (a, b) = c.totals();
+    let calls: usize = c.tasks.iter().map(|t| t.direct.calls).sum();
+    let ms_a: f64 = c.tasks.iter().map(|t| t.direct.ms).sum();
+    let ms_b: Option<f64> = c.tasks.iter().map(|t| t.code.as_ref().map(|r| r.ms)).sum();
+    println!(
+        "   {:<24} {:>5} {:>9} {:>8.0} {:>9} {:>8} {:>6} {:>9.2} {:>9}  goal ≥ {} fewer bytes: {}",
+        "total",
+        calls,
+        a,
+        code::tokens(a),
+        b.map_or_else(|| "-".to_string(), |b| b.to_string()),
+        b.map_or_else(|| "-".to_string(), |b| format!("{:.0}", code::tokens(b))),
+        c.cut().map_or_else(|| "-".to_string(), pct),
+        ms_a,
+        ms_b.map_or_else(|| "-".to_string(), |m| format!("{m:.2}")),
+        pct(code::GOAL_BYTES_CUT),
+        c.cut()
+            .map_or("not measured", |cut| goal(cut >= code::GOAL_BYTES_CUT))
+    );
+    let results_a: usize = c.tasks.iter().map(|t| t.direct.result_bytes).sum();
+    let results_b: Option<usize> = c
+        .tasks
+        .iter()
+        .map(|t| t.code.as_ref().map(|r| r.search_bytes + r.run_bytes))
+        .sum();
+    println!(
+        "   tools/list: (a) {} bytes ({} tools), (b) {}; results alone: (a) {} bytes, (b) {}",
+        c.list_direct_bytes,
+        c.tools_direct,
+        c.list_code.as_ref().map_or_else(
+            || "-".to_string(),
+            |(b, names)| format!("{b} bytes ({})", names.join(", "))
+        ),
+        results_a,
+        results_b.map_or_else(
+            || "-".to_string(),
+            |b| format!(
+                "{b} bytes (search + program, cut {})",
+                pct(1.0 - b as f64 / results_a.max(1) as f64)
+            )
+        )
+    );
+    if let Some(s) = &c.start {
+        println!(
+            "   a program's start: run_code of `1` p50 {:.2} ms against a plain tools/call p50 {:.2} ms ({}), {} runs each, interleaved",
+            s.run_code_p50_ms, s.plain_p50_ms, s.plain_on, s.runs
+        );
+    }
+    if let Some(m) = &c.memory {
+        println!(
+            "   hub memory (VmRSS): idle {}, peak while a worker ran a loop {} (+ {} in {} process(es) below it, fixtures excepted); the loop ended: {}",
+            mib(m.hub_idle_kib),
+            mib(m.hub_running_kib),
+            mib(m.workers_kib),
+            m.workers,
+            m.ended
+        );
+    }
+}
+
+fn code_json(c: &CodePart) -> Value {
+    let (a, b) = c.totals();
+    let list_b = c.list_code.as_ref().map(|(b, _)| *b);
+    json!({
+        "runs": c.runs,
+        "bytes_per_token": code::BYTES_PER_TOKEN,
+        "token_count": "approximate: bytes / 4",
+        "settings": {"direct": crate::retrieval::settings("off", crate::retrieval::LIST_WAIT), "code": code::code_settings()},
+        "search_limit": code::SEARCH_LIMIT,
+        "tools_list": {
+            "direct": {"bytes": c.list_direct_bytes, "tools": c.tools_direct},
+            "code": c.list_code.as_ref().map(|(b, names)| json!({"bytes": b, "tools": names})),
+        },
+        "tasks": c.tasks.iter().map(|t| {
+            let a = c.list_direct_bytes + t.direct.result_bytes;
+            json!({
+                "key": t.task.key,
+                "task": t.task.what,
+                "query": t.task.query,
+                "program": t.task.program,
+                "direct": {
+                    "calls": t.direct.calls,
+                    "tools": t.direct.tools,
+                    "result_bytes": t.direct.result_bytes,
+                    "bytes": a,
+                    "tokens": round(code::tokens(a), 0),
+                    "median_ms": round(t.direct.ms, 3),
+                    "answer": t.direct.answer,
+                },
+                "code": t.code.as_ref().zip(list_b).map(|(r, list)| {
+                    let b = list + r.search_bytes + r.run_bytes;
+                    json!({
+                        "calls": 2,
+                        "search_bytes": r.search_bytes,
+                        "run_code_bytes": r.run_bytes,
+                        "bytes": b,
+                        "tokens": round(code::tokens(b), 0),
+                        "median_ms": round(r.ms, 3),
+                        "cut": round(1.0 - b as f64 / a as f64, 4),
+                        "search_found_tools_used": r.found,
+                        "search_missed": r.missed,
+                        "same_answer": r.same,
+                        "error": r.error,
+                        "answer_if_different": r.answer,
+                        "ran_unconfined": r.unconfined,
+                    })
+                }),
+            })
+        }).collect::<Vec<_>>(),
+        "total": {
+            "direct_bytes": a,
+            "direct_tokens": round(code::tokens(a), 0),
+            "code_bytes": b,
+            "code_tokens": b.map(|b| round(code::tokens(b), 0)),
+            "cut": c.cut().map(|x| round(x, 4)),
+            "goal_cut": code::GOAL_BYTES_CUT,
+        },
+        "start": c.start.as_ref().map(|s| json!({
+            "runs": s.runs,
+            "run_code_1_p50_ms": round(s.run_code_p50_ms, 3),
+            "plain_call_p50_ms": round(s.plain_p50_ms, 3),
+            "plain_call_on": s.plain_on,
+        })),
+        "memory": c.memory.as_ref().map(|m| json!({
+            "hub_idle_kib": m.hub_idle_kib,
+            "hub_with_worker_kib": m.hub_running_kib,
+            "below_hub_processes": m.workers,
+            "below_hub_kib": m.workers_kib,
+            "program_ended": m.ended,
+        })),
     })
 }
 
