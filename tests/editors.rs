@@ -109,7 +109,8 @@ impl Agent {
 }
 
 /// An agent in a fresh home whose config names `openpact` as `mode` (`connect` or `serve`)
-/// with the fixture behind it (every call allowed).
+/// with the fixture behind it (every call allowed), and the hub's `openpact` settings
+/// changed by `more` (e.g. code mode on).
 struct Setup {
     /// Holds the scratch folder (config, home, project) until the test ends.
     _sc: Scratch,
@@ -120,15 +121,20 @@ struct Setup {
 
 impl Setup {
     fn new(agent: Agent, mode: &str) -> Setup {
+        Setup::with(agent, mode, json!({}))
+    }
+
+    fn with(agent: Agent, mode: &str, more: Value) -> Setup {
         let sc = Scratch::new();
-        let config = sc.servers(
-            json!({"fx": {"command": FIXTURE}}),
-            Some(json!({
-                "shared": {"idleExit": "2s"},
-                "toolSearch": {"mode": "off"},
-                "permissions": {"default": "allow"},
-            })),
-        );
+        let mut settings = json!({
+            "shared": {"idleExit": "2s"},
+            "toolSearch": {"mode": "off"},
+            "permissions": {"default": "allow"},
+        });
+        for (k, v) in more.as_object().into_iter().flatten() {
+            settings[k] = v.clone();
+        }
+        let config = sc.servers(json!({"fx": {"command": FIXTURE}}), Some(settings));
         let (home, project, runtime) = (
             sc.path().join("home"),
             sc.path().join("project"),
@@ -242,6 +248,14 @@ const SAID: &str = "hello from an agent, through openpact";
 /// The fixture's echo as Claude Code names it: `mcp__SERVER__TOOL`, the hub's portable name.
 const CLAUDE_ECHO: &str = "mcp__openpact__fx_echo";
 
+/// `run_code` as Claude Code names it.
+const CLAUDE_RUN_CODE: &str = "mcp__openpact__run_code";
+/// The program the model runs: fixture calls direct, by attribute and in parallel.
+const PROGRAM: &str = r#"sum = call("fx:add", {"a": 20, "b": 22})["sum"]
+print(tools.fx.echo(message = "the sum is " + str(sum)))
+{"sum": sum, "echoed": parallel([["fx:echo", {"message": "one"}], ["fx:echo", {"message": "two"}]])}
+"#;
+
 impl Agent {
     /// The stand-in for the agent's model API: while a request offers the fixture's echo and
     /// carries no tool result, the model calls it with [`SAID`]; then it says "done".
@@ -256,8 +270,9 @@ impl Agent {
         }
     }
 
-    /// The arguments and environment of one non-interactive turn against the model at `api`.
-    fn turn(self, api: &str) -> (Vec<String>, Vec<(&'static str, String)>) {
+    /// The arguments and environment of one non-interactive turn against the model at `api`,
+    /// in which the model may call `tool` (Claude Code's name for it: it asks about any other).
+    fn turn(self, api: &str, tool: &str) -> (Vec<String>, Vec<(&'static str, String)>) {
         let prompt = "echo something through openpact";
         match self {
             Agent::Claude => (
@@ -265,7 +280,7 @@ impl Agent {
                     "-p",
                     prompt,
                     "--allowedTools",
-                    CLAUDE_ECHO,
+                    tool,
                     "--output-format",
                     "json",
                 ]),
@@ -349,10 +364,20 @@ impl Agent {
                 .unwrap_or_default()
         };
         match self {
+            // A result's content is a string or text blocks.
             Agent::Claude => last("messages", "content")
                 .iter()
                 .filter(|p| p["type"] == "tool_result" && p["is_error"] != true)
-                .map(|p| p["content"].to_string())
+                .map(|p| match &p["content"] {
+                    Value::Array(blocks) => blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    content => content
+                        .as_str()
+                        .map_or_else(|| content.to_string(), str::to_string),
+                })
                 .collect(),
             Agent::Gemini | Agent::Opencode => last("contents", "parts")
                 .iter()
@@ -382,16 +407,27 @@ impl Agent {
 
 /// The Messages API as far as one turn needs it (see [`Agent::model`]), streamed when asked.
 fn claude_model(seen: &Seen) -> Reply {
+    claude_calls(seen, CLAUDE_ECHO, json!({"message": SAID}))
+}
+
+/// The Messages API as far as a turn needs it that runs [`PROGRAM`] with `run_code`.
+fn claude_program_model(seen: &Seen) -> Reply {
+    claude_calls(seen, CLAUDE_RUN_CODE, json!({"code": PROGRAM}))
+}
+
+/// The Messages API's answer to `seen`: while a request offers `tool` and carries no tool
+/// result, the model calls it with `input`; then it says "done". Streamed when asked.
+fn claude_calls(seen: &Seen, tool: &str, input: Value) -> Reply {
     if seen.url.contains("count_tokens") {
         return json_reply(200, json!({"input_tokens": 10}));
     }
     let body = seen.json();
     let offered = body["tools"]
         .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["name"] == CLAUDE_ECHO));
+        .is_some_and(|t| t.iter().any(|t| t["name"] == tool));
     let (block, stop) = if offered && !Agent::Claude.answered(&body) {
         (
-            json!({"type": "tool_use", "id": "toolu_1", "name": CLAUDE_ECHO, "input": {"message": SAID}}),
+            json!({"type": "tool_use", "id": "toolu_1", "name": tool, "input": input}),
             "tool_use",
         )
     } else {
@@ -528,12 +564,30 @@ fn words(args: &[&str]) -> Vec<String> {
 /// One non-interactive turn of `agent` through `openpact connect`: its model (a stand-in)
 /// calls the fixture's echo, and the echo's real result must reach the model's next request.
 async fn whole_turn(agent: Agent) {
+    turn_through_connect(agent, agent.model(), CLAUDE_ECHO, json!({}), &[SAID]).await;
+}
+
+/// One non-interactive turn of `agent` through `openpact connect` with the hub's settings
+/// changed by `more`: its model (`model`, a stand-in) calls `tool` (Claude Code's name),
+/// and one tool result of the model's later requests must hold every text of `expect`.
+/// Claude Code's debug log must hold no warning or error about the hub.
+async fn turn_through_connect(
+    agent: Agent,
+    model: fn(&Seen) -> Reply,
+    tool: &str,
+    more: Value,
+    expect: &[&str],
+) {
     let Some(peers) = Peers::get() else {
         return;
     };
-    let api = Stand::start(agent.model());
-    let setup = Setup::new(agent, "connect");
-    let (args, env) = agent.turn(&api.base);
+    let api = Stand::start(model);
+    let setup = Setup::with(agent, "connect", more);
+    let (mut args, env) = agent.turn(&api.base, tool);
+    let debug = setup.home.join("claude-debug.log");
+    if let Agent::Claude = agent {
+        args.extend(words(&["--debug-file", s(&debug)]));
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (out, err, ok) = setup.run(&peers, agent, &args, &env).await;
@@ -553,15 +607,50 @@ async fn whole_turn(agent: Agent) {
         .flat_map(|r| agent.tool_results(r))
         .collect();
     assert!(
-        results.iter().any(|r| r.contains(SAID)),
-        "{agent:?}: no tool result with the echo reached the model: {results:?}\n{requests:?}"
+        results.iter().any(|r| expect.iter().all(|e| r.contains(e))),
+        "{agent:?}: no tool result with {expect:?} reached the model: {results:?}\n{requests:?}"
     );
     assert!(log.contains(HANDED), "{agent:?}: not handed over:\n{log}");
+    if let Agent::Claude = agent {
+        let debug = std::fs::read_to_string(&debug).unwrap();
+        let complaints = claude_complaints(&debug);
+        assert!(
+            complaints.is_empty(),
+            "Claude Code complained about the hub: {complaints:#?}"
+        );
+    }
+}
+
+/// The warnings and errors of Claude Code's debug log that concern the hub (its server
+/// `openpact` or a tool `mcp__openpact__…`). Claude Code logs each line a server writes to
+/// stderr as an error: those are the hub's own log (at debug level here), not complaints.
+fn claude_complaints(debug: &str) -> Vec<&str> {
+    debug
+        .lines()
+        .filter(|l| l.contains("[WARN]") || l.contains("[ERROR]"))
+        .filter(|l| l.contains("openpact"))
+        .filter(|l| !l.contains("Server stderr:"))
+        .collect()
 }
 
 #[tokio::test]
 async fn claude_code_calls_a_tool_through_connect_in_a_whole_turn() {
     whole_turn(Agent::Claude).await;
+}
+
+/// Code mode through a real agent: Claude Code's model calls `run_code` through `openpact
+/// connect`, the program calls the fixture's tools, and what it printed and returned reaches
+/// the model's next request. Claude Code must say nothing about the hub's tools.
+#[tokio::test]
+async fn claude_code_runs_a_program_through_connect() {
+    turn_through_connect(
+        Agent::Claude,
+        claude_program_model,
+        CLAUDE_RUN_CODE,
+        json!({"codeMode": {"mode": "on"}}),
+        &["the sum is 42", r#"{"sum":42,"echoed":["one","two"]}"#],
+    )
+    .await;
 }
 
 #[tokio::test]
