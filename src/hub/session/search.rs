@@ -40,8 +40,9 @@ impl Session {
         if name != SEARCH_TOOLS && name != CALL_TOOL && name != RUN_CODE {
             return None;
         }
-        if name == SEARCH_TOOLS {
-            // Like a listing: servers still starting get a moment to bring their tools.
+        if name == SEARCH_TOOLS || name == RUN_CODE {
+            // Like a listing: servers still starting get a moment to bring their tools (a
+            // program's `tools.SERVER` namespace is made of the tools there are now).
             self.hub.startup_grace().await;
         }
         let view = self.catalog();
