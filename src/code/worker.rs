@@ -6,11 +6,11 @@
 
 use super::protocol::{Answer, Answers, CallRequest, FromWorker, MAX_LINE, SUBCOMMAND, Start};
 use crate::builtins::scripts::sandbox::{
-    MAX_CALLSTACK, MAX_HEAP, MAX_TICKS, Output, Printer, THREAD_STACK, collapse_frames, dialect,
+    EXTENSIONS, MAX_CALLSTACK, MAX_HEAP, MAX_TICKS, Output, Printer, THREAD_STACK, collapse_frames, dialect,
     to_json,
 };
 use serde_json::{Value as Json, json};
-use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension, Module};
+use starlark::environment::{Globals, GlobalsBuilder, Module};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
 use starlark::syntax::AstModule;
@@ -383,13 +383,7 @@ fn program_members(builder: &mut GlobalsBuilder) {
 fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
-        GlobalsBuilder::extended_by(&[
-            LibraryExtension::Json,
-            LibraryExtension::Print,
-            LibraryExtension::StructType,
-            LibraryExtension::Map,
-            LibraryExtension::Filter,
-        ])
+        GlobalsBuilder::extended_by(EXTENSIONS)
         .with(program_members)
         .build()
     })

@@ -331,17 +331,21 @@ pub fn header_pairs(headers: Option<Value<'_>>) -> anyhow::Result<Vec<(String, S
         .collect())
 }
 
+/// The standard library a script (and a code-mode program) gets: `json`, `print`, `struct`,
+/// `map`, `filter`.
+pub const EXTENSIONS: &[LibraryExtension] = &[
+    LibraryExtension::Json,
+    LibraryExtension::Print,
+    LibraryExtension::StructType,
+    LibraryExtension::Map,
+    LibraryExtension::Filter,
+];
+
 /// The built-ins every run sees, built once.
 fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
-        GlobalsBuilder::extended_by(&[
-            LibraryExtension::Json,
-            LibraryExtension::Print,
-            LibraryExtension::StructType,
-            LibraryExtension::Map,
-            LibraryExtension::Filter,
-        ])
+        GlobalsBuilder::extended_by(EXTENSIONS)
         .with_namespace("http", http_members)
         .with_namespace("time", time_members)
         .with_namespace("secrets", secrets_members)

@@ -3,10 +3,11 @@
 
 use super::*;
 use serde_json::json;
-use starlark::environment::{FrozenModule, GlobalsBuilder, LibraryExtension, Module};
+use crate::builtins::scripts::sandbox::dialect;
+use starlark::environment::{FrozenModule, GlobalsBuilder, Module};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
-use starlark::syntax::{AstModule, Dialect};
+use starlark::syntax::AstModule;
 use starlark::values::Value;
 
 #[test]
@@ -155,22 +156,8 @@ fn stub_call(builder: &mut GlobalsBuilder) {
     }
 }
 
-fn dialect() -> Dialect {
-    Dialect {
-        enable_load: false,
-        enable_top_level_stmt: true,
-        ..Dialect::Standard
-    }
-}
-
 fn globals() -> starlark::environment::Globals {
-    GlobalsBuilder::extended_by(&[
-        LibraryExtension::Json,
-        LibraryExtension::Print,
-        LibraryExtension::StructType,
-        LibraryExtension::Map,
-        LibraryExtension::Filter,
-    ])
+    GlobalsBuilder::extended_by(crate::builtins::scripts::sandbox::EXTENSIONS)
     .with(stub_call)
     .build()
 }
