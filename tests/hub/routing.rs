@@ -224,3 +224,64 @@ async fn unknown_tools_and_tools_of_failed_servers_get_clear_errors() {
         "ok"
     );
 }
+
+/// A catalogue fixture with `--data` (what the code-mode benchmark calls): a case chosen by
+/// the arguments answers with `structuredContent` and the same JSON as text, through the hub
+/// unchanged; a case's error is a tool error; a tool the data leaves out keeps the plain
+/// `NAME called with ARGUMENTS` answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalogue_data_answers_by_arguments_and_falls_back() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/catalogues");
+    let tools = format!("{dir}/tracker.json");
+    let data = format!("{dir}/tracker.data.json");
+    let mut hub = serve_ready(
+        json!({"tracker": fixture(&["--tools-file", &tools, "--data", &data])}),
+        None,
+        &["tracker:list_comments"],
+    )
+    .await;
+    let c = &mut hub.client;
+
+    let r = c
+        .call("tracker:list_comments", json!({"issueId": "ENG-3"}))
+        .await;
+    let comments = &r["result"]["structuredContent"]["comments"];
+    assert_eq!(comments.as_array().map(Vec::len), Some(3), "{r}");
+    assert_eq!(comments[0]["user"]["name"], "Lukas Weber", "{r}");
+    let as_text: serde_json::Value = serde_json::from_str(&text(&r)).unwrap();
+    assert_eq!(as_text, r["result"]["structuredContent"], "{r}");
+
+    // Arguments the case does not name do not matter; the first matching case answers.
+    let r = c
+        .call(
+            "tracker:list_issues",
+            json!({"state": "In Review", "limit": 5}),
+        )
+        .await;
+    let ids: Vec<&str> = r["result"]["structuredContent"]["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["identifier"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ENG-3", "ENG-7", "ENG-12"], "{r}");
+
+    // The last case, without `when`, is the fallback: here an error, as the real API's.
+    let r = c.call("tracker:get_issue", json!({"id": "ENG-999"})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(text(&r).starts_with("Entity not found"), "{r}");
+
+    // No data for this tool: the plain answer, without structuredContent.
+    let r = c
+        .call(
+            "tracker:create_comment",
+            json!({"issueId": "ENG-3", "body": "hi"}),
+        )
+        .await;
+    assert_eq!(
+        text(&r),
+        r#"create_comment called with {"issueId":"ENG-3","body":"hi"}"#,
+        "{r}"
+    );
+    assert!(r["result"].get("structuredContent").is_none(), "{r}");
+}
