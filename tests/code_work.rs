@@ -75,7 +75,9 @@ async fn listing_run_code(c: &mut Client) {
 /// confinement gets (whether this machine confines is not what these tests are about).
 fn said(r: &Value) -> String {
     assert!(r.get("error").is_none(), "run_code: {r}");
-    let text = r["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
     match text.find("\n(The program ran unconfined") {
         Some(at) => text[..at].to_string(),
         None => text.to_string(),
@@ -108,12 +110,24 @@ fn folder(sc: &Scratch, name: &str) -> PathBuf {
 /// (and a folder named like a note) that mention it but are no notes.
 fn fill_notes(dir: &Path) {
     let files = [
-        ("arrival.md", "Arrival checklist\nThe flux capacitor needs 1.21 gigawatts.\n"),
+        (
+            "arrival.md",
+            "Arrival checklist\nThe flux capacitor needs 1.21 gigawatts.\n",
+        ),
         ("budget.md", "# Budget\nNothing about time travel here.\n"),
-        ("clock-tower.md", "Clock tower plan\n\nLightning strikes at 10:04; wire the flux capacitor to the hook.\n"),
+        (
+            "clock-tower.md",
+            "Clock tower plan\n\nLightning strikes at 10:04; wire the flux capacitor to the hook.\n",
+        ),
         ("diner.md", "Diner\nMilkshakes, no capacitors.\n"),
-        ("enchantment.md", "# Enchantment under the sea\nBand list.\n"),
-        ("garage.md", "Garage inventory: the flux capacitor\nplutonium case, tools\n"),
+        (
+            "enchantment.md",
+            "# Enchantment under the sea\nBand list.\n",
+        ),
+        (
+            "garage.md",
+            "Garage inventory: the flux capacitor\nplutonium case, tools\n",
+        ),
         ("hoverboard.md", "Hoverboard\nDoes not work on water.\n"),
         ("notes.txt", "the flux capacitor, but this is not a note\n"),
         ("schema.json", "{\"part\": \"flux capacitor\"}\n"),
@@ -121,9 +135,18 @@ fn fill_notes(dir: &Path) {
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
     }
+    // More notes than `parallel` runs at once (codeMode.parallel, 8 by default).
+    for day in 1..=6 {
+        let text = format!("Log, day {day}\nA routine day at the lab.\n");
+        std::fs::write(dir.join(format!("log-{day:02}.md")), text).unwrap();
+    }
     let folder = dir.join("attic.md");
     std::fs::create_dir_all(&folder).unwrap();
-    std::fs::write(folder.join("inside.md"), "the flux capacitor, one level down\n").unwrap();
+    std::fs::write(
+        folder.join("inside.md"),
+        "the flux capacitor, one level down\n",
+    )
+    .unwrap();
 }
 
 /// Read from the disk: the `.md` files directly in `dir` that mention `needle`, by name,
@@ -158,7 +181,11 @@ async fn a_program_finds_the_notes_that_mention_a_word_over_the_real_filesystem(
     let sc = Scratch::new();
     let notes = folder(&sc, "notes");
     fill_notes(&notes);
-    let mut hub = code_hub(&sc, json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])})).await;
+    let mut hub = code_hub(
+        &sc,
+        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])}),
+    )
+    .await;
 
     let code = format!(
         r#"
@@ -175,13 +202,20 @@ sorted(hits, key=lambda h: h["name"])
     let (text, failed) = run(&mut hub.client, &code).await;
     assert!(!failed, "{text}");
     let expected = mentioning(&notes, "flux capacitor");
-    assert_eq!(expected.as_array().unwrap().len(), 3, "the test's own notes");
+    assert_eq!(
+        expected.as_array().unwrap().len(),
+        3,
+        "the test's own notes"
+    );
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("read 7 notes"), "{text}");
+    assert_eq!(lines.next(), Some("read 13 notes"), "{text}");
     let got: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
     assert_eq!(got, expected, "{text}");
     // Only what the program returned reached the client, not the notes themselves.
-    assert!(!text.contains("gigawatts") && !text.contains("Milkshakes"), "{text}");
+    assert!(
+        !text.contains("gigawatts") && !text.contains("Milkshakes"),
+        "{text}"
+    );
 }
 
 /// Tracker issues that are open (not in a completed or canceled state) with more than two
@@ -203,8 +237,8 @@ fn busy_open_issues(tracker: &Value) -> Value {
         .filter(|i| !closed.contains(&i["state"]["name"].as_str().unwrap()))
         .filter_map(|i| {
             let id = i["identifier"].as_str().unwrap();
-            let comments = &canned(tracker, "list_comments", Some(json!({"issueId": id})))
-                ["result"]["comments"];
+            let comments = &canned(tracker, "list_comments", Some(json!({"issueId": id})))["result"]
+                ["comments"];
             let n = comments.as_array().unwrap().len();
             (n > 2).then(|| json!({"issue": id, "comments": n}))
         })
@@ -297,8 +331,11 @@ linked = call("memory:create_relations", {{"relations": [
 "#,
         sql = lit(TOP_CUSTOMERS)
     );
-    let rows = canned(&data("postgres"), "query", Some(json!({"sql": TOP_CUSTOMERS})))["result"]
-        ["rows"]
+    let rows = canned(
+        &data("postgres"),
+        "query",
+        Some(json!({"sql": TOP_CUSTOMERS})),
+    )["result"]["rows"]
         .as_array()
         .unwrap()
         .clone();
@@ -310,7 +347,14 @@ linked = call("memory:create_relations", {{"relations": [
     );
 
     let graph = value(&mut hub.client, "tools.memory.read_graph()").await;
-    let listed = |key: &str| sorted(graph[key].as_array().unwrap_or_else(|| panic!("{graph}")).clone());
+    let listed = |key: &str| {
+        sorted(
+            graph[key]
+                .as_array()
+                .unwrap_or_else(|| panic!("{graph}"))
+                .clone(),
+        )
+    };
     assert_eq!(listed("entities"), sorted(entities.clone()), "{graph}");
     assert_eq!(listed("relations"), sorted(relations), "{graph}");
     // The server wrote what it was told, where its entry says.
@@ -359,7 +403,11 @@ len(busy)
         .collect();
     let (text, failed) = run(&mut hub.client, &first).await;
     assert!(!failed, "{text}");
-    assert_eq!(text, busy.len().to_string(), "only the count reaches the client");
+    assert_eq!(
+        text,
+        busy.len().to_string(),
+        "only the count reaches the client"
+    );
 
     let second = r#"
 ids = kept("busy")
@@ -375,13 +423,20 @@ ids = kept("busy")
     let mut other = Http::at(format!("{base}/mcp"));
     other.initialize(json!({})).await;
     let r = other
-        .call(1, "run_code", json!({"code": "[kept(\"busy\"), kept(\"nothing\")]"}))
+        .call(
+            1,
+            "run_code",
+            json!({"code": "[kept(\"busy\"), kept(\"nothing\")]"}),
+        )
         .await;
     assert_eq!(said(&r), "[null,null]", "{r}");
     // Freeing it in the first session leaves nothing there either.
     let (text, failed) = run(&mut hub.client, "keep(\"busy\", None)\nkept(\"busy\")").await;
     assert!(!failed, "{text}");
-    assert_eq!(text, "(The program printed nothing and its last expression was None.)");
+    assert_eq!(
+        text,
+        "(The program printed nothing and its last expression was None.)"
+    );
 }
 
 /// A tool's error fails the program with the tool's own words (`call`), or comes back as a
@@ -410,14 +465,22 @@ async fn tool_errors_fail_a_program_or_are_returned_as_values() {
     assert!(failed, "{text}");
     assert!(text.starts_with("before\nThe program failed: "), "{text}");
     assert!(!text.contains("after"), "{text}");
-    assert!(text.contains("ENOENT") && text.contains(s(&missing)), "{text}");
+    assert!(
+        text.contains("ENOENT") && text.contains(s(&missing)),
+        "{text}"
+    );
 
     // The tracker's own error text, from its data, through the attribute form.
     let tracker = data("tracker");
-    let not_found = canned(&tracker, "get_issue", None)["error"].as_str().unwrap();
+    let not_found = canned(&tracker, "get_issue", None)["error"]
+        .as_str()
+        .unwrap();
     let (text, failed) = run(&mut hub.client, "tools.tracker.get_issue(id=\"ENG-999\")").await;
     assert!(failed, "{text}");
-    assert!(text.starts_with("The program failed: ") && text.contains(&not_found), "{text}");
+    assert!(
+        text.starts_with("The program failed: ") && text.contains(not_found),
+        "{text}"
+    );
 
     // `try_call` and `parallel(fail=False)`: the error is a value and the program goes on.
     let code = format!(
@@ -433,9 +496,15 @@ both = parallel([["tracker:get_issue", {{"id": "ENG-999"}}], ["tracker:get_issue
     let got = value(&mut hub.client, &code).await;
     assert_eq!(got["gone"]["ok"], false, "{got}");
     let error = got["gone"]["error"].as_str().unwrap();
-    assert!(error.contains("ENOENT") && error.contains(s(&missing)), "{got}");
+    assert!(
+        error.contains("ENOENT") && error.contains(s(&missing)),
+        "{got}"
+    );
     let garage = std::fs::read_to_string(&present).unwrap();
-    assert_eq!(got["there"], json!({"ok": true, "value": {"content": garage}}));
+    assert_eq!(
+        got["there"],
+        json!({"ok": true, "value": {"content": garage}})
+    );
     let eng3 = &canned(&tracker, "get_issue", Some(json!({"id": "ENG-3"})))["result"];
     assert_eq!(
         got["both"],
@@ -482,8 +551,14 @@ hour, minute = int(clock[:2]), int(clock[3:])
     // The time is this machine's: within the minute around the program.
     let stamp = chrono::DateTime::parse_from_rfc3339(datetime).unwrap();
     let at = chrono::DateTime::<chrono::Utc>::from(before);
-    assert!((stamp.timestamp() - at.timestamp()).abs() < 60, "{datetime} vs {at}");
-    let (hour, minute): (u32, u32) = (datetime[11..13].parse().unwrap(), datetime[14..16].parse().unwrap());
+    assert!(
+        (stamp.timestamp() - at.timestamp()).abs() < 60,
+        "{datetime} vs {at}"
+    );
+    let (hour, minute): (u32, u32) = (
+        datetime[11..13].parse().unwrap(),
+        datetime[14..16].parse().unwrap(),
+    );
     assert_eq!(
         got["sum"],
         format!("The sum of {hour} and {minute} is {}.", hour + minute)
@@ -493,7 +568,10 @@ hour, minute = int(clock[:2]), int(clock[3:])
     let image = tiny_image(&peers);
     let (text, failed) = run(&mut hub.client, "tools.everything.get_tiny_image()").await;
     assert!(!failed, "{text}");
-    assert!(!text.contains(&image[..40]), "base64 reached the model: {text}");
+    assert!(
+        !text.contains(&image[..40]),
+        "base64 reached the model: {text}"
+    );
     let got: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(got[0], "Here's the image you requested:", "{got}");
     assert_eq!(got[1]["type"], "image", "{got}");
@@ -518,38 +596,60 @@ async fn search_shows_a_real_tool_as_a_starlark_call_and_a_program_written_from_
     let sc = Scratch::new();
     let notes = folder(&sc, "notes");
     fill_notes(&notes);
-    let mut hub = code_hub(&sc, json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])})).await;
+    let mut hub = code_hub(
+        &sc,
+        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])}),
+    )
+    .await;
 
     let r = hub
         .client
-        .call("search_tools", json!({"query": "read the contents of a text file", "limit": 3}))
+        .call(
+            "search_tools",
+            json!({"query": "read the contents of a text file", "limit": 3}),
+        )
         .await;
     assert!(!is_error(&r), "{r}");
     let found = r["result"]["content"][0]["text"].as_str().unwrap();
-    let line = found
+    // The match's block: its signature, then its lines up to the next blank one.
+    let block: Vec<&str> = found
+        .split("\n\n")
+        .find(|b| b.starts_with("tools.fs.read_text_file("))
+        .unwrap_or_else(|| panic!("no signature of fs:read_text_file in:\n{found}"))
         .lines()
-        .find(|l| l.starts_with("tools.fs.read_text_file("))
-        .unwrap_or_else(|| panic!("no signature of fs:read_text_file in:\n{found}"));
-    assert!(line.starts_with("tools.fs.read_text_file(path: str"), "{line}");
-    assert!(line.ends_with("-> {content: str}") || line.contains("-> "), "{line}");
-    let or = found
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("or: call(\"fs:read_text_file\""))
-        .unwrap_or_else(|| panic!("no call form in:\n{found}"));
-    assert_eq!(or, "or: call(\"fs:read_text_file\", {\"path\": ...})");
-
-    // The program as the signature spells it: the callee before `(`, `path` by keyword; and
-    // the call form with its dict.
-    let callee = &line[..line.find('(').unwrap()];
-    let path = notes.join("clock-tower.md");
-    let dict_form = or
-        .trim_start_matches("or: ")
-        .replace("...", &lit(s(&path)));
-    let code = format!(
-        "[{callee}(path={p})[\"content\"], {dict_form}[\"content\"]]",
-        p = lit(s(&path))
+        .collect();
+    let line = block[0];
+    assert!(
+        line.starts_with("tools.fs.read_text_file(path: str, "),
+        "{line}"
     );
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(value(&mut hub.client, &code).await, json!([text, text]));
+    assert!(
+        line.contains("head: float = None") && line.ends_with(") -> dict"),
+        "{line}"
+    );
+    let or = "  or: call(\"fs:read_text_file\", {\"path\": ...})";
+    for want in [or, "  path (str, required)", "  returns: {content: str}"] {
+        assert!(block.contains(&want), "{want:?} not in:\n{found}");
+    }
+    assert!(
+        block
+            .iter()
+            .any(|l| l.starts_with("  head (float, optional): ")),
+        "{found}"
+    );
+
+    // Programs as the block spells them: the callee before `(` with `path` by keyword (and
+    // the optional `head`), and the call form with its dict; each result's `content`.
+    let callee = &line[..line.find('(').unwrap()];
+    let path = lit(s(&notes.join("clock-tower.md")));
+    let dict_form = or.trim().trim_start_matches("or: ").replace("...", &path);
+    let code = format!(
+        "[{callee}(path={path})[\"content\"], {callee}(path={path}, head=1)[\"content\"], {dict_form}[\"content\"]]"
+    );
+    let text = std::fs::read_to_string(notes.join("clock-tower.md")).unwrap();
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        value(&mut hub.client, &code).await,
+        json!([text, first, text])
+    );
 }
