@@ -653,3 +653,48 @@ async fn search_shows_a_real_tool_as_a_starlark_call_and_a_program_written_from_
         json!([text, first, text])
     );
 }
+
+/// Reading big files in one `parallel`: answers too big to hand the program at once fail
+/// the call with a message naming the limit (`fail=False`: only as many as must, the rest
+/// arrive), where the program used to end with "the program's worker ended (exit status:
+/// 0)" and no word of why.
+#[tokio::test]
+async fn answers_too_big_to_take_in_at_once_fail_naming_the_limit() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let logs = folder(&sc, "logs");
+    // Nine of these are over the 32 MiB a program takes in at once; eight are not.
+    let line = format!("{}log line!\n", "0123456789".repeat(9));
+    let size = 4_000_000;
+    std::fs::write(logs.join("big.log"), line.repeat(size / line.len())).unwrap();
+    let mut hub = code_hub(
+        &sc,
+        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&logs)])}),
+    )
+    .await;
+    let reads = format!(
+        "[[\"fs:read_text_file\", {{\"path\": {}}}]] * 9",
+        lit(s(&logs.join("big.log")))
+    );
+
+    let (text, failed) = run(&mut hub.client, &format!("len(parallel({reads}))")).await;
+    assert!(failed, "{text}");
+    assert!(
+        text.contains("fs:read_text_file: the answer is 3.")
+            && text.contains(" MiB, and a program takes in at most 32 MiB at once"),
+        "{text}"
+    );
+
+    let code = format!(
+        "[len(r[\"value\"][\"content\"]) if r[\"ok\"] else r[\"error\"] for r in parallel({reads}, fail=False)]"
+    );
+    let got = value(&mut hub.client, &code).await;
+    let got = got.as_array().unwrap();
+    let (whole, refused): (Vec<&Value>, Vec<&Value>) = got.iter().partition(|v| v.is_u64());
+    assert_eq!(refused.len(), 1, "{got:?}");
+    assert!(
+        refused[0].as_str().unwrap().contains("at most 32 MiB"),
+        "{got:?}"
+    );
+    assert!(whole.iter().all(|n| **n == json!(size)), "{got:?}");
+}
