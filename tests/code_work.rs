@@ -4,8 +4,9 @@
 //! against an answer worked out here, from the files the test wrote or the data file the
 //! fixture answers from, never from what the hub said.
 //!
-//! The real peers come from `.ci/peers.sh`; without them these tests print SKIPPED and pass,
-//! unless `OPENPACT_REQUIRE_PEERS=1`.
+//! The real peers come from `.ci/peers.sh`; without them the tests that need them print
+//! SKIPPED and pass, unless `OPENPACT_REQUIRE_PEERS=1`. The tracker's tests need only the
+//! fixture.
 
 use crate::http_face::Http;
 use crate::support::{Client, FIXTURE, Hub, Peers, Scratch, WAIT, is_error, s, serve, serve_with};
@@ -61,6 +62,8 @@ async fn code_hub(sc: &Scratch, servers: Value) -> Hub {
     hub
 }
 
+/// `initialize`, then a `tools/list` that must show code mode's tools (a list in code mode
+/// names no upstream tool to wait for; calls wait `listWait` for servers still starting).
 async fn listing_run_code(c: &mut Client) {
     c.initialize().await;
     let tools = c.list_tools().await;
