@@ -357,6 +357,73 @@ async fn converse(
                     .await
             }
         };
-        worker.send(&Answers { answers }).await?;
+        worker.send(&Answers { answers: fitting(answers) }).await?;
+    }
+}
+
+/// Bytes of `value` as one JSON line's part.
+fn json_len<T: serde::Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// `answers` as one line the worker takes: when together they are over [`MAX_LINE`], the
+/// largest become an error saying so until the rest fit. Sent whole, such a line would make
+/// the worker stop reading mid-line and the program end with no word of why.
+fn fitting(mut answers: Vec<Answer>) -> Vec<Answer> {
+    let sizes: Vec<usize> = answers.iter().map(json_len).collect();
+    // `{"answers":[`, the commas, `]}` and the newline.
+    let mut total = sizes.iter().sum::<usize>() + answers.len() + 16;
+    if total <= MAX_LINE {
+        return answers;
+    }
+    let mut largest: Vec<usize> = (0..answers.len()).collect();
+    largest.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    for i in largest {
+        if total <= MAX_LINE {
+            break;
+        }
+        let error = Answer::Error(format!(
+            "the answer is {:.1} MiB, and a program takes in at most {} MiB at once (one call's answer, or one parallel's answers together): ask for less, or for fewer calls per parallel",
+            sizes[i] as f64 / f64::from(1 << 20),
+            MAX_LINE >> 20
+        ));
+        total = total - sizes[i] + json_len(&error);
+        answers[i] = error;
+    }
+    answers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Answer, Answers, MAX_LINE, fitting, json_len};
+    use serde_json::json;
+
+    #[test]
+    fn answers_over_the_line_limit_become_errors_largest_first_until_the_rest_fit() {
+        let small = Answer::Ok(json!("small"));
+        let big = |mib: usize| Answer::Ok(json!("x".repeat(mib << 20)));
+        let fits = vec![small.clone(), big(10), big(10)];
+        assert_eq!(fitting(fits.clone()), fits);
+
+        let got = fitting(vec![big(10), small.clone(), big(12), big(10), big(9)]);
+        let line = json_len(&Answers { answers: got.clone() }) + 1;
+        assert!(line <= MAX_LINE, "{line}");
+        let Answer::Error(why) = &got[2] else { panic!("the largest stays") };
+        assert!(why.starts_with("the answer is 12.0 MiB, and a program takes in at most 32 MiB"), "{why}");
+        assert_eq!(got[1], small);
+        let errors = got.iter().filter(|a| matches!(a, Answer::Error(_))).count();
+        assert_eq!(errors, 1, "only as many as needed");
     }
 }
