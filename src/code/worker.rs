@@ -446,7 +446,7 @@ fn evaluate(start: &Start, output: Arc<Mutex<Output>>, timeout: Duration) -> Res
         if Instant::now() >= deadline {
             timeout_message(timeout)
         } else {
-            explain(&collapse_frames(e.to_string().trim_end()))
+            explain(&without_prelude(&collapse_frames(e.to_string().trim_end())))
         }
     };
     Module::with_temp_heap(|module| {
@@ -461,6 +461,32 @@ fn evaluate(start: &Start, output: Arc<Mutex<Output>>, timeout: Duration) -> Res
         let value = eval.eval_module(program, globals()).map_err(describe)?;
         Ok(to_json(value, 0))
     })
+}
+
+/// The file name the prelude is parsed under.
+const PRELUDE_FILE: &str = "tools.star";
+
+/// An error as the program's author should read it: the prelude's frames and source lines
+/// (the inside of `tools.SERVER.TOOL`) left out, since the program did not write them.
+fn without_prelude(error: &str) -> String {
+    let frame = format!("  * {PRELUDE_FILE}");
+    let span = format!(" --> {PRELUDE_FILE}");
+    let mut out: Vec<&str> = Vec::new();
+    let mut skipping = false;
+    for line in error.lines() {
+        if line.starts_with(&span) {
+            break;
+        }
+        if line.starts_with("  * ") {
+            skipping = line.starts_with(&frame);
+        } else if !line.starts_with("    ") {
+            skipping = false;
+        }
+        if !skipping {
+            out.push(line);
+        }
+    }
+    out.join("\n").trim_end().to_string()
 }
 
 /// Names the limit an interpreter error hit, where its own words do not.
@@ -485,6 +511,30 @@ fn explain(error: &str) -> String {
     };
     match limit {
         Some(limit) => format!("{error}\n\nLimit reached: {limit}."),
+        None if error.contains("Object of type `struct` has no attribute") => format!(
+            "{error}\n\ntools.SERVER.TOOL names the tools search_tools shows (SERVER as in \"server:tool\"); call(\"server:tool\", {{...}}) takes any tool's full name."
+        ),
         None => error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{explain, without_prelude};
+
+    #[test]
+    fn errors_leave_out_the_prelude_and_name_the_limit_only_from_the_interpreters_words() {
+        let traced = "Traceback (most recent call last):\n  * program.star:4, in g\n      return tools.fx.fail()\n  * tools.star:7, in tool\n      return call(name, kw)\nerror: this tool always fails\n --> tools.star:7:16\n  |\n7 |   return call(name, kw)\n  |";
+        assert_eq!(
+            without_prelude(traced),
+            "Traceback (most recent call last):\n  * program.star:4, in g\n      return tools.fx.fail()\nerror: this tool always fails"
+        );
+        assert!(explain("error: Starlark call stack overflow").contains("Limit reached"));
+        // A tool's own words about memory are not the interpreter's heap limit.
+        assert_eq!(
+            explain("error: memory:read_graph failed: out of heap"),
+            "error: memory:read_graph failed: out of heap"
+        );
+        assert!(explain("Object of type `struct` has no attribute `nope`").contains("search_tools"));
     }
 }
