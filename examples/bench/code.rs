@@ -720,15 +720,12 @@ fn run_code(
         search = serde_json::from_str(&s).context("search_tools result is not JSON")?;
         result = serde_json::from_str(&r).context("run_code result is not JSON")?;
     }
-    let found_names: Vec<&str> = search
-        .pointer("/structuredContent/tools")
-        .and_then(Value::as_array)
-        .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect())
-        .unwrap_or_default();
+    // In code mode a search shows each match as its call, `call("server:tool", …)`.
+    let shown = result_text(&search);
     let missed: Vec<String> = direct
         .tools
         .iter()
-        .filter(|t| !found_names.contains(&t.as_str()))
+        .filter(|t| !shown.contains(&format!("call(\"{t}\"")))
         .cloned()
         .collect();
     let found = direct.tools.len() - missed.len();
