@@ -24,6 +24,8 @@
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
 //! - `embed`: the embedding API (`openpact::Hub`) in this process against the fixture.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
+//! - `code_mode`: `run_code` programs: hostile ones held to their limits in a confined worker,
+//!   every inner call under the client's policy, progress, cancellation, the data-flow guard.
 //!
 //! Unix only, as the hub is so far (src/platform/mod.rs): the tests signal processes and open
 //! ptys, pipes and unix sockets.
@@ -45,6 +47,7 @@ mod builtins_scripts;
 mod builtins_web;
 mod cli;
 mod clients;
+mod code_mode;
 mod compat;
 mod docs;
 mod editors;
