@@ -225,21 +225,20 @@ async fn a_hundred_thousand_inner_calls_stop_at_max_calls() {
     let hub_pid = h.hub.child.id().unwrap();
     no_workers_within(hub_pid, Duration::from_secs(1)).await;
 
-    // All at once through parallel: refused before any is made.
-    let before = calls(&mut counter, 3).await;
-    let out = hostile(
-        &mut h,
-        "parallel([[\"fx:echo\", {\"message\": \"p\"}]] * 100000)\n",
-        None,
-    )
-    .await;
-    assert_names(&out, &["more than 300 tool calls"]);
-    let after = calls(&mut counter, 4).await;
-    assert_eq!(
-        after - before,
-        out.answered as u64 + 1,
-        "calls reaching the fixture: none of the program's, the other client's, this probe"
-    );
+    // All at once through parallel: refused before any is made. The ask is one line of
+    // megabytes, which the hub must read without keeping its other clients waiting.
+    for n in [100_000, 400_000] {
+        let before = calls(&mut counter, 3).await;
+        let code = format!("parallel([[\"fx:echo\", {{\"message\": \"p\"}}]] * {n})\n");
+        let out = hostile(&mut h, &code, None).await;
+        assert_names(&out, &["more than 300 tool calls"]);
+        let after = calls(&mut counter, 4).await;
+        assert_eq!(
+            after - before,
+            out.answered as u64 + 1,
+            "calls reaching the fixture: none of the program's, the other client's, this probe"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
