@@ -308,6 +308,8 @@ async fn the_audit_links_inner_calls_to_their_programs_record() {
         assert_eq!(record["calls"], calls, "{record}");
         assert_eq!(record["outcome"], outcome, "{record}");
         assert_eq!(record["client"], "code-audit", "{record}");
+        // The answer the client was sent, as for a direct call (not only what was printed).
+        assert!(record["resultBytes"].as_u64() > Some(40), "{record}");
         let inner: Vec<Value> = audit_records(&state)
             .into_iter()
             .filter(|r| r["program"] == id && r["target"] != "run_code")
