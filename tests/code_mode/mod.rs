@@ -99,7 +99,8 @@ pub(crate) fn workers(hub: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Waits (up to `limit`) until `hub` has no worker left; panics naming the ones still there.
+/// Waits (up to `limit`; zero: checks once) until `hub` has no worker left; panics naming
+/// the ones still there.
 pub(crate) async fn no_workers_within(hub: u32, limit: Duration) {
     let deadline = Instant::now() + limit;
     loop {
