@@ -171,6 +171,15 @@ async fn deep_recursion_a_huge_string_and_a_huge_list_end_naming_their_limit() {
         &out,
         &["call stack overflow", "calls nested more than 100 deep"],
     );
+    // Values nested 100,000 deep: the interpreter itself recurses past the worker's stack
+    // (even to drop them), which kills the worker, not the hub.
+    let out = hostile(
+        &mut h,
+        "x = []\nfor i in range(100000):\n    x = [x]\n1\n",
+        None,
+    )
+    .await;
+    assert_names(&out, &["deeper than the worker's stack allows"]);
     let memory = [
         "openpact.codeMode.memory",
         "the program ran out of memory: its worker may use 256 MiB",
