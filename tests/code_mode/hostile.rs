@@ -156,6 +156,21 @@ async fn an_endless_loop_ends_at_the_timeout_while_another_client_is_served() {
         out.during, out.slowest
     );
 
+    // A loop asking the hub all the time (kept values: no tool, no limit on the count) shares
+    // the hub with the other client too.
+    let out = hostile(
+        &mut h,
+        "for i in range(2000000000):\n    kept(\"x\")\n",
+        None,
+    )
+    .await;
+    assert_names(&out, &["ran out of time after 2s"]);
+    assert!(
+        out.during >= 5,
+        "only {} echoes during the loop",
+        out.during
+    );
+
     // run_code's own timeout, shorter than the setting, is the one named.
     let t0 = Instant::now();
     let out = hostile(&mut h, "for i in range(2000000000):\n    pass\n", Some(1)).await;
