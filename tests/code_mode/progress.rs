@@ -1,10 +1,13 @@
 //! Progress and cancellation of a program: `run_code` with a progress token hears one
 //! `notifications/progress` per inner call done; cancelling `run_code` while its program
-//! waits on `fx:slow` kills the worker at once and cancels the call at the fixture.
+//! waits on `fx:slow` kills the worker at once and cancels the call at the fixture; cancelling
+//! it while its call is being asked about frees the prompt for the next call.
 
-use super::{a_worker, code_on, no_workers_within, program, run_ok};
-use crate::policy::calls;
-use crate::support::{WAIT, fixture, send_call, send_request, serve_ready, text};
+use super::{a_worker, and_code_on, code_on, no_workers_within, program, run_ok};
+use crate::policy::{call_prompted, calls, prompt, started};
+use crate::support::{
+    Scratch, WAIT, accept, answer, fixture, send_call, send_request, serve_ready, text,
+};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -128,5 +131,50 @@ async fn cancelling_run_code_kills_the_worker_and_cancels_the_call_upstream() {
     assert!(
         answered.is_empty(),
         "a cancelled program answered: {answered:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_run_code_while_its_call_is_asked_about_frees_the_prompt() {
+    let sc = Scratch::new();
+    let cfg = sc.servers(
+        json!({"fx": fixture(&[])}),
+        Some(and_code_on(
+            json!({"permissions": {"default": "allow", "ask": ["fx:add"]}}),
+        )),
+    );
+    let mut hub = started(&cfg, &[], json!({"elicitation": {}}), "code-cancel-ask").await;
+    let hub_pid = hub.child.id().unwrap();
+    let c = &mut hub.client;
+    let before = calls(c).await;
+    let id = send_call(
+        c,
+        "run_code",
+        program("call(\"fx:add\", {\"a\": 1, \"b\": 2})\n", None),
+    )
+    .await;
+    let asked = prompt(c).await;
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": {"requestId": id}}),
+    )
+    .await;
+    no_workers_within(hub_pid, Duration::from_secs(1)).await;
+    // A late answer to the dropped prompt allows nothing.
+    answer(c, &asked, accept("once")).await;
+    // The next call that needs a prompt gets one of its own, answered as usual.
+    let r = call_prompted(
+        c,
+        "fx:add",
+        json!({"a": 2, "b": 2}),
+        &["fx:add"],
+        accept("once"),
+    )
+    .await;
+    assert_eq!(r["result"]["structuredContent"], json!({"sum": 4}), "{r}");
+    assert_eq!(
+        calls(c).await - before,
+        2,
+        "only the direct add and the counter"
     );
 }

@@ -158,7 +158,7 @@ async fn call_answering(c: &mut Client, name: &str, arguments: Value, result: Va
 }
 
 /// [`call_answering`], checking first that the prompt's message holds each of `needles`.
-async fn call_prompted(
+pub(crate) async fn call_prompted(
     c: &mut Client,
     name: &str,
     arguments: Value,
