@@ -26,6 +26,8 @@
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //! - `code_work`: code-mode programs doing multi-server work over the real servers and the
 //!   fixture catalogues' data: parallel reads, keep/kept, tool errors, images, signatures.
+//! - `code_mode`: `run_code` programs: hostile ones held to their limits in a confined worker,
+//!   every inner call under the client's policy, progress, cancellation, the data-flow guard.
 //!
 //! Unix only, as the hub is so far (src/platform/mod.rs): the tests signal processes and open
 //! ptys, pipes and unix sockets.
@@ -48,6 +50,7 @@ mod builtins_web;
 mod cli;
 mod clients;
 mod code_work;
+mod code_mode;
 mod compat;
 mod docs;
 mod editors;

@@ -18,6 +18,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 /// How long past the program's own deadline the hub waits before it kills the worker (the
 /// worker stops itself at the deadline, with a clearer message).
 const GRACE: Duration = Duration::from_millis(500);
+/// Lines from a worker up to this size are parsed on the runtime; longer ones off it.
+const PARSE_HERE: usize = 64 << 10;
 /// Bytes of the worker's stderr kept, to say why it died.
 const STDERR_KEPT: usize = 8 << 10;
 /// Programs running at once in one hub: each is a process with up to `memory` of its own,
@@ -200,9 +202,14 @@ impl Worker {
             Ok(n) if n > MAX_LINE => Err(WorkerError::Ended(format!(
                 "the program's worker sent more than {MAX_LINE} bytes at once"
             ))),
-            Ok(_) => serde_json::from_slice(&line).map_err(|e| {
-                WorkerError::Ended(format!("the program's worker sent an unreadable line: {e}"))
-            }),
+            Ok(_) if line.len() <= PARSE_HERE => parse(&line),
+            // The hub runs on one runtime worker (cli/entry.rs): megabytes of a program's
+            // JSON parsed there would keep every other client waiting.
+            Ok(_) => tokio::task::spawn_blocking(move || parse(&line))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(WorkerError::Ended(format!("reading the program's worker: {e}")))
+                }),
         }
     }
 
@@ -219,6 +226,13 @@ impl Worker {
             self.memory,
         ))
     }
+}
+
+/// A worker's line.
+fn parse(line: &[u8]) -> Result<FromWorker, WorkerError> {
+    serde_json::from_slice(line).map_err(|e| {
+        WorkerError::Ended(format!("the program's worker sent an unreadable line: {e}"))
+    })
 }
 
 /// The words for a worker's end.

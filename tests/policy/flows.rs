@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 /// A loopback web page (for `web_fetch`) and webhook (for `chat_send`).
-fn loopback() -> Stand {
+pub(crate) fn loopback() -> Stand {
     Stand::start(|rq| match rq.url.as_str() {
         "/page" => reply(
             200,
@@ -47,7 +47,7 @@ fn config(sc: &Scratch, site: &Stand, flows: Value, permissions: Value) -> PathB
     )
 }
 
-fn send(message: &str) -> Value {
+pub(crate) fn send(message: &str) -> Value {
     json!({"provider": "webhook", "target": "ops", "message": message})
 }
 
@@ -64,7 +64,7 @@ async fn read_then_fetch(c: &mut Client, site: &Stand) {
     assert!(!is_error(&r), "{r}");
 }
 
-fn hook_calls(site: &Stand) -> usize {
+pub(crate) fn hook_calls(site: &Stand) -> usize {
     site.seen().iter().filter(|r| r.url == "/hook").count()
 }
 

@@ -45,7 +45,7 @@ mod audit;
 mod cache;
 mod commands;
 mod elicitation;
-mod flows;
+pub(crate) mod flows;
 mod hosts;
 mod no_channel;
 mod ratelimit;
@@ -71,13 +71,13 @@ fn serve(config: &Path, env: &[(&str, &str)]) -> Hub {
 
 /// `openpact` settings with these permissions and the shipped rate limit (10 calls/s, burst
 /// 20), which `Scratch::config` would otherwise switch off.
-fn asking(permissions: Value) -> Value {
+pub(crate) fn asking(permissions: Value) -> Value {
     json!({"permissions": permissions,
            "rateLimits": {"default": {"perSecond": 10, "burst": 20}}})
 }
 
 /// `settings` with `key` set to `value`.
-fn with(mut settings: Value, key: &str, value: Value) -> Value {
+pub(crate) fn with(mut settings: Value, key: &str, value: Value) -> Value {
     settings[key] = value;
     settings
 }
@@ -94,7 +94,7 @@ fn fx_config(sc: &Scratch, openpact: Value) -> PathBuf {
 
 /// `initialize` with these capabilities and client name, then a `tools/list` (which waits
 /// for servers still starting), so calls never race the catalogue.
-async fn init(c: &mut Client, capabilities: Value, name: &str) {
+pub(crate) async fn init(c: &mut Client, capabilities: Value, name: &str) {
     let r = c.initialize_as(capabilities, name).await;
     assert!(r["result"]["capabilities"].is_object(), "{r}");
     let tools = c.list_tools().await;
@@ -105,7 +105,12 @@ async fn init(c: &mut Client, capabilities: Value, name: &str) {
 }
 
 /// A hub on `config` (with `env`), initialized with these capabilities and client name.
-async fn started(config: &Path, env: &[(&str, &str)], capabilities: Value, name: &str) -> Hub {
+pub(crate) async fn started(
+    config: &Path,
+    env: &[(&str, &str)],
+    capabilities: Value,
+    name: &str,
+) -> Hub {
     let mut hub = serve(config, env);
     init(&mut hub.client, capabilities, name).await;
     hub
@@ -130,7 +135,7 @@ async fn eliciting_hub(sc: &Scratch, servers: Value, openpact: Value) -> (Hub, P
 }
 
 /// How many `tools/call` the fixture has received (this one included).
-async fn calls(c: &mut Client) -> u64 {
+pub(crate) async fn calls(c: &mut Client) -> u64 {
     let r = c.call("fx:calls", json!({})).await;
     text(&r)
         .parse()
@@ -138,7 +143,7 @@ async fn calls(c: &mut Client) -> u64 {
 }
 
 /// The next `elicitation/create` the hub sends.
-async fn prompt(c: &mut Client) -> Value {
+pub(crate) async fn prompt(c: &mut Client) -> Value {
     let req = c
         .wait_for("elicitation/create", WAIT)
         .await
@@ -153,7 +158,7 @@ async fn call_answering(c: &mut Client, name: &str, arguments: Value, result: Va
 }
 
 /// [`call_answering`], checking first that the prompt's message holds each of `needles`.
-async fn call_prompted(
+pub(crate) async fn call_prompted(
     c: &mut Client,
     name: &str,
     arguments: Value,
@@ -171,7 +176,7 @@ async fn call_prompted(
 }
 
 /// Calls a tool and asserts the hub answers without asking the client first.
-async fn call_unasked(c: &mut Client, name: &str, arguments: Value) -> Value {
+pub(crate) async fn call_unasked(c: &mut Client, name: &str, arguments: Value) -> Value {
     let id = send_call(c, name, arguments).await;
     loop {
         let m = c
@@ -200,7 +205,7 @@ fn decisions(state: &Path) -> Value {
     }
 }
 
-fn audit_records(state: &Path) -> Vec<Value> {
+pub(crate) fn audit_records(state: &Path) -> Vec<Value> {
     std::fs::read_to_string(state.join("audit.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -214,7 +219,11 @@ async fn wait_audit(state: &Path, n: usize) -> Vec<Value> {
 }
 
 /// Waits until at least `n` audit records satisfy `pred`; returns those.
-async fn wait_audit_where(state: &Path, n: usize, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+pub(crate) async fn wait_audit_where(
+    state: &Path,
+    n: usize,
+    pred: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
     let deadline = Instant::now() + WAIT;
     loop {
         let all = audit_records(state);
@@ -232,7 +241,7 @@ async fn wait_audit_where(state: &Path, n: usize, pred: impl Fn(&Value) -> bool)
 }
 
 /// A `sha256:` hash as openpact writes them: 64 hex digits.
-fn hash_ok(h: &Value) -> bool {
+pub(crate) fn hash_ok(h: &Value) -> bool {
     h.as_str().is_some_and(|h| {
         h.len() == 71 && h.starts_with("sha256:") && h[7..].chars().all(|c| c.is_ascii_hexdigit())
     })

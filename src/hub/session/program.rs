@@ -124,14 +124,15 @@ impl Session {
             max_output: settings.max_output,
         };
         let ran = process::run(settings, start, &program).await;
-        self.audit_program(&id, code, &ran, t0);
         let (text, is_error) = result_text(&ran, settings.max_output);
-        ToolOutput {
+        let answer = ToolOutput {
             text,
             structured: None,
             is_error,
         }
-        .answer(m.id())
+        .answer(m.id());
+        self.audit_program(&id, code, &ran, answer.len(), t0);
+        answer
     }
 
     /// One call a program made, as this client's own call; its value for the program.
@@ -161,8 +162,16 @@ impl Session {
         value_of(&line, request.raw)
     }
 
-    /// The program's own audit record: its code's hash, its calls and its outcome.
-    fn audit_program(&self, id: &Arc<str>, code: &str, ran: &Ran, t0: std::time::Instant) {
+    /// The program's own audit record: its code's hash, its calls and its outcome; its result
+    /// the `answer` bytes the client was sent, as for a direct call.
+    fn audit_program(
+        &self,
+        id: &Arc<str>,
+        code: &str,
+        ran: &Ran,
+        answer: usize,
+        t0: std::time::Instant,
+    ) {
         let policy = self.hub.policy();
         if !policy.audit_enabled() {
             return;
@@ -177,7 +186,7 @@ impl Session {
             cache: Cow::Borrowed("off"),
             duration_ms: (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3,
             outcome: Cow::Borrowed(if ran.error.is_some() { "isError" } else { "ok" }),
-            result_bytes: ran.output.len(),
+            result_bytes: answer,
             error: ran.error.as_deref().map(|e| policy.redact(e).into_owned()),
             program: Some(id.clone()),
             code_hash: Some(crate::policy::canonical::sha256(code)),
