@@ -94,6 +94,45 @@ layers!(
     sandbox, search, state, time, transport, upstream,
 );
 
+// rustfmt does not look inside macros, so `cargo fmt` would never reach the layers above:
+// these declarations, never compiled, show it their files.
+#[cfg(any())]
+mod auth;
+#[cfg(any())]
+mod builtins;
+#[cfg(any())]
+mod cli;
+#[cfg(any())]
+mod code;
+#[cfg(any())]
+mod config;
+#[cfg(any())]
+mod face;
+#[cfg(any())]
+mod hub;
+#[cfg(any())]
+mod jsonrpc;
+#[cfg(any())]
+mod metrics;
+#[cfg(any())]
+mod platform;
+#[cfg(any())]
+mod policy;
+#[cfg(any())]
+mod revision;
+#[cfg(any())]
+mod sandbox;
+#[cfg(any())]
+mod search;
+#[cfg(any())]
+mod state;
+#[cfg(any())]
+mod time;
+#[cfg(any())]
+mod transport;
+#[cfg(any())]
+mod upstream;
+
 pub mod embed;
 
 pub use embed::{

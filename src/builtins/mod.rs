@@ -164,7 +164,10 @@ impl Builtins {
             .flat_map(|(i, g)| g.tools().into_iter().map(move |t| (t, i)));
         for (def, group) in offered {
             if tools.iter().any(|e| e.def.name == def.name) {
-                tracing::warn!(tool = def.name, "a built-in tool of that name is served already; this one is left out");
+                tracing::warn!(
+                    tool = def.name,
+                    "a built-in tool of that name is served already; this one is left out"
+                );
                 left_out.push(def.name);
                 continue;
             }

@@ -125,7 +125,8 @@ async fn invoke(
 ) -> Result<ExitCode> {
     let hub = start_for(config, state, name);
     // Connect first: servers wait to learn the client's capabilities before `initialize`.
-    let Some((client, mut messages)) = LocalClient::connect(hub.clone(), "openpact-cli", "{}").await
+    let Some((client, mut messages)) =
+        LocalClient::connect(hub.clone(), "openpact-cli", "{}").await
     else {
         bail!("the hub's session closed before it answered initialize")
     };

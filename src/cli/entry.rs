@@ -1,8 +1,8 @@
 //! The `openpact` binary's `main`, here rather than in src/main.rs because the binary
 //! reaches only the library's public API, and the command line is not part of it.
 
-use clap::Parser;
 use crate::cli::{self, Cli};
+use clap::Parser;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;

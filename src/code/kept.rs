@@ -15,7 +15,13 @@ pub struct Kept {
 impl Kept {
     /// Keeps `value` under `name` (replacing what was there) if it fits within `max_values`
     /// values of `max_bytes` in all.
-    pub fn keep(&mut self, name: String, value: Value, max_values: usize, max_bytes: usize) -> Answer {
+    pub fn keep(
+        &mut self,
+        name: String,
+        value: Value,
+        max_values: usize,
+        max_bytes: usize,
+    ) -> Answer {
         let size = value.to_string().len();
         let replaced = self.values.get(&name).map_or(0, |(_, s)| *s);
         let count = self.values.len() + usize::from(!self.values.contains_key(&name));
@@ -42,7 +48,11 @@ impl Kept {
 
     /// The value kept under `name`, or None.
     pub fn get(&self, name: &str) -> Answer {
-        Answer::Ok(self.values.get(name).map_or(Value::Null, |(v, _)| v.clone()))
+        Answer::Ok(
+            self.values
+                .get(name)
+                .map_or(Value::Null, |(v, _)| v.clone()),
+        )
     }
 }
 
@@ -55,9 +65,15 @@ mod tests {
     #[test]
     fn kept_values_are_bounded_in_count_and_bytes_and_none_frees_one() {
         let mut k = Kept::default();
-        assert_eq!(k.keep("a".into(), json!([1, 2]), 2, 20), Answer::Ok(json!(null)));
+        assert_eq!(
+            k.keep("a".into(), json!([1, 2]), 2, 20),
+            Answer::Ok(json!(null))
+        );
         assert_eq!(k.get("a"), Answer::Ok(json!([1, 2])));
-        assert_eq!(k.keep("b".into(), json!("x"), 2, 20), Answer::Ok(json!(null)));
+        assert_eq!(
+            k.keep("b".into(), json!("x"), 2, 20),
+            Answer::Ok(json!(null))
+        );
         let Answer::Error(e) = k.keep("c".into(), json!(1), 2, 20) else {
             panic!("a third value fits in two")
         };
@@ -68,8 +84,15 @@ mod tests {
             panic!("over the byte limit")
         };
         assert!(e.contains("keepBytes"), "{e}");
-        assert_eq!(k.get("a"), Answer::Ok(json!(3)), "a refused keep changes nothing");
-        assert_eq!(k.keep("a".into(), json!(null), 2, 20), Answer::Ok(json!(null)));
+        assert_eq!(
+            k.get("a"),
+            Answer::Ok(json!(3)),
+            "a refused keep changes nothing"
+        );
+        assert_eq!(
+            k.keep("a".into(), json!(null), 2, 20),
+            Answer::Ok(json!(null))
+        );
         assert_eq!(k.get("a"), Answer::Ok(json!(null)));
         assert_eq!(k.keep("c".into(), json!(1), 2, 20), Answer::Ok(json!(null)));
     }

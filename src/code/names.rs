@@ -444,10 +444,12 @@ fn params(schema: &Json, types: &Types) -> Vec<Param> {
         .unwrap_or(&empty);
     let required = required(schema);
     let any = Json::Bool(true);
-    let names = required
-        .iter()
-        .copied()
-        .chain(props.keys().map(String::as_str).filter(|k| !required.contains(k)));
+    let names = required.iter().copied().chain(
+        props
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !required.contains(k)),
+    );
     names
         .map(|name| {
             let sub = props.get(name).unwrap_or(&any);
@@ -586,7 +588,10 @@ pub fn signature(
         out.push('\n');
     }
     if params.len() > MAX_PARAMS {
-        let rest: Vec<&str> = params[MAX_PARAMS..].iter().map(|p| p.name.as_str()).collect();
+        let rest: Vec<&str> = params[MAX_PARAMS..]
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
         let names = one_line(&rest.join(", "), DESCRIPTION_CAP);
         out.push_str(&format!("  {} more: {names}\n", rest.len()));
     }

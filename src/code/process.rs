@@ -99,7 +99,13 @@ fn startup_reads(exe: &Path) -> Vec<PathBuf> {
     {
         read.push(real);
     }
-    for dir in ["/lib", "/lib64", "/usr/lib", "/usr/lib64", "/etc/ld.so.cache"] {
+    for dir in [
+        "/lib",
+        "/lib64",
+        "/usr/lib",
+        "/usr/lib64",
+        "/etc/ld.so.cache",
+    ] {
         let p = Path::new(dir);
         if p.exists() {
             read.push(p.to_path_buf());
@@ -133,7 +139,8 @@ impl Worker {
                 unix: openpact_confine::UnixRule::Seccomp,
                 pid_namespace: false,
             };
-            let rules = serde_json::to_string(&rules).map_err(|e| WorkerError::Start(e.to_string()))?;
+            let rules =
+                serde_json::to_string(&rules).map_err(|e| WorkerError::Start(e.to_string()))?;
             let (wrapper, mut args) = crate::sandbox::wrapper_command()
                 .map_err(|e| WorkerError::Start(format!("the sandbox wrapper: {e}")))?;
             args.push(rules);
@@ -183,7 +190,8 @@ impl Worker {
     }
 
     async fn send<T: serde::Serialize>(&mut self, message: &T) -> Result<(), WorkerError> {
-        let mut line = serde_json::to_vec(message).map_err(|e| WorkerError::Ended(e.to_string()))?;
+        let mut line =
+            serde_json::to_vec(message).map_err(|e| WorkerError::Ended(e.to_string()))?;
         line.push(b'\n');
         if self.stdin.write_all(&line).await.is_err() {
             return Err(self.ended().await);
@@ -208,7 +216,9 @@ impl Worker {
             Ok(_) => tokio::task::spawn_blocking(move || parse(&line))
                 .await
                 .unwrap_or_else(|e| {
-                    Err(WorkerError::Ended(format!("reading the program's worker: {e}")))
+                    Err(WorkerError::Ended(format!(
+                        "reading the program's worker: {e}"
+                    )))
                 }),
         }
     }
@@ -310,7 +320,11 @@ pub async fn run(settings: &CodeMode, start: Start, host: &dyn Host) -> Ran {
     };
     ran.confined = worker.confined.clone();
     let deadline = tokio::time::Instant::now() + timeout + GRACE;
-    let ended = tokio::time::timeout_at(deadline, converse(&mut worker, settings, start, host, &mut ran)).await;
+    let ended = tokio::time::timeout_at(
+        deadline,
+        converse(&mut worker, settings, start, host, &mut ran),
+    )
+    .await;
     match ended {
         Ok(Ok(())) => {}
         Ok(Err(e)) => ran.error = Some(e.to_string()),
@@ -371,7 +385,11 @@ async fn converse(
                     .await
             }
         };
-        worker.send(&Answers { answers: fitting(answers) }).await?;
+        worker
+            .send(&Answers {
+                answers: fitting(answers),
+            })
+            .await?;
     }
 }
 
@@ -432,10 +450,17 @@ mod tests {
         assert_eq!(fitting(fits.clone()), fits);
 
         let got = fitting(vec![big(10), small.clone(), big(12), big(10), big(9)]);
-        let line = json_len(&Answers { answers: got.clone() }) + 1;
+        let line = json_len(&Answers {
+            answers: got.clone(),
+        }) + 1;
         assert!(line <= MAX_LINE, "{line}");
-        let Answer::Error(why) = &got[2] else { panic!("the largest stays") };
-        assert!(why.starts_with("the answer is 12.0 MiB, and a program takes in at most 32 MiB"), "{why}");
+        let Answer::Error(why) = &got[2] else {
+            panic!("the largest stays")
+        };
+        assert!(
+            why.starts_with("the answer is 12.0 MiB, and a program takes in at most 32 MiB"),
+            "{why}"
+        );
         assert_eq!(got[1], small);
         let errors = got.iter().filter(|a| matches!(a, Answer::Error(_))).count();
         assert_eq!(errors, 1, "only as many as needed");

@@ -6,8 +6,8 @@
 
 use super::protocol::{Answer, Answers, CallRequest, FromWorker, MAX_LINE, SUBCOMMAND, Start};
 use crate::builtins::scripts::sandbox::{
-    EXTENSIONS, MAX_CALLSTACK, MAX_HEAP, MAX_TICKS, Output, Printer, THREAD_STACK, collapse_frames, dialect,
-    to_json,
+    EXTENSIONS, MAX_CALLSTACK, MAX_HEAP, MAX_TICKS, Output, Printer, THREAD_STACK, collapse_frames,
+    dialect, to_json,
 };
 use serde_json::{Value as Json, json};
 use starlark::environment::{Globals, GlobalsBuilder, Module};
@@ -115,19 +115,9 @@ fn set_limits(limits: &Limits) -> Result<(), String> {
     let set = |what: Resource, soft: u64, hard: u64, name: &str| {
         setrlimit(what, soft, hard).map_err(|e| format!("could not limit its {name}: {e}"))
     };
-    set(
-        Resource::RLIMIT_AS,
-        limits.memory,
-        limits.memory,
-        "memory",
-    )?;
+    set(Resource::RLIMIT_AS, limits.memory, limits.memory, "memory")?;
     // The soft limit sends SIGXCPU, which ends the process; the hard one is the backstop.
-    set(
-        Resource::RLIMIT_CPU,
-        limits.cpu,
-        limits.cpu + 1,
-        "CPU time",
-    )?;
+    set(Resource::RLIMIT_CPU, limits.cpu, limits.cpu + 1, "CPU time")?;
     // A crash leaves no core file of the program's data behind.
     set(Resource::RLIMIT_CORE, 0, 0, "core dumps")?;
     Ok(())
@@ -366,7 +356,10 @@ fn program_members(builder: &mut GlobalsBuilder) {
     }
 
     /// The value kept under `name` by this or an earlier program of this session, or None.
-    fn kept<'v>(#[starlark(require = pos)] name: &str, heap: Heap<'v>) -> anyhow::Result<Value<'v>> {
+    fn kept<'v>(
+        #[starlark(require = pos)] name: &str,
+        heap: Heap<'v>,
+    ) -> anyhow::Result<Value<'v>> {
         let message = FromWorker::Kept {
             name: name.to_string(),
         };
@@ -384,8 +377,8 @@ fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
         GlobalsBuilder::extended_by(EXTENSIONS)
-        .with(program_members)
-        .build()
+            .with(program_members)
+            .build()
     })
 }
 
@@ -535,6 +528,8 @@ mod tests {
             explain("error: memory:read_graph failed: out of heap"),
             "error: memory:read_graph failed: out of heap"
         );
-        assert!(explain("Object of type `struct` has no attribute `nope`").contains("search_tools"));
+        assert!(
+            explain("Object of type `struct` has no attribute `nope`").contains("search_tools")
+        );
     }
 }

@@ -500,7 +500,10 @@ impl Builder<'_> {
                     Some("ask") => f.guard = FlowGuard::Ask,
                     Some("deny") => f.guard = FlowGuard::Deny,
                     Some("off") => f.guard = FlowGuard::Off,
-                    _ => self.error(&kp, format!("{val} is not one of \"ask\", \"deny\", \"off\"")),
+                    _ => self.error(
+                        &kp,
+                        format!("{val} is not one of \"ask\", \"deny\", \"off\""),
+                    ),
                 },
                 _ => {}
             }

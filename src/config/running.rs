@@ -26,9 +26,8 @@ pub fn as_running(old: &Config, mut new: Config) -> (Config, Vec<String>) {
     keep!(policy.cache.max_bytes, "openpact.cache.maxBytes");
     keep!(shared, "openpact.shared");
     // Sessions hold a view by its index: profiles may be added, not removed or moved.
-    let names = |c: &HubSettings| -> Vec<String> {
-        c.profiles.iter().map(|p| p.name.clone()).collect()
-    };
+    let names =
+        |c: &HubSettings| -> Vec<String> { c.profiles.iter().map(|p| p.name.clone()).collect() };
     if !names(n).starts_with(&names(o)) {
         waiting.push("openpact.profiles (removing, renaming or reordering profiles)".into());
         n.profiles.clone_from(&o.profiles);

@@ -182,7 +182,9 @@ struct Hints {
 
 impl Hints {
     fn of(obj: &RawObject) -> Hints {
-        let annotations = obj.get("annotations").and_then(|a| RawObject::parse(a).ok());
+        let annotations = obj
+            .get("annotations")
+            .and_then(|a| RawObject::parse(a).ok());
         let says = |key: &str| {
             annotations
                 .as_ref()

@@ -5,9 +5,9 @@
 //! lines, list changes) to whoever reads [`LocalClient::connect`]'s message channel.
 
 use super::{Hub, Session};
+use crate::FastMap;
 use crate::jsonrpc::{self, Frame, Kind, Message};
 use crate::transport::{Outbox, Outgoing};
-use crate::FastMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};

@@ -307,7 +307,10 @@ impl Rules {
         if self.guard == FlowGuard::Off || !seen.both() {
             return Cow::Borrowed(target);
         }
-        if !self.labels(target.qualified, target.labels).has(Label::Egress) {
+        if !self
+            .labels(target.qualified, target.labels)
+            .has(Label::Egress)
+        {
             return Cow::Borrowed(target);
         }
         match seen.trigger() {
@@ -360,7 +363,10 @@ mod tests {
         assert_eq!(names(from_annotations(false, false)), Vec::<&str>::new());
         assert_eq!(names(from_annotations(true, false)), Vec::<&str>::new());
         assert_eq!(names(from_annotations(true, true)), ["untrusted"]);
-        assert_eq!(names(from_annotations(false, true)), ["untrusted", "egress"]);
+        assert_eq!(
+            names(from_annotations(false, true)),
+            ["untrusted", "egress"]
+        );
         // A server's tool named like a built-in is not labelled by its name.
         let l = Labels::intrinsic(None, false, false);
         assert!(l.all().is_empty());
@@ -414,7 +420,10 @@ mod tests {
             egress: vec!["web_fetch".into(), "slack:*".into()],
             ..Flows::default()
         });
-        let l = rules.labels("web_fetch", Labels::intrinsic(Some("web_fetch"), true, true));
+        let l = rules.labels(
+            "web_fetch",
+            Labels::intrinsic(Some("web_fetch"), true, true),
+        );
         assert_eq!(names(l.all()), ["untrusted", "egress"]);
         assert_eq!(
             l.describe(),
@@ -454,8 +463,16 @@ mod tests {
             ..Flows::default()
         });
         let seen = Seen::default();
-        off.saw(&seen, &"web_fetch".into(), Labels::intrinsic(Some("web_fetch"), true, true));
-        off.saw(&seen, &"vault_read".into(), Labels::intrinsic(Some("vault_read"), true, false));
+        off.saw(
+            &seen,
+            &"web_fetch".into(),
+            Labels::intrinsic(Some("web_fetch"), true, true),
+        );
+        off.saw(
+            &seen,
+            &"vault_read".into(),
+            Labels::intrinsic(Some("vault_read"), true, false),
+        );
         assert_eq!(seen.trigger(), None);
     }
 }

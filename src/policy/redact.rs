@@ -58,7 +58,6 @@ impl Redactor {
         self.automaton.is_none()
     }
 
-
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Some(ac) = &self.automaton else {
             return Cow::Borrowed(text);

@@ -346,10 +346,10 @@ fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
         GlobalsBuilder::extended_by(EXTENSIONS)
-        .with_namespace("http", http_members)
-        .with_namespace("time", time_members)
-        .with_namespace("secrets", secrets_members)
-        .build()
+            .with_namespace("http", http_members)
+            .with_namespace("time", time_members)
+            .with_namespace("secrets", secrets_members)
+            .build()
     })
 }
 

@@ -46,7 +46,9 @@ pub fn listing_human(hub: &Hub, catalog: &Catalog, what: Listing) {
                 if !labels.is_empty() {
                     labelled = true;
                     let names: Vec<&str> = labels.iter().map(|l| l.name()).collect();
-                    row = format!("{row}  [{}]", names.join(", ")).trim_start().to_string();
+                    row = format!("{row}  [{}]", names.join(", "))
+                        .trim_start()
+                        .to_string();
                 }
                 (t.qualified.to_string(), row)
             })
@@ -202,7 +204,10 @@ pub fn listing_json(hub: &Hub, catalog: &Catalog, what: Listing) -> anyhow::Resu
                     v["labelsFrom"] = labels
                         .iter()
                         .map(|(l, from)| {
-                            (l.name().to_string(), json!(from.iter().map(|o| o.name()).collect::<Vec<_>>()))
+                            (
+                                l.name().to_string(),
+                                json!(from.iter().map(|o| o.name()).collect::<Vec<_>>()),
+                            )
                         })
                         .collect::<serde_json::Map<_, _>>()
                         .into();

@@ -112,7 +112,8 @@ fn flow_labels(config: &Config) -> Vec<(Label, &[String], Vec<&'static str>)> {
         .collect()
 }
 
-const ANNOTATION_LABELS: &str = "labels from the servers' annotations (openWorldHint) are shown by `openpact tools`";
+const ANNOTATION_LABELS: &str =
+    "labels from the servers' annotations (openWorldHint) are shown by `openpact tools`";
 
 fn flows_human(config: &Config) {
     out!(

@@ -12,8 +12,7 @@ pub use catalog::{
 };
 pub use config::{config_human, config_json, config_problems, sandbox_allowed};
 pub use hubs::{
-    cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reloaded,
-    servers_human,
+    cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reloaded, servers_human,
 };
 pub use stores::{
     audit, decisions, forgot, overridden, remembered, script_approved, script_rejected,

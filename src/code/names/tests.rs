@@ -2,8 +2,8 @@
 //! signatures.
 
 use super::*;
-use serde_json::json;
 use crate::builtins::scripts::sandbox::dialect;
+use serde_json::json;
 use starlark::environment::{FrozenModule, GlobalsBuilder, Module};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
@@ -97,7 +97,16 @@ fn collisions_in_a_group_number_the_later_ones() {
     // next free number in input order.
     assert_eq!(
         attrs,
-        ["read_file_2", "read_file_3", "read_file", "a_b", "a_b_3", "a_b_2", "if__2", "if_"]
+        [
+            "read_file_2",
+            "read_file_3",
+            "read_file",
+            "a_b",
+            "a_b_3",
+            "a_b_2",
+            "if__2",
+            "if_"
+        ]
     );
     let distinct: HashSet<&str> = attrs.iter().copied().collect();
     assert_eq!(distinct.len(), attrs.len());
@@ -158,8 +167,8 @@ fn stub_call(builder: &mut GlobalsBuilder) {
 
 fn globals() -> starlark::environment::Globals {
     GlobalsBuilder::extended_by(crate::builtins::scripts::sandbox::EXTENSIONS)
-    .with(stub_call)
-    .build()
+        .with(stub_call)
+        .build()
 }
 
 /// Evaluates the prelude then `program` as one file, as a worker may; `result` as JSON.
@@ -314,7 +323,10 @@ fn prelude_is_deterministic_and_scales() {
     assert_eq!(many.len(), 3000);
     let prelude = prelude(&many);
     assert_eq!(
-        run(&prelude, "result = [len(dir(tools)), tools.srv_29.tool_99(n = 1)]"),
+        run(
+            &prelude,
+            "result = [len(dir(tools)), tools.srv_29.tool_99(n = 1)]"
+        ),
         Ok(json!([30, "srv-29:tool.99 {\"n\":1}"]))
     );
 }
@@ -372,9 +384,19 @@ tools.fs.read_text_file(path: str, tail: float = None, head: float = None)
   returns: the result's text (parsed as JSON when it is JSON)
 ";
     assert_eq!(got, want);
-    let short = signature(&fs_tool(), "  Read\n a file. ", &read_text_file_schema(), None);
+    let short = signature(
+        &fs_tool(),
+        "  Read\n a file. ",
+        &read_text_file_schema(),
+        None,
+    );
     assert_eq!(short.lines().nth(1), Some("  Read a file."));
-    assert_eq!(signature(&fs_tool(), "", &read_text_file_schema(), None).lines().count(), 6);
+    assert_eq!(
+        signature(&fs_tool(), "", &read_text_file_schema(), None)
+            .lines()
+            .count(),
+        6
+    );
 }
 
 /// The pinned filesystem server's `edit_file` (its `tools/list` entry as served).
@@ -481,7 +503,12 @@ fn signature_of_unusual_schemas() {
         attr: "y".into(),
     };
     // No properties at all, an empty schema, or not even an object.
-    for schema in [json!({"type": "object"}), json!({}), json!(null), json!(true)] {
+    for schema in [
+        json!({"type": "object"}),
+        json!({}),
+        json!(null),
+        json!(true),
+    ] {
         assert_eq!(
             signature(&t, "", &schema, None),
             "tools.x.y()\n  or: call(\"x:y\", {})\n  returns: the result's text (parsed as JSON when it is JSON)\n",
@@ -564,7 +591,9 @@ call(\"git:git_log\", {\"repo-path\": str, \"from\"?: str, \"max_count\"?: int})
     assert_eq!(got, want);
     // A keyword alone is enough.
     let schema = json!({"type": "object", "properties": {"from": {"type": "string"}}});
-    assert!(signature(&t, "", &schema, None).starts_with("call(\"git:git_log\", {\"from\"?: str})\n"));
+    assert!(
+        signature(&t, "", &schema, None).starts_with("call(\"git:git_log\", {\"from\"?: str})\n")
+    );
 }
 
 #[test]
@@ -576,13 +605,16 @@ fn huge_schemas_are_trimmed() {
             json!({"type": "string", "description": "word ".repeat(200)}),
         );
     }
-    let schema = json!({"type": "object", "properties": props, "required": ["option_7", "option_3"]});
+    let schema =
+        json!({"type": "object", "properties": props, "required": ["option_7", "option_3"]});
     let got = signature(&fs_tool(), &"long ".repeat(1000), &schema, None);
     let lines: Vec<&str> = got.lines().collect();
     // The first line, the description, the hint, 24 parameters, the rest named, returns.
     assert_eq!(lines.len(), 1 + 1 + 1 + MAX_PARAMS + 1 + 1, "{got}");
     assert!(
-        lines[0].starts_with("tools.fs.read_text_file(option_7: str, option_3: str, option_0: str = None"),
+        lines[0].starts_with(
+            "tools.fs.read_text_file(option_7: str, option_3: str, option_0: str = None"
+        ),
         "{}",
         lines[0]
     );
@@ -594,15 +626,28 @@ fn huge_schemas_are_trimmed() {
     assert!(lines[3].starts_with("  option_7 (str, required): word word"));
     assert!(lines[3].chars().count() <= 2 + "option_7 (str, required): ".len() + PARAM_CAP);
     assert!(lines[5].starts_with("  option_0 (str, optional)"));
-    assert!(lines[27].starts_with("  176 more: option_24, option_25, "), "{}", lines[27]);
+    assert!(
+        lines[27].starts_with("  176 more: option_24, option_25, "),
+        "{}",
+        lines[27]
+    );
     assert!(got.len() < 7000, "{}", got.len());
     // A big nested object stops listing its properties.
-    let schema = json!({"type": "object", "properties": {"o": {"type": "object", "properties": props}}});
-    let got = signature(&fs_tool(), "", &schema, Some(&json!({"type": "object", "properties": props})));
+    let schema =
+        json!({"type": "object", "properties": {"o": {"type": "object", "properties": props}}});
+    let got = signature(
+        &fs_tool(),
+        "",
+        &schema,
+        Some(&json!({"type": "object", "properties": props})),
+    );
     for line in got.lines() {
         assert!(line.chars().count() < SHAPE_CAP + 40, "{line}");
     }
-    assert!(got.contains("  o ({option_0?: str, option_1?: str, "), "{got}");
+    assert!(
+        got.contains("  o ({option_0?: str, option_1?: str, "),
+        "{got}"
+    );
     assert!(got.contains(", ...}, optional)\n"), "{got}");
     assert!(got.contains("  returns: {option_0?: str, "), "{got}");
 }
@@ -617,4 +662,3 @@ fn signatures_are_valid_calls() {
         Ok(json!("fs:read_text_file {\"path\":\"a\",\"head\":2.0}"))
     );
 }
-

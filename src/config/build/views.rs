@@ -88,7 +88,11 @@ impl Builder<'_> {
         };
         for (key, v) in map {
             let p = child(path, key);
-            let count = |v: &Value| v.as_u64().filter(|n| *n >= 1).and_then(|n| usize::try_from(n).ok());
+            let count = |v: &Value| {
+                v.as_u64()
+                    .filter(|n| *n >= 1)
+                    .and_then(|n| usize::try_from(n).ok())
+            };
             match key.as_str() {
                 "mode" => match v.as_str() {
                     Some("auto") => code.mode = CodeModeSwitch::Auto,

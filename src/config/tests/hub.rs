@@ -273,16 +273,28 @@ fn code_mode_is_read_checked_and_inherited_by_profiles() {
     let code = &c.hub.code_mode;
     assert_eq!(code.mode, CodeModeSwitch::Auto);
     assert_eq!(code.timeout, Duration::from_secs(90));
-    assert_eq!((code.memory, code.parallel, code.max_output), (256 << 20, 4, 5000));
+    assert_eq!(
+        (code.memory, code.parallel, code.max_output),
+        (256 << 20, 4, 5000)
+    );
     assert_eq!((code.keep_values, code.keep_bytes), (3, 1 << 20));
     assert_eq!(code.max_calls, CodeMode::DEFAULT_MAX_CALLS);
     // Auto follows tool search; a profile starts from the hub's settings.
     assert!(code.active(true) && !code.active(false));
-    let [plain, coder] = &c.hub.profiles[..] else { panic!("two profiles") };
+    let [plain, coder] = &c.hub.profiles[..] else {
+        panic!("two profiles")
+    };
     assert_eq!(plain.code_mode, *code);
     assert_eq!(coder.code_mode.mode, CodeModeSwitch::On);
-    assert_eq!((coder.code_mode.max_calls, coder.code_mode.parallel), (20, 4));
-    assert_eq!(CodeMode::default().mode, CodeModeSwitch::Off, "off until asked for");
+    assert_eq!(
+        (coder.code_mode.max_calls, coder.code_mode.parallel),
+        (20, 4)
+    );
+    assert_eq!(
+        CodeMode::default().mode,
+        CodeModeSwitch::Off,
+        "off until asked for"
+    );
     let all = f
         .err_short(
             r#"{"openpact": {"codeMode": {"mode": "maybe", "memory": "1MiB", "timeout": "0s",

@@ -152,7 +152,11 @@ fn flows_settings_are_read_and_checked() {
         &[],
     );
     assert_eq!(errs.len(), 2, "{errs:#?}");
-    assert!(errs.iter().any(|e| e.contains("openpact.flows.private[0]") && e.contains("not a valid glob")), "{errs:#?}");
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("openpact.flows.private[0]") && e.contains("not a valid glob")),
+        "{errs:#?}"
+    );
     assert!(errs.iter().any(|e| e.contains("openpact.flows.guard") && e.contains("\"ask\", \"deny\", \"off\"")), "{errs:#?}");
     let errs = f.err_short(r#"{"openpact": {"flows": {"egres": []}}}"#, &[]);
     assert!(
@@ -160,8 +164,17 @@ fn flows_settings_are_read_and_checked() {
         "{errs:#?}"
     );
     let c = f.ok(r#"{"mcpServers": {"time": {"command": "tool"}}, "openpact": {"flows": {"egress": ["tiem:*"]}}}"#, &[]);
-    assert!(c.warnings[0].contains("openpact.flows.egress") && c.warnings[0].contains("\"tiem:*\" names server \"tiem\", which is not configured"), "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].contains("openpact.flows.egress")
+            && c.warnings[0].contains("\"tiem:*\" names server \"tiem\", which is not configured"),
+        "{:?}",
+        c.warnings
+    );
     // A misspelt `flows` itself gets its suggestion.
     let c = f.loose(r#"{"openpact": {"flow": {}}}"#, &[]);
-    assert!(c.warnings[0].contains("did you mean `flows`"), "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].contains("did you mean `flows`"),
+        "{:?}",
+        c.warnings
+    );
 }

@@ -21,13 +21,12 @@
 
 mod calls;
 mod client;
-mod program;
 mod input;
 mod lists;
 mod login;
+mod program;
 mod routed;
 mod search;
-
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;

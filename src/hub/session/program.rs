@@ -136,7 +136,12 @@ impl Session {
     }
 
     /// One call a program made, as this client's own call; its value for the program.
-    async fn inner_call(self: &Arc<Self>, program: Arc<str>, n: u64, request: CallRequest) -> Answer {
+    async fn inner_call(
+        self: &Arc<Self>,
+        program: Arc<str>,
+        n: u64,
+        request: CallRequest,
+    ) -> Answer {
         if [SEARCH_TOOLS, CALL_TOOL, RUN_CODE].contains(&request.name.as_str()) {
             return Answer::Error(format!(
                 "{} cannot be called from a program; call the tools themselves",
@@ -152,7 +157,10 @@ impl Session {
         };
         let (to, answer) = tokio::sync::oneshot::channel();
         let inner = Inner { program, to };
-        let line = match self.call_by_name(&m, NameKind::Tool, &params, Some(inner)).await {
+        let line = match self
+            .call_by_name(&m, NameKind::Tool, &params, Some(inner))
+            .await
+        {
             Reply::Line(line) => self.hub.policy().redact(&line).into_owned(),
             Reply::Sent => match answer.await {
                 Ok(line) => line,
@@ -191,7 +199,9 @@ impl Session {
             program: Some(id.clone()),
             code_hash: Some(crate::policy::canonical::sha256(code)),
             calls: Some(ran.calls),
-            hash_later: Some(crate::policy::canonical::canonical(&json!({"code": code}).to_string()).into()),
+            hash_later: Some(
+                crate::policy::canonical::canonical(&json!({"code": code}).to_string()).into(),
+            ),
             ..Record::default()
         };
         policy.audit(record);
@@ -303,7 +313,10 @@ fn descriptor(block: &Value) -> Value {
     }
     if let Some(data) = block.get("data").and_then(Value::as_str) {
         d.insert("bytes".into(), json!(data.len() / 4 * 3));
-        d.insert("note".into(), json!("data left out; call(..., raw=True) gives it"));
+        d.insert(
+            "note".into(),
+            json!("data left out; call(..., raw=True) gives it"),
+        );
     }
     Value::Object(d)
 }
@@ -319,23 +332,35 @@ mod tests {
 
     #[test]
     fn a_result_becomes_the_programs_value_by_the_documented_rule() {
-        let structured = answer(json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}}));
+        let structured = answer(
+            json!({"content": [{"type": "text", "text": "x"}], "structuredContent": {"a": 1}}),
+        );
         assert_eq!(value_of(&structured, false), Answer::Ok(json!({"a": 1})));
         let json_text = answer(json!({"content": [{"type": "text", "text": "[1, 2]"}]}));
         assert_eq!(value_of(&json_text, false), Answer::Ok(json!([1, 2])));
         let text = answer(json!({"content": [{"type": "text", "text": "hello"}]}));
         assert_eq!(value_of(&text, false), Answer::Ok(json!("hello")));
-        let image = answer(json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}));
-        let Answer::Ok(v) = value_of(&image, false) else { panic!() };
+        let image = answer(
+            json!({"content": [{"type": "text", "text": "see"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
+        );
+        let Answer::Ok(v) = value_of(&image, false) else {
+            panic!()
+        };
         assert_eq!(v[0], json!("see"));
         assert_eq!(v[1]["type"], json!("image"));
         assert_eq!(v[1]["bytes"], json!(3));
         assert!(v[1].get("data").is_none(), "no base64 unless asked");
-        let Answer::Ok(raw) = value_of(&image, true) else { panic!() };
+        let Answer::Ok(raw) = value_of(&image, true) else {
+            panic!()
+        };
         assert_eq!(raw["content"][1]["data"], json!("AAAA"));
-        let failed = answer(json!({"content": [{"type": "text", "text": "denied"}], "isError": true}));
+        let failed =
+            answer(json!({"content": [{"type": "text", "text": "denied"}], "isError": true}));
         assert_eq!(value_of(&failed, false), Answer::Error("denied".into()));
         let error = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "Rate limit exceeded."}}).to_string();
-        assert_eq!(value_of(&error, false), Answer::Error("Rate limit exceeded.".into()));
+        assert_eq!(
+            value_of(&error, false),
+            Answer::Error("Rate limit exceeded.".into())
+        );
     }
 }
