@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 /// worker stops itself at the deadline, with a clearer message).
 const GRACE: Duration = Duration::from_millis(500);
 /// Lines from a worker up to this size are parsed on the runtime; longer ones off it.
-const PARSE_HERE: usize = 64 << 10;
+pub const PARSE_HERE: usize = 64 << 10;
 /// Bytes of the worker's stderr kept, to say why it died.
 const STDERR_KEPT: usize = 8 << 10;
 /// Programs running at once in one hub: each is a process with up to `memory` of its own,
@@ -50,7 +50,8 @@ impl Drop for Slot {
 pub trait Host: Send + Sync {
     /// One tool call, through the whole pipeline; its value or error.
     fn call(&self, request: CallRequest) -> BoxFuture<'_, Answer>;
-    fn keep(&self, name: String, value: Value) -> Answer;
+    /// `keep(name, value)`; `size`: the value's size as the worker sent it, in bytes.
+    fn keep(&self, name: String, value: Value, size: usize) -> Answer;
     fn kept(&self, name: &str) -> Answer;
     /// `done` tool calls have finished.
     fn progress(&self, done: usize);
@@ -189,17 +190,28 @@ impl Worker {
         })
     }
 
-    async fn send<T: serde::Serialize>(&mut self, message: &T) -> Result<(), WorkerError> {
-        let mut line =
-            serde_json::to_vec(message).map_err(|e| WorkerError::Ended(e.to_string()))?;
-        line.push(b'\n');
+    /// Sends the message `make` makes: made and written out as JSON off the runtime, like a
+    /// long line read, since answers may be megabytes.
+    async fn send<T: serde::Serialize>(
+        &mut self,
+        make: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<(), WorkerError> {
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = serde_json::to_vec(&make())?;
+            line.push(b'\n');
+            Ok::<_, serde_json::Error>(line)
+        })
+        .await
+        .map_err(|e| WorkerError::Ended(e.to_string()))?
+        .map_err(|e| WorkerError::Ended(e.to_string()))?;
         if self.stdin.write_all(&line).await.is_err() {
             return Err(self.ended().await);
         }
         Ok(())
     }
 
-    async fn recv(&mut self) -> Result<FromWorker, WorkerError> {
+    /// The worker's next line, and its length in bytes.
+    async fn recv(&mut self) -> Result<(FromWorker, usize), WorkerError> {
         let mut line = Vec::new();
         let read = (&mut self.stdout)
             .take(MAX_LINE as u64 + 1)
@@ -210,10 +222,10 @@ impl Worker {
             Ok(n) if n > MAX_LINE => Err(WorkerError::Ended(format!(
                 "the program's worker sent more than {MAX_LINE} bytes at once"
             ))),
-            Ok(_) if line.len() <= PARSE_HERE => parse(&line),
+            Ok(n) if line.len() <= PARSE_HERE => parse(&line).map(|m| (m, n)),
             // The hub runs on one runtime worker (cli/entry.rs): megabytes of a program's
             // JSON parsed there would keep every other client waiting.
-            Ok(_) => tokio::task::spawn_blocking(move || parse(&line))
+            Ok(n) => tokio::task::spawn_blocking(move || parse(&line).map(|m| (m, n)))
                 .await
                 .unwrap_or_else(|e| {
                     Err(WorkerError::Ended(format!(
@@ -267,7 +279,7 @@ fn why_ended(status: Option<std::process::ExitStatus>, stderr: &str, memory: u64
         );
     }
     if stderr.contains("overflowed its stack") {
-        return "the program nested calls deeper than the worker's stack allows".into();
+        return "the program nested calls or values deeper than the worker's stack allows".into();
     }
     match signal {
         Some(24) => {
@@ -345,9 +357,10 @@ async fn converse(
     host: &dyn Host,
     ran: &mut Ran,
 ) -> Result<(), WorkerError> {
-    worker.send(&start).await?;
+    worker.send(move || start).await?;
     loop {
-        let answers = match worker.recv().await? {
+        let (message, size) = worker.recv().await?;
+        let answers = match message {
             FromWorker::Done {
                 value,
                 output,
@@ -358,7 +371,7 @@ async fn converse(
                 ran.error = error;
                 return Ok(());
             }
-            FromWorker::Keep { name, value } => vec![host.keep(name, value)],
+            FromWorker::Keep { name, value } => vec![host.keep(name, value, size)],
             FromWorker::Kept { name } => vec![host.kept(&name)],
             FromWorker::Call { calls } => {
                 if ran.calls + calls.len() > settings.max_calls {
@@ -386,7 +399,7 @@ async fn converse(
             }
         };
         worker
-            .send(&Answers {
+            .send(move || Answers {
                 answers: fitting(answers),
             })
             .await?;

@@ -38,9 +38,9 @@ impl Host for Program<'_> {
         Box::pin(self.session.inner_call(self.id.clone(), n, request))
     }
 
-    fn keep(&self, name: String, value: Value) -> Answer {
+    fn keep(&self, name: String, value: Value, size: usize) -> Answer {
         let s = self.settings;
-        lock(&self.session.kept).keep(name, value, s.keep_values, s.keep_bytes)
+        lock(&self.session.kept).keep(name, value, size, s.keep_values, s.keep_bytes)
     }
 
     fn kept(&self, name: &str) -> Answer {
@@ -167,7 +167,14 @@ impl Session {
                 Err(_) => return Answer::Error("the call ended without an answer".into()),
             },
         };
-        value_of(&line, request.raw)
+        if line.len() <= crate::code::process::PARSE_HERE {
+            return value_of(&line, request.raw);
+        }
+        // A big answer is read off the runtime, which serves every other client.
+        let raw = request.raw;
+        tokio::task::spawn_blocking(move || value_of(&line, raw))
+            .await
+            .unwrap_or_else(|e| Answer::Error(format!("reading the tool's answer: {e}")))
     }
 
     /// The program's own audit record: its code's hash, its calls and its outcome; its result
