@@ -356,3 +356,52 @@ async fn the_worker_runs_confined_under_its_limits() {
     assert_eq!(status_field(&status, "Seccomp"), "2", "{status}");
     assert_eq!(status_field(&status, "NoNewPrivs"), "1", "{status}");
 }
+
+/// Where the machine has no sandbox (simulated: no Landlock), a program still runs, under its
+/// memory and time limits, and its result says it ran unconfined; `config check` said so
+/// before it ran.
+#[tokio::test]
+async fn without_a_sandbox_a_program_runs_under_its_limits_and_says_it_was_unconfined() {
+    let no_landlock = ("OPENPACT_SANDBOX_SIMULATE_NO_LANDLOCK", "1");
+    let sc = crate::support::Scratch::new();
+    let mut settings = code_on(json!({"timeout": "2s"}));
+    settings["permissions"] = json!({"default": "allow"});
+    let config = sc.servers(json!({"fx": {"command": FIXTURE}}), Some(settings));
+    let openpact = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(crate::support::OPENPACT);
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(config.with_file_name("state"))
+            .args(args)
+            .env(no_landlock.0, no_landlock.1)
+            .stdin(std::process::Stdio::null());
+        cmd
+    };
+    let out = openpact(&["config", "check"]).output().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("code mode: on") && said.contains("unconfined here"),
+        "{said}"
+    );
+    let code = json!({"code": "call(\"fx:add\", {\"a\": 2, \"b\": 3})"}).to_string();
+    let out = openpact(&["call", "run_code", &code])
+        .output()
+        .await
+        .unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert!(got.contains("{\"sum\":5}"), "{got}");
+    assert!(
+        got.contains("ran unconfined") && got.contains("Landlock"),
+        "{got}"
+    );
+    let looping = json!({"code": "for i in range(2000000000):\n    pass\n"}).to_string();
+    let out = openpact(&["call", "run_code", &looping])
+        .output()
+        .await
+        .unwrap();
+    // A failed program is a tool error: on stderr, and a failing exit.
+    let got = String::from_utf8_lossy(&out.stderr);
+    assert!(got.contains("ran out of time after 2s"), "{got}");
+    assert!(!out.status.success());
+}
