@@ -153,7 +153,7 @@ comments = parallel([["tracker:list_comments", {"issueId": i["identifier"]}] for
     Task {
         key: "my-open-bugs",
         what: "Maya's unfinished bugs with their priority and the first line of each description",
-        query: "tracker users, list issues by assignee, get an issue's details",
+        query: "tracker users; list issues by assignee; get an issue's details",
         program: r#"me = call("tracker:list_users", {"query": "Maya"})["users"][0]
 mine = call("tracker:list_issues", {"assignee": me["id"]})["issues"]
 full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in mine])
@@ -190,7 +190,7 @@ full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in mine])
     Task {
         key: "messages-by-author",
         what: "messages per author over every Slack channel, most first",
-        query: "list slack channels, a channel's message history, list slack users",
+        query: "list slack channels; a channel's message history; list slack users",
         program: r#"chans = call("slack:slack_list_channels", {})["channels"]
 names = {u["id"]: u["real_name"] for u in call("slack:slack_get_users", {})["members"]}
 hist = parallel([["slack:slack_get_channel_history", {"channel_id": c["id"]}] for c in chans])
@@ -238,7 +238,7 @@ for h in hist:
     Task {
         key: "busy-incident-threads",
         what: "threads in #incidents with more than three replies, and who replied",
-        query: "slack channels, channel history, thread replies, users",
+        query: "slack channels; channel history; thread replies; users",
         program: r#"inc = [c for c in call("slack:slack_list_channels", {})["channels"] if c["name"] == "incidents"][0]
 names = {u["id"]: u["real_name"] for u in call("slack:slack_get_users", {})["members"]}
 msgs = call("slack:slack_get_channel_history", {"channel_id": inc["id"]})["messages"]
@@ -291,7 +291,7 @@ out
     Task {
         key: "prs-touching-file",
         what: "open pull requests touching src/checkout/cart.ts, with each reviewer's latest review state",
-        query: "list pull requests, a pull request's files, its reviews",
+        query: "list pull requests; a pull request's files; its reviews",
         program: r#"prs = call("github:list_pull_requests", {"owner": "acme", "repo": "storefront", "state": "open"})["pull_requests"]
 files = parallel([["github:get_pull_request_files", {"owner": "acme", "repo": "storefront", "pullNumber": p["number"]}] for p in prs])
 hit = [p for p, f in zip(prs, files) if any([x["filename"] == "src/checkout/cart.ts" for x in f["files"]])]
@@ -333,7 +333,7 @@ out
     Task {
         key: "failing-checks",
         what: "open pull requests whose checks fail, with the failing checks and the author",
-        query: "list pull requests and each one's status checks",
+        query: "list pull requests; a pull request's status checks",
         program: r#"prs = call("github:list_pull_requests", {"owner": "acme", "repo": "storefront", "state": "open"})["pull_requests"]
 st = parallel([["github:get_pull_request_status", {"owner": "acme", "repo": "storefront", "pullNumber": p["number"]}] for p in prs])
 out = []
@@ -366,7 +366,7 @@ out
     Task {
         key: "bug-discussions",
         what: "open GitHub issues labelled bug: how many comments, who commented last",
-        query: "list github repository issues by label, issue comments",
+        query: "list github repository issues by label; issue comments",
         program: r#"issues = call("github:list_issues", {"owner": "acme", "repo": "storefront", "state": "OPEN", "labels": ["bug"]})["issues"]
 cs = parallel([["github:get_issue_comments", {"owner": "acme", "repo": "storefront", "issue_number": i["number"]}] for i in issues])
 [{"number": i["number"], "title": i["title"], "comments": len(c["comments"]), "last": c["comments"][-1]["user"]["login"] if c["comments"] else None} for i, c in zip(issues, cs)]
@@ -394,7 +394,7 @@ cs = parallel([["github:get_issue_comments", {"owner": "acme", "repo": "storefro
     Task {
         key: "in-review-readiness",
         what: "tracker issues in review: their linked pull request's checks and approvals",
-        query: "tracker issues by state, get an issue, pull request status and reviews",
+        query: "tracker issues by state; get an issue; pull request status; pull request reviews",
         program: r#"issues = call("tracker:list_issues", {"state": "In Review"})["issues"]
 full = parallel([["tracker:get_issue", {"id": i["identifier"]}] for i in issues])
 out = []
@@ -429,7 +429,7 @@ out
     Task {
         key: "customer-tables",
         what: "tables with a customer_id column, their estimated rows and whether it may be null",
-        query: "postgres list tables, describe a table's columns",
+        query: "postgres list tables; describe a table's columns",
         program: r#"tables = call("postgres:list_tables", {})["tables"]
 ds = parallel([["postgres:describe_table", {"table_name": t["name"]}] for t in tables])
 out = []
@@ -456,7 +456,7 @@ out
     Task {
         key: "top-customers-issues",
         what: "the five customers with the most revenue and their open tracker issues",
-        query: "run a sql query, search tracker issues by text",
+        query: "run a sql query; search tracker issues by text",
         program: r#"SQL = "SELECT c.id, c.name, sum(o.total_cents) AS revenue_cents FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.id, c.name ORDER BY revenue_cents DESC LIMIT 5"
 rows = call("postgres:query", {"sql": SQL})["rows"]
 found = parallel([["tracker:list_issues", {"query": r["name"]}] for r in rows])

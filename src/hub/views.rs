@@ -339,8 +339,8 @@ fn meta_tools(servers: &[&str], code: Option<&CodeMode>) -> Vec<Entry> {
         "title": "Search tools",
         "description": format!(
             "Find the tools for a task among {over} (only a few are listed up front). \
-             Describe the task in plain words; the best matches come back with their full \
-             definitions. {}",
+             Describe the task in plain words (several needs at once: separate them with \
+             `;`); the best matches come back with their full definitions. {}",
             if code.is_some() {
                 "Then use them in a program with run_code (each match shows its call)."
             } else {
@@ -350,7 +350,7 @@ fn meta_tools(servers: &[&str], code: Option<&CodeMode>) -> Vec<Entry> {
         "inputSchema": {
             "type": "object",
             "properties": {
-                "query": {"type": "string", "description": "What you want to do, in plain words"},
+                "query": {"type": "string", "description": "What you want to do, in plain words; several needs separated by ;"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": ToolSearch::MAX_LIMIT,
                           "description": "How many matches to return"},
                 "server": {"type": "string", "description": "Only tools of this server"},

@@ -192,6 +192,47 @@ impl Index {
         (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
     }
 
+    /// The most needs one query may name (`a; b; c`).
+    pub const MAX_NEEDS: usize = 8;
+
+    /// Like [`Index::search`], for a query that may name several needs separated by `;`
+    /// ("list the issues; the comments on an issue"): each is searched on its own, and their
+    /// matches taken in turns (each need's best first), so that one need's many matches do
+    /// not crowd out another's. At most `limit` matches, or two per need when that is more
+    /// (up to `cap`).
+    pub fn search_needs(
+        &self,
+        query: &str,
+        limit: usize,
+        cap: usize,
+        keep: impl Fn(usize) -> bool,
+    ) -> Vec<Hit> {
+        let needs: Vec<&str> = query
+            .split(';')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .take(Self::MAX_NEEDS)
+            .collect();
+        if needs.len() < 2 {
+            return self.search(query, limit, keep);
+        }
+        let total = limit.max(2 * needs.len()).min(cap.max(limit));
+        let per = total.div_ceil(needs.len());
+        let found: Vec<Vec<Hit>> = needs.iter().map(|n| self.search(n, per, &keep)).collect();
+        let mut out: Vec<Hit> = Vec::with_capacity(total);
+        for rank in 0..per {
+            for hits in &found {
+                if let Some(h) = hits.get(rank)
+                    && out.len() < total
+                    && !out.iter().any(|o| o.doc == h.doc)
+                {
+                    out.push(*h);
+                }
+            }
+        }
+        out
+    }
+
     /// The docs that match `query`, best first (ties in catalogue order), those `keep`
     /// refuses left out, at most `limit`.
     pub fn search(&self, query: &str, limit: usize, keep: impl Fn(usize) -> bool) -> Vec<Hit> {
@@ -317,6 +358,56 @@ mod tests {
                 .iter()
                 .all(|h| h.doc != 1)
         );
+    }
+
+    #[test]
+    fn several_needs_each_get_their_best_matches_in_turns() {
+        let mut docs: Vec<Doc> = (0..6)
+            .map(|i| {
+                tool(
+                    &format!("list_issues_{i}"),
+                    "List the issues of a project",
+                    "tracker",
+                )
+            })
+            .collect();
+        docs.push(tool(
+            "list_comments",
+            "List the comments on an issue",
+            "tracker",
+        ));
+        docs.push(tool("get_users", "List the users of the workspace", "chat"));
+        let index = Index::new(&docs);
+        let best = |q: &str| index.search(q, 1, |_| true)[0].doc;
+        let needs = index.search_needs("issues of a project; comments; users", 5, 50, |_| true);
+        let found: Vec<usize> = needs.iter().map(|h| h.doc).collect();
+        // Each need's best first, in the order named; then the next of each: two per need
+        // (here only the first need has a second match).
+        assert_eq!(
+            found[..3],
+            [best("issues of a project"), best("comments"), best("users")]
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        let mut unique = found.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), found.len(), "no tool twice: {found:?}");
+        // Never past the cap; `keep` holds for every need.
+        assert!(
+            index
+                .search_needs("issues; comments; users", 5, 4, |_| true)
+                .len()
+                <= 5
+        );
+        assert!(
+            index
+                .search_needs("issues; comments", 5, 50, |d| d != 6)
+                .iter()
+                .all(|h| h.doc != 6)
+        );
+        // No `;`: exactly the plain search.
+        let plain = index.search("list issues", 5, |_| true);
+        assert_eq!(index.search_needs("list issues", 5, 50, |_| true), plain);
     }
 
     #[test]

@@ -151,7 +151,7 @@ impl Session {
                 only_server.is_none_or(|s| t.upstream == s) && (!read_only || t.read_only)
             })
         };
-        let hits = index.search(query, limit, keep);
+        let hits = index.search_needs(query, limit, ToolSearch::MAX_LIMIT, keep);
         if let Some(search) = view.search.as_ref().filter(|s| s.code.is_some()) {
             let program = search.program(tools, upstreams);
             return code_mode_results(id, query, tools, &hits, &program);
