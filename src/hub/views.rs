@@ -274,7 +274,7 @@ pub async fn search_catalog(hub: &super::Hub, query: &str, limit: usize) -> Vec<
         let servers = tool_servers(&view.tools.items, &hub.upstreams());
         tokio::task::spawn_blocking(move || {
             let index = kept.unwrap_or_else(|| Arc::new(index_over(&view.tools.items, &servers)));
-            index.search(&query, limit, |_| true)
+            index.search_needs(&query, limit, ToolSearch::MAX_LIMIT, |_| true)
         })
         .await
         .unwrap_or_default()
