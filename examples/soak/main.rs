@@ -17,7 +17,8 @@
 //!   time, each phase on a fresh hub. PASS when each phase's RSS after N sessions is within
 //!   10% of its RSS after the first 1,000.
 //! - [`soak`] (`--minutes M`): M minutes of mixed traffic from a stdio client and 24 HTTP
-//!   clients of both protocol eras ([`work`]) against one hub whose servers crash, flood
+//!   clients of both protocol eras ([`work`]), code-mode programs among it (each a worker
+//!   process started and gone), against one hub whose servers crash, flood
 //!   stderr, hang, and (a remote one) disappear; every answer is checked. PASS when no
 //!   response was lost or cross-delivered, RSS grew under 10% from minute 2 (25% of the run
 //!   when shorter than 3 minutes) to the end, and fds, threads, sessions, tasks and children

@@ -69,7 +69,9 @@ pub async fn run(ctx: &Ctx, minutes: f64) -> Result<bool> {
         "permissions": {"allow": ["*"], "ask": ["fx:echo_structured"]},
         "rateLimits": {"default": "off"},
         "cache": {"rules": {"fx:add": "30s"}},
-        "toolSearch": {"mode": "off"},
+        // Code mode, with fx:echo still listed for the listing check.
+        "toolSearch": {"mode": "off", "alwaysLoad": ["fx:echo"]},
+        "codeMode": {"mode": "on"},
         "restart": {"initialBackoff": "200ms", "maxBackoff": "1s", "maxCrashes": 100000, "window": "60s"},
         "http": {"maxSessions": 256, "sessionIdleTimeout": "8s"},
     });

@@ -159,11 +159,14 @@ enum Action {
     List,
     /// Handshake: DELETE and a new session. 2026-07-28: a `subscriptions/listen` stream.
     Renew,
+    /// A code-mode program (`run_code`) that echoes through the fixture: a worker process
+    /// started and gone each time.
+    Program,
 }
 
 /// A weighted pick of the next action.
 fn pick(rng: &mut Rng) -> Action {
-    const WEIGHTS: [(Action, u64); 10] = [
+    const WEIGHTS: [(Action, u64); 11] = [
         (Action::Echo, 34),
         (Action::Progress, 10),
         (Action::Cache, 10),
@@ -174,6 +177,7 @@ fn pick(rng: &mut Rng) -> Action {
         (Action::Crashy, 8),
         (Action::List, 6),
         (Action::Renew, 6),
+        (Action::Program, 4),
     ];
     let total: u64 = WEIGHTS.iter().map(|(_, w)| w).sum();
     let mut at = rng.range(0, total);
@@ -184,6 +188,12 @@ fn pick(rng: &mut Rng) -> Action {
         at -= w;
     }
     Action::Echo
+}
+
+/// `run_code`'s arguments for a program whose output is `unique`, echoed by the fixture.
+fn program(unique: &str) -> Value {
+    let literal = serde_json::to_string(unique).unwrap_or_default();
+    json!({"code": format!("print(call(\"fx:echo\", {{\"message\": {literal}}}))")})
 }
 
 fn gap(rng: &mut Rng) -> Duration {
@@ -275,6 +285,10 @@ pub async fn handshake_client(env: Env, n: u64) {
                     s.call("fx:progress", args, Some(&token), LIMIT).await,
                     3,
                 );
+            }
+            Action::Program => {
+                let r = s.call("run_code", program(&unique), None, LIMIT).await;
+                judge(tally, "program", r, &unique, false);
             }
             Action::Cache => {
                 let k = rng.range(0, 8);
@@ -444,6 +458,10 @@ pub async fn stateless_client(env: Env, n: u64) {
                     3,
                 );
             }
+            Action::Program => {
+                let r = c.call("run_code", program(&unique), None, LIMIT).await;
+                judge(tally, "program", r, &unique, false);
+            }
             Action::Cache => {
                 let k = rng.range(0, 8);
                 let r = c.call("fx:add", json!({"a": k, "b": k}), None, LIMIT).await;
@@ -608,6 +626,15 @@ pub async fn stdio_client(env: Env, c: Arc<Stdio>) {
                     tally,
                     c.request("tools/list", json!({}), false, LIMIT).await,
                 );
+            }
+            Action::Program => {
+                let r = c.request(
+                    "tools/call",
+                    call("run_code", program(&unique)),
+                    false,
+                    LIMIT,
+                );
+                judge(tally, "program", r.await, &unique, false);
             }
         }
         env.pause(gap(&mut rng)).await;
