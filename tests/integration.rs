@@ -15,7 +15,8 @@
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
 //! - `everything`: server-everything's whole surface through the hub vs directly.
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
-//! - `editors`: Claude Code, Gemini CLI and opencode health-check `connect` and `serve`.
+//! - `editors`: Claude Code, Gemini CLI and opencode health-check `connect` and `serve`;
+//!   Claude Code, Gemini CLI and Codex call a tool and run a program in a turn through `connect`.
 //! - `builtins_*`: OpenPact's own tools end to end, with loopback stand-ins for remote services.
 //! - `sandbox`: stdio servers confined to their profile: files, network, environment, children.
 //! - `sandbox_allow`: a refusal names the command that allows it; following it works.
