@@ -109,6 +109,18 @@ fn folder(sc: &Scratch, name: &str) -> PathBuf {
     std::fs::canonicalize(&dir).unwrap()
 }
 
+/// A code-mode hub over the real filesystem server on a folder of [`fill_notes`]'s notes.
+async fn notes_hub(sc: &Scratch, peers: &Peers) -> (PathBuf, Hub) {
+    let notes = folder(sc, "notes");
+    fill_notes(&notes);
+    let hub = code_hub(
+        sc,
+        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])}),
+    )
+    .await;
+    (notes, hub)
+}
+
 /// Notes, some `.md` files mentioning the flux capacitor and some not, and other files
 /// (and a folder named like a note) that mention it but are no notes.
 fn fill_notes(dir: &Path) {
@@ -182,13 +194,7 @@ fn mentioning(dir: &Path, needle: &str) -> Value {
 async fn a_program_finds_the_notes_that_mention_a_word_over_the_real_filesystem() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
-    let notes = folder(&sc, "notes");
-    fill_notes(&notes);
-    let mut hub = code_hub(
-        &sc,
-        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])}),
-    )
-    .await;
+    let (notes, mut hub) = notes_hub(&sc, &peers).await;
 
     let code = format!(
         r#"
@@ -597,13 +603,7 @@ r = call("everything:get-tiny-image", {}, raw=True)
 async fn search_shows_a_real_tool_as_a_starlark_call_and_a_program_written_from_it_works() {
     let Some(peers) = Peers::get() else { return };
     let sc = Scratch::new();
-    let notes = folder(&sc, "notes");
-    fill_notes(&notes);
-    let mut hub = code_hub(
-        &sc,
-        json!({"fs": peers.entry("PEER_FILESYSTEM", &[s(&notes)])}),
-    )
-    .await;
+    let (notes, mut hub) = notes_hub(&sc, &peers).await;
 
     let r = hub
         .client
