@@ -193,7 +193,10 @@ fn profile_line(p: &crate::config::Profile) {
         },
         if p.builtins { "in" } else { "out" },
         search_label(&p.tool_search),
-        code_label(&p.code_mode)
+        match p.code_mode.mode {
+            crate::config::CodeModeSwitch::Off => "off".to_string(),
+            _ => code_label(&p.code_mode),
+        }
     );
 }
 
