@@ -91,9 +91,12 @@ impl Session {
         let timeout = match arguments.get("timeout") {
             None | Some(Value::Null) => settings.timeout,
             Some(t) => match t.as_f64().filter(|s| s.is_finite() && *s > 0.0) {
-                Some(secs) => std::time::Duration::from_secs_f64(secs).min(settings.timeout),
+                // A huge number asks for the most there is, not a panic.
+                Some(secs) => std::time::Duration::try_from_secs_f64(secs)
+                    .map_or(settings.timeout, |d| d.min(settings.timeout)),
                 None => {
-                    let why = format!("{RUN_CODE}: `timeout` must be a number of seconds");
+                    let why =
+                        format!("{RUN_CODE}: `timeout` must be a number of seconds above zero");
                     return ToolOutput::error(why).answer(m.id());
                 }
             },
