@@ -17,7 +17,7 @@
 mod approvals;
 mod http;
 mod meta;
-pub(crate) mod sandbox;
+pub mod sandbox;
 
 use crate::builtins::{BoxFuture, Group, ToolDef, ToolOutput, cap_chars, paths};
 use crate::config::{ScriptsSettings, WebSettings};
