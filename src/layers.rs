@@ -119,6 +119,23 @@ fn no_module_imports_a_layer_above_its_own() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// The layers are declared inside a macro, where rustfmt does not look: each needs its
+/// never-compiled `mod` line too, or `cargo fmt` silently skips its files.
+#[test]
+fn rustfmt_is_shown_every_layer() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .unwrap_or_default();
+    let missing: Vec<String> = layer_order(&lib)
+        .into_iter()
+        .filter(|name| name != "embed")
+        .filter(|name| !lib.contains(&format!("#[cfg(any())]\nmod {name};")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "add `#[cfg(any())] mod NAME;` to lib.rs for: {missing:?}"
+    );
+}
+
 #[test]
 fn the_check_reads_paths_groups_and_skips_comments() {
     let code =

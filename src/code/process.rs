@@ -190,20 +190,17 @@ impl Worker {
         })
     }
 
-    /// Sends the message `make` makes: made and written out as JSON off the runtime, like a
+    /// Sends the line `make` writes out (without its newline): made off the runtime, like a
     /// long line read, since answers may be megabytes.
-    async fn send<T: serde::Serialize>(
+    async fn send(
         &mut self,
-        make: impl FnOnce() -> T + Send + 'static,
+        make: impl FnOnce() -> serde_json::Result<Vec<u8>> + Send + 'static,
     ) -> Result<(), WorkerError> {
-        let line = tokio::task::spawn_blocking(move || {
-            let mut line = serde_json::to_vec(&make())?;
-            line.push(b'\n');
-            Ok::<_, serde_json::Error>(line)
-        })
-        .await
-        .map_err(|e| WorkerError::Ended(e.to_string()))?
-        .map_err(|e| WorkerError::Ended(e.to_string()))?;
+        let mut line = tokio::task::spawn_blocking(make)
+            .await
+            .map_err(|e| WorkerError::Ended(e.to_string()))?
+            .map_err(|e| WorkerError::Ended(e.to_string()))?;
+        line.push(b'\n');
         if self.stdin.write_all(&line).await.is_err() {
             return Err(self.ended().await);
         }
@@ -357,7 +354,7 @@ async fn converse(
     host: &dyn Host,
     ran: &mut Ran,
 ) -> Result<(), WorkerError> {
-    worker.send(move || start).await?;
+    worker.send(move || serde_json::to_vec(&start)).await?;
     loop {
         let (message, size) = worker.recv().await?;
         let answers = match message {
@@ -398,12 +395,21 @@ async fn converse(
                     .await
             }
         };
-        worker
-            .send(move || Answers {
-                answers: fitting(answers),
-            })
-            .await?;
+        worker.send(move || answers_line(answers)).await?;
     }
+}
+
+/// The line answering an ask: written out once, and again only when it is over
+/// [`MAX_LINE`], after [`fitting`] has made it fit.
+fn answers_line(answers: Vec<Answer>) -> serde_json::Result<Vec<u8>> {
+    let answers = Answers { answers };
+    let line = serde_json::to_vec(&answers)?;
+    if line.len() < MAX_LINE {
+        return Ok(line);
+    }
+    serde_json::to_vec(&Answers {
+        answers: fitting(answers.answers),
+    })
 }
 
 /// Bytes of `value` as one JSON line's part.
@@ -452,7 +458,7 @@ fn fitting(mut answers: Vec<Answer>) -> Vec<Answer> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Answer, Answers, MAX_LINE, fitting, json_len};
+    use super::{Answer, Answers, MAX_LINE, answers_line, fitting, json_len};
     use serde_json::json;
 
     #[test]
@@ -477,5 +483,14 @@ mod tests {
         assert_eq!(got[1], small);
         let errors = got.iter().filter(|a| matches!(a, Answer::Error(_))).count();
         assert_eq!(errors, 1, "only as many as needed");
+
+        // The line sent: as written when it fits, made to fit (with its newline) when not.
+        let plain = answers_line(fits.clone()).unwrap();
+        assert_eq!(
+            plain,
+            serde_json::to_vec(&Answers { answers: fits }).unwrap()
+        );
+        let over = answers_line(vec![big(10), small, big(12), big(10), big(9)]).unwrap();
+        assert!(over.len() < MAX_LINE, "{}", over.len());
     }
 }
