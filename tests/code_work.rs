@@ -9,7 +9,7 @@
 //! fixture.
 
 use crate::http_face::Http;
-use crate::support::{Client, FIXTURE, Hub, Peers, Scratch, WAIT, is_error, s, serve, serve_with};
+use crate::support::{Client, FIXTURE, Hub, Peers, Scratch, is_error, s, serve, serve_with};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -379,11 +379,7 @@ async fn code_hub_over_http(sc: &Scratch, servers: Value) -> (Hub, String) {
     let config = sc.servers(servers, Some(code_mode()));
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[]).await;
     listing_run_code(&mut hub.client).await;
-    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
-    let log = hub.stderr();
-    let start = log.find("http://").unwrap();
-    let end = start + log[start..].find("/mcp").unwrap();
-    let base = log[start..end].to_string();
+    let base = hub.http_base().await;
     (hub, base)
 }
 

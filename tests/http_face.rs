@@ -47,11 +47,7 @@ pub(crate) async fn health(base: &str) -> Value {
 
 pub(crate) async fn http_base(hub: &mut Hub) -> String {
     ready(&mut hub.client, &["fx:echo"]).await;
-    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
-    let log = hub.stderr();
-    let start = log.find("http://").unwrap();
-    let end = start + log[start..].find("/mcp").unwrap();
-    log[start..end].to_string()
+    hub.http_base().await
 }
 
 /// A plain HTTP client (reqwest's TLS here has its crypto provider chosen at run time).

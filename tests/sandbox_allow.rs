@@ -175,10 +175,7 @@ async fn a_refused_file_named_on_stderr_names_the_command_and_following_it_works
     )
     .await;
     ready(&mut hub.client, &["h:try_write"]).await;
-    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
-    let log = hub.stderr();
-    let start = log.find("http://").unwrap();
-    let base = &log[start..start + log[start..].find("/mcp").unwrap()];
+    let base = &hub.http_base().await;
     let r = hub
         .client
         .call("h:try_write", json!({"path": s(&notes), "text": "new"}))

@@ -433,11 +433,7 @@ async fn http_only(config: &Path) -> (Hub, String) {
         config,
         &["--http", "127.0.0.1:0", "--no-stdio"],
     ));
-    hub.wait_log("serving MCP over HTTP on http://", WAIT).await;
-    let log = hub.stderr();
-    let start = log.find("http://").unwrap();
-    let end = start + log[start..].find("/mcp").unwrap();
-    let base = log[start..end].to_string();
+    let base = hub.http_base().await;
     (hub, base)
 }
 

@@ -149,6 +149,17 @@ impl Hub {
         }
     }
 
+    /// The base URL of the HTTP face (`http://127.0.0.1:PORT`), once the hub has logged
+    /// where it serves.
+    pub async fn http_base(&self) -> String {
+        let logged = "serving MCP over HTTP on http://";
+        self.wait_log(logged, super::WAIT).await;
+        let log = self.stderr();
+        let start = log.find(logged).unwrap() + logged.len() - "http://".len();
+        let end = start + log[start..].find("/mcp").unwrap();
+        log[start..end].to_string()
+    }
+
     /// Closes stdin and waits for the process to exit; returns the exit code and how long
     /// it took.
     pub async fn close(&mut self) -> (Option<i32>, Duration) {
