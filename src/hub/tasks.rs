@@ -85,6 +85,9 @@ pub struct Snapshot {
     pub input_requests: Option<String>,
 }
 
+/// What is told of a task's every change.
+type OnChange = Box<dyn Fn(&Task, &Snapshot) + Send + Sync>;
+
 pub struct Task {
     pub id: Arc<str>,
     owner: Owner,
@@ -93,7 +96,7 @@ pub struct Task {
     state: watch::Sender<Snapshot>,
     run: Mutex<Option<AbortHandle>>,
     /// Told of every change (the owner's `notifications/tasks/status`).
-    on_change: Mutex<Option<Box<dyn Fn(&Task, &Snapshot) + Send + Sync>>>,
+    on_change: Mutex<Option<OnChange>>,
     /// `inputResponses` a 2026-07-28 client sent with `tasks/update`, for whatever waits for
     /// them (the server's task the call follows).
     inputs: (
