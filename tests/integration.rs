@@ -76,3 +76,4 @@ mod stateless;
 mod stateless_upstream;
 mod stdio_socket;
 mod surface;
+mod tasks;

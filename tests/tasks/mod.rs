@@ -1,0 +1,4 @@
+//! MCP Tasks through the hub, both eras: the hub's own task face, servers' tasks followed,
+//! and real peers' clients.
+
+mod face;
