@@ -15,6 +15,7 @@
 //! credentials for logins through a client (the session's half is `session/login.rs`);
 //! `session` is one downstream client, `stateless` the 2026-07-28 requests.
 
+pub mod apps;
 mod assemble;
 pub mod catalog;
 mod events;
@@ -381,14 +382,17 @@ impl Hub {
         let obj = capabilities
             .and_then(|c| RawObject::parse(c).ok())
             .unwrap_or_default();
+        let extensions = capabilities.and_then(apps::carried);
         let mut out = String::from("{");
-        for key in ["roots", "sampling", "elicitation"] {
-            if let Some(v) = obj.get(key).filter(|v| *v != "null") {
-                if out.len() > 1 {
-                    out.push(',');
-                }
-                out.push_str(&format!("\"{key}\":{v}"));
+        let declared = ["roots", "sampling", "elicitation"]
+            .into_iter()
+            .filter_map(|key| Some((key, obj.get(key).filter(|v| *v != "null")?)))
+            .chain(extensions.as_deref().map(|e| ("extensions", e)));
+        for (key, v) in declared {
+            if out.len() > 1 {
+                out.push(',');
             }
+            out.push_str(&format!("\"{key}\":{v}"));
         }
         out.push('}');
         self.client_caps.send_if_modified(|c| {

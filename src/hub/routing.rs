@@ -22,12 +22,22 @@ pub enum RouteError {
     },
     #[error("Resource not found: no server offers {0}")]
     NoServerForUri(String),
+    #[error(
+        "Tool '{name}' is offered by several servers with MCP Apps views ({}); call it by one of those names",
+        .servers.join(", ")
+    )]
+    Ambiguous {
+        name: String,
+        servers: Vec<Arc<str>>,
+    },
 }
 
 impl RouteError {
     pub fn code(&self) -> i64 {
         match self {
-            RouteError::Unknown { .. } => jsonrpc::code::INVALID_PARAMS,
+            RouteError::Unknown { .. } | RouteError::Ambiguous { .. } => {
+                jsonrpc::code::INVALID_PARAMS
+            }
             RouteError::ServerDown { .. } => crate::upstream::code::UNAVAILABLE,
             RouteError::NoServerForUri(_) => RESOURCE_NOT_FOUND,
         }
@@ -93,11 +103,19 @@ impl Hub {
         name: &str,
     ) -> Result<(Route, Arc<Named>), RouteError> {
         let catalog = self.view_catalog(view);
-        let (list, label) = match kind {
-            NameKind::Tool => (&catalog.tools, "tool"),
-            NameKind::Prompt => (&catalog.prompts, "prompt"),
+        let (found, label) = match kind {
+            NameKind::Tool => (
+                catalog
+                    .find_tool(name)
+                    .map_err(|servers| RouteError::Ambiguous {
+                        name: name.into(),
+                        servers,
+                    })?,
+                "tool",
+            ),
+            NameKind::Prompt => (catalog.prompts.find(name), "prompt"),
         };
-        if let Some(t) = list.find(name) {
+        if let Some(t) = found {
             // Fill the catalogue entry's lazy definition hash before cloning it, so the hash
             // is computed once per catalogue, not once per call.
             let _ = t.definition();
@@ -134,6 +152,15 @@ impl Hub {
         Err(RouteError::Unknown {
             kind: label,
             name: name.into(),
+        })
+    }
+
+    /// A `resources/read` of a view the hub serves under a URI of its own, in view `view`.
+    pub fn view_read(&self, view: usize, uri: &str) -> Option<super::apps::Read> {
+        let upstream = self.view_catalog(view).upstream_uri(uri)?.clone();
+        Some(super::apps::Read {
+            shown: uri.to_string(),
+            upstream,
         })
     }
 
