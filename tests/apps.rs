@@ -1,0 +1,198 @@
+//! MCP Apps (`io.modelcontextprotocol/ui`) through the hub: two servers built with the
+//! ext-apps SDK's server helpers (`fixtures/apps/widget_server.mjs`), both serving their view
+//! at `ui://widget/main.html`. A client declaring the extension sees each view under
+//! `ui://<server>/widget/main.html`, reads each one's HTML from its own server, calls each
+//! view's tools by the names the view uses (its server's own), and never sees the view-only
+//! tools listed or found by search; the servers hear the extension (and no unknown one). A
+//! client that does not declare it sees tools without UI metadata and no view-only tools.
+
+use crate::support::{Client, Hub, Peers, WAIT, serve_config, text, wait_for_tool};
+use serde_json::{Value, json};
+use std::path::Path;
+
+const UI: &str = "io.modelcontextprotocol/ui";
+const MIME: &str = "text/html;profile=mcp-app";
+
+/// The widget server labelled `label`.
+fn widget(peers: &Peers, label: &str) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/apps/widget_server.mjs");
+    let dir = peers.vars["OPENPACT_PEERS_DIR"].as_str().unwrap();
+    peers.entry("PEER_NODE", &[script.to_str().unwrap(), label, dir])
+}
+
+/// A hub over widget servers `alpha` and `beta` with `openpact` settings, initialized by a
+/// client declaring `capabilities`, once both servers' tools are listed.
+async fn hub(peers: &Peers, openpact: Value, capabilities: Value) -> Hub {
+    let servers = json!({"alpha": widget(peers, "alpha"), "beta": widget(peers, "beta")});
+    let mut hub = serve_config(servers, Some(openpact)).await;
+    hub.client.initialize_as(capabilities, "apps-host").await;
+    for server in ["alpha", "beta"] {
+        wait_for_tool(&mut hub.client, &format!("{server}:client_caps"), WAIT).await;
+    }
+    hub
+}
+
+fn names(tools: &[Value]) -> Vec<&str> {
+    tools.iter().filter_map(|t| t["name"].as_str()).collect()
+}
+
+/// What `server`'s `client_caps` says the hub declared to it.
+async fn declared_to(c: &mut Client, server: &str) -> Value {
+    let r = c.call(&format!("{server}:client_caps"), json!({})).await;
+    serde_json::from_str(&text(&r)).unwrap()
+}
+
+/// No tool of servers with views that is for the view only.
+fn assert_no_view_only(listed: &[&str]) {
+    for hidden in ["refresh", "reset"] {
+        assert!(
+            !listed.iter().any(|n| n.ends_with(hidden)),
+            "view-only tool listed: {listed:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_views_under_one_uri() {
+    let Some(peers) = Peers::get() else { return };
+    let caps = json!({"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {}}});
+    let mut hub = hub(&peers, json!({"toolSearch": {"mode": "off"}}), caps).await;
+    let c = &mut hub.client;
+
+    // The servers heard the extension the client declared, and not the one the hub cannot carry.
+    for server in ["alpha", "beta"] {
+        let declared = declared_to(c, server).await;
+        assert_eq!(
+            declared["extensions"][UI]["mimeTypes"],
+            json!([MIME]),
+            "{declared}"
+        );
+        assert!(
+            declared["extensions"].get("com.example/other").is_none(),
+            "{declared}"
+        );
+    }
+
+    let tools = c.list_tools().await;
+    let listed = names(&tools);
+    assert_no_view_only(&listed);
+    for server in ["alpha", "beta"] {
+        let shown = format!("ui://{server}/widget/main.html");
+        for tool in ["show_widget", &format!("{server}_data")] {
+            let t = tools
+                .iter()
+                .find(|t| t["name"] == format!("{server}:{tool}"))
+                .unwrap_or_else(|| panic!("{server}:{tool} missing from {listed:?}"));
+            assert_eq!(t["_meta"]["ui"]["resourceUri"], shown, "{t}");
+            assert_eq!(t["_meta"]["ui/resourceUri"], shown, "{t}");
+        }
+    }
+
+    // Both views are listed, each under its server's URI, and read from that server.
+    let r = c.request("resources/list", json!({})).await;
+    let uris: Vec<&str> = r["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(
+        uris,
+        ["ui://alpha/widget/main.html", "ui://beta/widget/main.html"],
+        "{r}"
+    );
+    for server in ["alpha", "beta"] {
+        let uri = format!("ui://{server}/widget/main.html");
+        let r = c.request("resources/read", json!({"uri": uri})).await;
+        let content = &r["result"]["contents"][0];
+        assert_eq!(content["uri"], uri, "{r}");
+        assert_eq!(content["mimeType"], MIME, "{r}");
+        let html = content["text"].as_str().unwrap_or_default();
+        assert!(html.contains(&format!("<h1>{server} widget</h1>")), "{r}");
+    }
+    // The server's own URI is not the hub's: no server would be the right one.
+    let r = c
+        .request("resources/read", json!({"uri": "ui://widget/main.html"}))
+        .await;
+    assert!(r["error"].is_object(), "{r}");
+
+    // A view calls its server's tools by their own names, view-only ones included.
+    for server in ["alpha", "beta"] {
+        let r = c.call(&format!("{server}_data"), json!({})).await;
+        assert_eq!(text(&r), format!("data from {server}"), "{r}");
+        let refresh = format!("{server}_refresh");
+        let r = c.call(&refresh, json!({})).await;
+        assert_eq!(text(&r), format!("{refresh} on {server}"), "{r}");
+    }
+    // A name both servers with views have cannot be told apart: the error names both ways.
+    let r = c.call("reset", json!({})).await;
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("alpha:reset") && message.contains("beta:reset"),
+        "{r}"
+    );
+    let r = c.call("beta:reset", json!({})).await;
+    assert_eq!(text(&r), "reset on beta", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_only_tools_are_never_searched() {
+    let Some(peers) = Peers::get() else { return };
+    let caps = json!({"extensions": {UI: {"mimeTypes": [MIME]}}});
+    let servers = json!({"alpha": widget(&peers, "alpha"), "beta": widget(&peers, "beta")});
+    let mut hub = serve_config(servers, Some(json!({"toolSearch": {"mode": "on"}}))).await;
+    let c = &mut hub.client;
+    c.initialize_as(caps, "apps-host").await;
+    let mut hits = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    // Until both servers are up, the search knows only some of their tools.
+    while hits.len() < 4 && std::time::Instant::now() < deadline {
+        let r = c
+            .call(
+                "search_tools",
+                json!({"query": "refreshes the widget; widget data; show widget", "limit": 50}),
+            )
+            .await;
+        hits = r["result"]["structuredContent"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let hits: Vec<&str> = hits.iter().map(String::as_str).collect();
+    assert!(
+        hits.contains(&"alpha:alpha_data") && hits.contains(&"beta:show_widget"),
+        "{hits:?}"
+    );
+    assert_no_view_only(&hits);
+    assert_no_view_only(&names(&c.list_tools().await));
+    // Callable all the same.
+    let r = c
+        .call(
+            "call_tool",
+            json!({"name": "alpha:alpha_refresh", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(text(&r), "alpha_refresh on alpha", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_the_extension_sees_no_ui_metadata() {
+    let Some(peers) = Peers::get() else { return };
+    let mut hub = hub(&peers, json!({"toolSearch": {"mode": "off"}}), json!({})).await;
+    let c = &mut hub.client;
+    assert!(declared_to(c, "alpha").await.get("extensions").is_none());
+    let tools = c.list_tools().await;
+    let listed = names(&tools);
+    assert!(listed.contains(&"alpha:show_widget"), "{listed:?}");
+    assert_no_view_only(&listed);
+    for t in &tools {
+        let meta = &t["_meta"];
+        assert!(
+            meta.get("ui").is_none() && meta.get("ui/resourceUri").is_none(),
+            "{t}"
+        );
+    }
+}
