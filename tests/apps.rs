@@ -196,3 +196,42 @@ async fn a_client_without_the_extension_sees_no_ui_metadata() {
         );
     }
 }
+
+/// A 2026-07-28 `tools/list` declaring `capabilities` in its `_meta`: the tools listed.
+async fn list_2026(c: &mut Client, capabilities: Value) -> Vec<Value> {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-host", "version": "1"},
+    });
+    let r = c.request("tools/list", json!({"_meta": meta})).await;
+    r["result"]["tools"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_declares_the_extension_per_request() {
+    let Some(peers) = Peers::get() else { return };
+    let servers = json!({"alpha": widget(&peers, "alpha"), "beta": widget(&peers, "beta")});
+    let mut hub = serve_config(servers, Some(json!({"toolSearch": {"mode": "off"}}))).await;
+    let c = &mut hub.client;
+    let apps = json!({"extensions": {UI: {"mimeTypes": [MIME]}}});
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut tools = list_2026(c, apps.clone()).await;
+    while names(&tools).len() < 6 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        tools = list_2026(c, apps.clone()).await;
+    }
+    let show = tools.iter().find(|t| t["name"] == "beta:show_widget");
+    assert_eq!(
+        show.map(|t| &t["_meta"]["ui"]["resourceUri"]),
+        Some(&json!("ui://beta/widget/main.html")),
+        "{tools:?}"
+    );
+    assert_no_view_only(&names(&tools));
+    let plain = list_2026(c, json!({})).await;
+    assert_eq!(names(&plain), names(&tools));
+    assert!(
+        plain.iter().all(|t| t["_meta"].get("ui").is_none()),
+        "{plain:?}"
+    );
+}
