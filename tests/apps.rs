@@ -110,6 +110,40 @@ async fn two_servers_views_under_one_uri() {
         let html = content["text"].as_str().unwrap_or_default();
         assert!(html.contains(&format!("<h1>{server} widget</h1>")), "{r}");
     }
+    let r = c.request("resources/templates/list", json!({})).await;
+    let templates: Vec<&str> = r["result"]["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["uriTemplate"].as_str())
+        .collect();
+    assert_eq!(
+        templates,
+        ["ui://alpha/pages/{name}", "ui://beta/pages/{name}"],
+        "{r}"
+    );
+    // A view served through a template, listed nowhere, is read from its server all the same.
+    for server in ["alpha", "beta"] {
+        let show = tools
+            .iter()
+            .find(|t| t["name"] == format!("{server}:show_page"));
+        let uri = show.map(|t| t["_meta"]["ui"]["resourceUri"].clone());
+        assert_eq!(uri, Some(json!(format!("ui://{server}/pages/about.html"))));
+        let r = c
+            .request("resources/read", json!({"uri": uri.unwrap()}))
+            .await;
+        let content = &r["result"]["contents"][0];
+        assert_eq!(
+            content["text"],
+            format!("<p>{server} page about.html</p>"),
+            "{r}"
+        );
+        assert_eq!(
+            content["uri"],
+            format!("ui://{server}/pages/about.html"),
+            "{r}"
+        );
+    }
     // The server's own URI is not the hub's: no server would be the right one.
     let r = c
         .request("resources/read", json!({"uri": "ui://widget/main.html"}))

@@ -6,7 +6,7 @@
 use crate::jsonrpc::{self, MemberProbe, Message, RawObject};
 use crate::upstream::CallError;
 use serde_json::{Map, Value};
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 /// The extension's identifier under `capabilities.extensions`.
 pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
@@ -36,6 +36,23 @@ pub fn hub_uri(prefix: &str, uri: &str) -> Option<String> {
     out.push('/');
     out.push_str(rest);
     Some(out)
+}
+
+/// The server's own URI for `uri` when it is server `prefix`'s view in the hub's form.
+pub fn upstream_uri(prefix: &str, uri: &str) -> Option<String> {
+    let (_, path) = uri.strip_prefix(SCHEME)?.split_once('/')?;
+    let own = format!("{SCHEME}{path}");
+    (hub_uri(prefix, &own).as_deref() == Some(uri)).then_some(own)
+}
+
+/// A server's `notifications/resources/updated` (`text`, for `uri`) as a client subscribed
+/// to the hub's form of the URI is told it.
+pub fn updated(prefix: &str, uri: &str, text: &str) -> Option<(String, String)> {
+    let shown = hub_uri(prefix, uri)?;
+    let obj = RawObject::parse(text).ok()?;
+    let params = RawObject::parse(obj.get("params")?).ok()?;
+    let params = params.with("uri", &jsonrpc::quote(&shown));
+    Some((shown, obj.with("params", &params)))
 }
 
 /// A server tool's UI metadata as the hub serves it.
@@ -110,13 +127,13 @@ pub fn carried(capabilities: &str) -> Option<String> {
     Some(format!("{{{}:{ui}}}", jsonrpc::quote(EXTENSION)))
 }
 
-/// A `resources/read` of a view under its hub URI: what the server is asked, and its answer
-/// put back under the URI the client used.
+/// A request about a view under its hub URI (a read, a subscription, a completion): what the
+/// server is asked, and its answer put back under the URI the client used.
 pub struct Read {
-    /// The URI the client read.
+    /// The URI the client used.
     pub shown: String,
     /// The server's own URI.
-    pub upstream: Arc<str>,
+    pub upstream: String,
 }
 
 impl Read {
@@ -169,6 +186,16 @@ mod tests {
         );
         assert_eq!(hub_uri("", "ui://widget/main.html"), None);
         assert_eq!(hub_uri("alpha", "file:///x"), None);
+        assert_eq!(
+            upstream_uri("alpha", "ui://alpha/widget/main.html").as_deref(),
+            Some("ui://widget/main.html")
+        );
+        assert_eq!(
+            upstream_uri("my app", "ui://my%20app/w").as_deref(),
+            Some("ui://w")
+        );
+        assert_eq!(upstream_uri("beta", "ui://alpha/widget/main.html"), None);
+        assert_eq!(upstream_uri("", "ui://widget/main.html"), None);
     }
 
     #[test]
@@ -187,6 +214,17 @@ mod tests {
         assert!(!ui.view_only && ui.meta.is_none());
         let none = json!({"name": "t", "_meta": {"x": 1}}).to_string();
         assert!(tool_ui("a", &RawObject::parse(&none).unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_views_update_names_the_hub_uri() {
+        let line = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"ui://w/m.html"}}"#;
+        let (uri, out) = updated("a", "ui://w/m.html", line).unwrap();
+        assert_eq!(uri, "ui://a/w/m.html");
+        let out: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(out["params"]["uri"], "ui://a/w/m.html");
+        assert_eq!(out["method"], "notifications/resources/updated");
+        assert!(updated("a", "file:///x", line).is_none());
     }
 
     #[test]

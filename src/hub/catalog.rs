@@ -304,8 +304,6 @@ pub struct Listed {
     pub upstream: usize,
     /// The URI (or URI template) the hub serves it under.
     pub key: Arc<str>,
-    /// The server's own URI when the hub serves it under another ([`super::apps::hub_uri`]).
-    pub upstream_uri: Option<Arc<str>>,
     pub json: Box<str>,
     /// For a template: the parsed form URIs are matched against.
     matcher: Option<UriTemplate>,
@@ -316,30 +314,23 @@ pub struct Listed {
 impl Listed {
     fn new(upstream: usize, prefix: &str, entry: &Entry, template: bool) -> Listed {
         // A view (MCP Apps) is served under a URI of the hub's: two servers may use the same.
-        let shown = (!template)
-            .then(|| super::apps::hub_uri(prefix, &entry.key))
-            .flatten()
-            .and_then(|uri| {
-                let json = RawObject::parse(&entry.json)
-                    .ok()?
-                    .with("uri", &jsonrpc::quote(&uri));
-                Some((uri, json))
-            });
-        let (key, json, upstream_uri) = match shown {
-            Some((uri, json)) => (
-                Arc::from(uri),
-                json.into_boxed_str(),
-                Some(Arc::from(entry.key.as_str())),
-            ),
-            None => (Arc::from(entry.key.as_str()), entry.json.clone(), None),
+        let member = if template { "uriTemplate" } else { "uri" };
+        let shown = super::apps::hub_uri(prefix, &entry.key).and_then(|uri| {
+            let json = RawObject::parse(&entry.json)
+                .ok()?
+                .with(member, &jsonrpc::quote(&uri));
+            Some((uri, json))
+        });
+        let (key, json): (Arc<str>, Box<str>) = match shown {
+            Some((uri, json)) => (uri.into(), json.into()),
+            None => (entry.key.as_str().into(), entry.json.clone()),
         };
         Listed {
             upstream,
-            key,
-            upstream_uri,
+            matcher: template.then(|| UriTemplate::parse(&key)),
             hash: item_hash(upstream, &json),
+            key,
             json,
-            matcher: template.then(|| UriTemplate::parse(&entry.key)),
         }
     }
 }
@@ -686,12 +677,6 @@ impl Catalog {
     ) -> Option<usize> {
         self.route_uri_listed(uri)
             .or_else(|| self.only_resource_server(upstreams, in_view))
-    }
-
-    /// The server's own URI for `uri`, when the hub serves it under one of its own.
-    pub fn upstream_uri(&self, uri: &str) -> Option<&Arc<str>> {
-        let &i = self.uri_index.get(uri)?;
-        self.resources[i].upstream_uri.as_ref()
     }
 
     /// The servers with MCP Apps views: some tool of theirs names one.

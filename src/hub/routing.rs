@@ -155,13 +155,23 @@ impl Hub {
         })
     }
 
-    /// A `resources/read` of a view the hub serves under a URI of its own, in view `view`.
-    pub fn view_read(&self, view: usize, uri: &str) -> Option<super::apps::Read> {
-        let upstream = self.view_catalog(view).upstream_uri(uri)?.clone();
+    /// A request to `up` about `uri` when that is one of its views under the hub's URI.
+    pub fn view_read(&self, up: &Upstream, uri: &str) -> Option<super::apps::Read> {
+        let upstream = super::apps::upstream_uri(up.config().prefix(), uri)?;
         Some(super::apps::Read {
             shown: uri.to_string(),
             upstream,
         })
+    }
+
+    /// The server in view `view` whose view `uri` is in the hub's form, listed or not (a
+    /// server may serve a view it does not list, or through a template).
+    fn view_server(&self, view: usize, uri: &str) -> Option<usize> {
+        self.upstreams()
+            .iter()
+            .filter(|u| !u.is_removed() && self.in_view(view, u.index))
+            .find(|u| super::apps::upstream_uri(u.config().prefix(), uri).is_some())
+            .map(|u| u.index)
     }
 
     /// The server serving a resource URI (or a URI template, for completion).
@@ -179,9 +189,11 @@ impl Hub {
             .await;
         }
         let in_view = |i: usize| self.in_view(view, i);
-        match self
-            .view_catalog(view)
-            .route_uri(uri, &self.upstreams(), in_view)
+        let catalog = self.view_catalog(view);
+        match catalog
+            .route_uri_listed(uri)
+            .or_else(|| self.view_server(view, uri))
+            .or_else(|| catalog.route_uri(uri, &self.upstreams(), in_view))
         {
             Some(i) => Ok(self.upstreams()[i].clone()),
             None => Err(RouteError::NoServerForUri(uri.into())),

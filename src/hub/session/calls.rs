@@ -180,7 +180,7 @@ impl Session {
         let policy = self.hub.policy();
         let mut call = Call::new(self, m, &policy, t0);
         // A view the hub serves under a URI of its own is asked for, and permitted, by its own.
-        let view = self.hub.view_read(self.view, &uri);
+        let view = self.hub.view_read(&up, &uri);
         let own = view.as_ref().map_or(uri.as_str(), |v| &v.upstream);
         let qualified = format!("{}:{own}", up.config().prefix());
         let target = Target {
