@@ -5,10 +5,17 @@
 //! view's tools by the names the view uses (its server's own), and never sees the view-only
 //! tools listed or found by search; the servers hear the extension (and no unknown one). A
 //! client that does not declare it sees tools without UI metadata and no view-only tools.
+//! With Chromium installed (Debian's `chromium`), each view is rendered headless by the SDK's
+//! `AppBridge` (`fixtures/apps/browser_host.mjs`) through the hub, and its button's tool
+//! call completes.
 
-use crate::support::{Client, Hub, Peers, WAIT, serve_config, text, wait_for_tool};
+use crate::support::{
+    Client, Hub, OPENPACT, Peers, Ran, Scratch, WAIT, s, serve_config, state_dir, text,
+    wait_for_tool,
+};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const UI: &str = "io.modelcontextprotocol/ui";
 const MIME: &str = "text/html;profile=mcp-app";
@@ -268,4 +275,43 @@ async fn a_2026_client_declares_the_extension_per_request() {
         plain.iter().all(|t| t["_meta"].get("ui").is_none()),
         "{plain:?}"
     );
+}
+
+/// Chromium, when it is installed (the headless test skips otherwise).
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_view_renders_in_headless_chromium_through_the_hub() {
+    let Some(peers) = Peers::get() else { return };
+    let Some(chromium) = chromium() else {
+        eprintln!("SKIPPED: no chromium on PATH (Debian: apt-get install chromium)");
+        return;
+    };
+    let sc = Scratch::new();
+    let servers = json!({"alpha": widget(&peers, "alpha"), "beta": widget(&peers, "beta")});
+    let cfg = sc.servers(servers, Some(json!({"toolSearch": {"mode": "off"}})));
+    let host = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/apps/browser_host.mjs");
+    let dir = peers.vars["OPENPACT_PEERS_DIR"].as_str().unwrap();
+    let state = state_dir(&cfg);
+    for server in ["alpha", "beta"] {
+        let tool = format!("{server}:show_widget");
+        let mut cmd = tokio::process::Command::new(&peers.command("PEER_NODE")[0]);
+        cmd.args([s(&host), dir, s(&chromium), &tool, "--", OPENPACT])
+            .args(["--config", s(&cfg), "--state-dir", s(&state), "serve"])
+            .stdin(std::process::Stdio::null());
+        let ran = Ran::of(cmd, "browser_host.mjs", Duration::from_secs(120)).await;
+        assert_eq!(ran.code, Some(0), "{ran}");
+        let v = ran.json();
+        assert_eq!(v["uri"], format!("ui://{server}/widget/main.html"), "{v}");
+        // The view was handed the result of the tool that opened it, and its button's call,
+        // by the name the view knows, came back from its own server.
+        assert_eq!(v["view"]["opened"], format!("{server} widget shown"), "{v}");
+        assert_eq!(v["view"]["data"], format!("data from {server}"), "{v}");
+        assert_eq!(v["calls"], json!([format!("{server}_data")]), "{v}");
+    }
 }
