@@ -315,3 +315,74 @@ async fn each_view_renders_in_headless_chromium_through_the_hub() {
         assert_eq!(v["calls"], json!([format!("{server}_data")]), "{v}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_view_read_names_a_permission_that_works() {
+    let Some(peers) = Peers::get() else { return };
+    let sc = Scratch::new();
+    let servers = json!({"alpha": widget(&peers, "alpha"), "beta": widget(&peers, "beta")});
+    let openpact = json!({"toolSearch": {"mode": "off"}, "permissions": {"default": "deny"}});
+    let cfg = sc.servers(servers, Some(openpact));
+    let cli = |args: &[&str]| {
+        let mut cmd = tokio::process::Command::new(OPENPACT);
+        cmd.args(["--config", s(&cfg), "--state-dir", s(&state_dir(&cfg))])
+            .args(args);
+        Ran::of(cmd, args.join(" "), WAIT)
+    };
+    {
+        let mut hub = crate::support::serve(&cfg).await;
+        let c = &mut hub.client;
+        c.initialize_as(
+            json!({"extensions": {UI: {"mimeTypes": [MIME]}}}),
+            "apps-host",
+        )
+        .await;
+        wait_for_tool(c, "beta:client_caps", WAIT).await;
+        let r = c
+            .request(
+                "resources/read",
+                json!({"uri": "ui://alpha/widget/main.html"}),
+            )
+            .await;
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("openpact permissions allow alpha:ui://widget/main.html"),
+            "{r}"
+        );
+    }
+    // The advice, and the same for a view-only tool (which `openpact tools` does not list).
+    for name in ["alpha:ui://widget/main.html", "alpha:alpha_refresh"] {
+        let ran = cli(&["permissions", "allow", name]).await;
+        assert_eq!(ran.code, Some(0), "{ran}");
+    }
+    let mut hub = crate::support::serve(&cfg).await;
+    let c = &mut hub.client;
+    c.initialize_as(
+        json!({"extensions": {UI: {"mimeTypes": [MIME]}}}),
+        "apps-host",
+    )
+    .await;
+    wait_for_tool(c, "beta:client_caps", WAIT).await;
+    let r = c
+        .request(
+            "resources/read",
+            json!({"uri": "ui://alpha/widget/main.html"}),
+        )
+        .await;
+    assert!(
+        r["result"]["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("alpha widget")),
+        "{r}"
+    );
+    let r = c.call("alpha_refresh", json!({})).await;
+    assert_eq!(text(&r), "alpha_refresh on alpha", "{r}");
+    // Only what was allowed: beta's view under the same own URI is another server's.
+    let r = c
+        .request(
+            "resources/read",
+            json!({"uri": "ui://beta/widget/main.html"}),
+        )
+        .await;
+    assert!(r["error"].is_object(), "{r}");
+}

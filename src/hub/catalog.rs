@@ -679,6 +679,11 @@ impl Catalog {
             .or_else(|| self.only_resource_server(upstreams, in_view))
     }
 
+    /// The tool with wire, qualified or portable name `name`, listed or view-only.
+    pub fn tool(&self, name: &str) -> Option<&Arc<Named>> {
+        self.tools.find(name).or_else(|| self.app_only.find(name))
+    }
+
     /// The servers with MCP Apps views: some tool of theirs names one.
     fn app_servers(&self) -> Vec<usize> {
         let mut servers: Vec<usize> = (self.tools.items.iter())
@@ -695,7 +700,7 @@ impl Catalog {
     /// name its own server knows it by, which is what a view calls it by through its host.
     /// `Err` holds the qualified names when several such servers have a tool of that name.
     pub fn find_tool<'a>(&'a self, name: &'a str) -> Result<Option<&'a Arc<Named>>, Vec<Arc<str>>> {
-        if let Some(t) = self.tools.find(name).or_else(|| self.app_only.find(name)) {
+        if let Some(t) = self.tool(name) {
             return Ok(Some(t));
         }
         let apps = self.app_servers();

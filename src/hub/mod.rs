@@ -520,7 +520,7 @@ impl Hub {
             for glob in globs {
                 let Some((server, tool)) = glob.split_once(':') else {
                     // No `:`: a built-in tool (or a tool of a server without a prefix).
-                    if !glob.contains(['*', '?', '[', '{']) && catalog.tools.find(glob).is_none() {
+                    if !glob.contains(['*', '?', '[', '{']) && catalog.tool(glob).is_none() {
                         tracing::warn!(
                             "openpact.{section}: \"{glob}\" names no tool openpact serves; the rule will never match"
                         );
@@ -539,7 +539,7 @@ impl Hub {
                     .find(|u| !u.is_removed() && u.config().prefix() == server)
                     .cloned();
                 if up.is_some_and(|u| u.snapshot().state == State::Ready)
-                    && catalog.tools.find(glob).is_none()
+                    && catalog.tool(glob).is_none()
                     && catalog.prompts.find(glob).is_none()
                 {
                     tracing::warn!(

@@ -166,7 +166,7 @@ impl Hub {
 
     /// The server in view `view` whose view `uri` is in the hub's form, listed or not (a
     /// server may serve a view it does not list, or through a template).
-    fn view_server(&self, view: usize, uri: &str) -> Option<usize> {
+    pub fn view_server(&self, view: usize, uri: &str) -> Option<usize> {
         self.upstreams()
             .iter()
             .filter(|u| !u.is_removed() && self.in_view(view, u.index))
@@ -178,7 +178,10 @@ impl Hub {
     pub async fn route_uri(&self, view: usize, uri: &str) -> Result<Arc<Upstream>, RouteError> {
         // A URI no ready server lists may belong to one still starting: wait for it before
         // falling back to "the only server with resources", which could be the wrong one.
-        if self.view_catalog(view).route_uri_listed(uri).is_none() && self.starting() {
+        if self.view_catalog(view).route_uri_listed(uri).is_none()
+            && self.view_server(view, uri).is_none()
+            && self.starting()
+        {
             let left = self
                 .settings
                 .list_wait
