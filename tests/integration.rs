@@ -1,6 +1,7 @@
 //! The one integration-test binary: real processes over real pipes.
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
+//! - `apps`: MCP Apps servers (ext-apps SDK) behind the hub: views under one URI, view tools.
 //! - `abuse`: clients that do not read their answers: bounded memory, nothing lost.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
@@ -43,6 +44,7 @@
 mod support;
 
 mod abuse;
+mod apps;
 mod auth;
 mod builtins_calendar;
 mod builtins_files;
