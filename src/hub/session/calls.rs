@@ -96,7 +96,6 @@ pub(super) struct Inner {
     /// The program's id (for the audit), for a program's call.
     pub program: Option<Arc<str>>,
     /// The task the call runs for: told of its server's progress on a task of its own.
-    #[allow(dead_code)] // read once the server-side follower is merged
     pub task: Option<Arc<crate::hub::tasks::Task>>,
     pub to: tokio::sync::oneshot::Sender<String>,
 }
@@ -480,6 +479,10 @@ impl<'s> Call<'s> {
             hash_later: Some(canon),
             arguments,
             program: self.inner.as_ref().and_then(|i| i.program.clone()),
+            task: self
+                .inner
+                .as_ref()
+                .and_then(|i| i.task.as_ref().map(|t| t.id.clone())),
             ..Record::default()
         }
     }
