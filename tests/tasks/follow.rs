@@ -84,12 +84,24 @@ async fn a_tool_that_requires_a_task_answers_a_plain_call_with_its_report() {
     );
 }
 
-/// The extension (rmcp): a call the server refuses without a task is run as one, polled to
-/// its end (3 s of counting under a 1 s per-request timeout); a tool with no task answers as
-/// ever.
+/// The extension (rmcp, spoken to through `initialize`): a call the server refuses without a
+/// task is run as one, polled to its end (3 s of counting under a 1 s per-request timeout); a
+/// tool with no task answers as ever.
 #[tokio::test]
 async fn an_extension_task_is_followed_to_its_result() {
-    let mut hub = serve_config(json!({ "tasks": tasks_server("1s") }), None).await;
+    extension_task_followed("legacy").await;
+}
+
+/// The same with the server spoken to in 2026-07-28 (`server/discover`, per-request `_meta`).
+#[tokio::test]
+async fn an_extension_task_is_followed_to_its_result_in_2026_07_28() {
+    extension_task_followed("2026-07-28").await;
+}
+
+async fn extension_task_followed(protocol: &str) {
+    let mut entry = tasks_server("1s");
+    entry["protocol"] = json!(protocol);
+    let mut hub = serve_config(json!({ "tasks": entry }), None).await;
     let c = &mut hub.client;
     c.initialize().await;
     wait_for_tool(c, "tasks:slow_count", WAIT).await;
@@ -107,7 +119,18 @@ async fn an_extension_task_is_followed_to_its_result() {
 /// and its answer goes back with `tasks/update`.
 #[tokio::test]
 async fn an_extension_tasks_input_request_is_answered_by_the_client() {
-    let mut hub = serve_config(json!({ "tasks": tasks_server("10s") }), None).await;
+    extension_input_answered("legacy").await;
+}
+
+#[tokio::test]
+async fn an_extension_tasks_input_request_is_answered_by_the_client_in_2026_07_28() {
+    extension_input_answered("2026-07-28").await;
+}
+
+async fn extension_input_answered(protocol: &str) {
+    let mut entry = tasks_server("10s");
+    entry["protocol"] = json!(protocol);
+    let mut hub = serve_config(json!({ "tasks": entry }), None).await;
     let c = &mut hub.client;
     c.initialize_as(json!({"elicitation": {}}), "test").await;
     wait_for_tool(c, "tasks:ask_name", WAIT).await;
