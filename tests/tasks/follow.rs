@@ -8,6 +8,7 @@
 use crate::support::rmcp::tasks_server;
 use crate::support::{Client, Peers, WAIT, send_call, serve_config, text, wait_for_tool};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// Waits for the answer to `id`, answering each `elicitation/create` with `answer` (the
 /// elicitations seen are returned too).
@@ -169,4 +170,41 @@ async fn cancelling_the_call_cancels_the_servers_task() {
     let log = hub.stderr();
     assert_eq!(tasks_that(&log, "cancel requested"), started, "{log}");
     assert!(tasks_that(&log, "completed").is_empty(), "{log}");
+    hub.wait_log(&format!("task={} ok=true", started[0]), WAIT)
+        .await;
+}
+
+/// The same with a 2025-11-25 server (server-everything), which accepts the `tasks/cancel`.
+#[tokio::test]
+async fn cancelling_the_call_cancels_a_2025_11_25_task() {
+    let Some(peers) = Peers::get() else { return };
+    let entry = peers.entry("PEER_EVERYTHING", &[]);
+    let mut hub = serve_config(json!({ "everything": entry }), None).await;
+    let c = &mut hub.client;
+    c.initialize().await;
+    wait_for_tool(c, "everything:simulate-research-query", WAIT).await;
+    let id = send_call(
+        c,
+        "everything:simulate-research-query",
+        json!({"topic": "rust"}),
+    )
+    .await;
+    hub.wait_log("following the server's task", WAIT).await;
+    hub.client
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": id, "reason": "the user gave up"}}),
+        )
+        .await;
+    hub.wait_log("cancelled the server's task", WAIT).await;
+    let log = hub.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("cancelled the server's task"))
+        .unwrap();
+    assert!(line.contains("ok=true"), "{line}");
+    // The call was cancelled: no answer comes (the research would have ended by now).
+    while let Some(m) = hub.client.recv(Duration::from_secs(5)).await {
+        assert_ne!(m.get("id"), Some(&id), "{m}");
+    }
 }

@@ -121,6 +121,8 @@ impl TaskView<'_> {
 struct CancelOnDrop {
     session: Arc<Session>,
     up: Arc<Upstream>,
+    task: String,
+    /// The `tasks/cancel` params; None once the task ended.
     params: Option<String>,
 }
 
@@ -140,11 +142,14 @@ impl Drop for CancelOnDrop {
             return;
         };
         let (session, up) = (self.session.clone(), self.up.clone());
+        let task = std::mem::take(&mut self.task);
         runtime.spawn(async move {
             let reply = session.request_upstream(&up, "tasks/cancel", &params).await;
+            let ok = reply.as_ref().is_ok_and(|r| r.error().is_none());
             tracing::info!(
                 server = up.name(),
-                ok = reply.as_ref().is_ok_and(|r| r.error().is_none()),
+                %task,
+                ok,
                 "cancelled the server's task"
             );
         });
@@ -234,10 +239,13 @@ impl Session {
         let Some(task_id) = task.task_id.clone() else {
             return Ok(created);
         };
+        let style = TaskStyle::Legacy;
         let id_params = format!("{{\"taskId\":{}}}", jsonrpc::quote(&task_id));
+        tracing::debug!(server = up.name(), task = %task_id, ?style, "following the server's task");
         let mut guard = CancelOnDrop {
             session: self.clone(),
             up: up.clone(),
+            task: task_id.clone(),
             params: Some(id_params.clone()),
         };
         let mut seen = Seen::default();
@@ -297,11 +305,14 @@ impl Session {
         let Some(task_id) = first.task_id.clone() else {
             return Ok(created);
         };
+        let style = TaskStyle::Extension;
         let id = jsonrpc::quote(&task_id);
         let get_params = with_capabilities(&format!("{{\"taskId\":{id}}}"), &caps);
+        tracing::debug!(server = up.name(), task = %task_id, ?style, "following the server's task");
         let mut guard = CancelOnDrop {
             session: self.clone(),
             up: up.clone(),
+            task: task_id.clone(),
             params: Some(get_params.clone()),
         };
         let deadline = first
