@@ -241,7 +241,12 @@ impl Session {
         };
         let style = TaskStyle::Legacy;
         let id_params = format!("{{\"taskId\":{}}}", jsonrpc::quote(&task_id));
-        tracing::debug!(server = up.name(), task = %task_id, ?style, "following the server's task");
+        tracing::debug!(
+            server = up.name(),
+            task = %task_id,
+            ?style,
+            "following the server's task"
+        );
         let mut guard = CancelOnDrop {
             session: self.clone(),
             up: up.clone(),
@@ -258,10 +263,9 @@ impl Session {
             tokio::select! {
                 reply = &mut result => break reply,
                 () = tokio::time::sleep(poll) => {
-                    let Ok(got) = self.request_upstream(up, "tasks/get", &id_params).await else {
-                        continue;
-                    };
-                    if let Some(task) = got.result().and_then(|r| serde_json::from_str::<TaskView<'_>>(r).ok()) {
+                    // Only for the status: a failed poll is no reason to stop waiting.
+                    let got = self.request_upstream(up, "tasks/get", &id_params).await;
+                    if let Some(task) = got.as_ref().ok().and_then(view) {
                         seen.report(sink, &task);
                         poll = task.poll();
                     }
@@ -308,7 +312,12 @@ impl Session {
         let style = TaskStyle::Extension;
         let id = jsonrpc::quote(&task_id);
         let get_params = with_capabilities(&format!("{{\"taskId\":{id}}}"), &caps);
-        tracing::debug!(server = up.name(), task = %task_id, ?style, "following the server's task");
+        tracing::debug!(
+            server = up.name(),
+            task = %task_id,
+            ?style,
+            "following the server's task"
+        );
         let mut guard = CancelOnDrop {
             session: self.clone(),
             up: up.clone(),
@@ -332,12 +341,12 @@ impl Session {
             }
             tokio::time::sleep(poll).await;
             let got = self.request_upstream(up, "tasks/get", &get_params).await?;
-            let Some(text) = got.result() else {
+            if got.result().is_none() {
                 // The task is gone or unknown: the server's error is the call's.
                 guard.disarm();
                 return Ok(got);
-            };
-            let Ok(task) = serde_json::from_str::<TaskView<'_>>(text) else {
+            }
+            let Some(task) = view(&got) else {
                 continue;
             };
             seen.report(sink, &task);
@@ -475,6 +484,11 @@ fn without_related_task(result: &str) -> String {
     }
     let rest = meta.rewrite(&[(RELATED_TASK, None)]);
     obj.rewrite(&[("_meta", (rest != "{}").then_some(rest.as_str()))])
+}
+
+/// The task a `tasks/get` answer describes.
+fn view(reply: &Message) -> Option<TaskView<'_>> {
+    serde_json::from_str(reply.result()?).ok()
 }
 
 /// The status last reported, so the sink hears only changes.
