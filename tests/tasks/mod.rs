@@ -2,3 +2,4 @@
 //! and real peers' clients.
 
 mod face;
+mod follow;

@@ -397,12 +397,23 @@ impl<'s> Call<'s> {
             Route::Server(up) => {
                 let refused_before = up.refusals().count();
                 let upstream_params = found.params.with("name", &named.original_json);
-                let reply = session
-                    .request_upstream(up, self.m.method(), &upstream_params)
-                    .await;
+                let sink = self
+                    .inner
+                    .as_ref()
+                    .and_then(|i| i.task.as_deref())
+                    .map(|t| t as &dyn super::follow::TaskSink);
                 match found.kind {
-                    NameKind::Tool => with_path_refusals(up, refused_before, reply).await,
-                    NameKind::Prompt => reply,
+                    NameKind::Tool => {
+                        let reply = session
+                            .call_tool_upstream(up, &named.original, &upstream_params, sink)
+                            .await;
+                        with_path_refusals(up, refused_before, reply).await
+                    }
+                    NameKind::Prompt => {
+                        session
+                            .request_upstream(up, self.m.method(), &upstream_params)
+                            .await
+                    }
                 }
             }
             Route::Builtin => self.run_builtin(&named.original, found.arguments()).await,
