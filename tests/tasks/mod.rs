@@ -3,3 +3,4 @@
 
 mod face;
 mod follow;
+mod rmcp;
