@@ -188,3 +188,50 @@ async fn rmcps_2026_client_runs_the_rmcp_servers_tasks_through_the_hub() {
     }
     c.cancel().await.ok();
 }
+
+/// A 2025-11-25 client asks for a task of the rmcp server's (2026-07-28 extension) tool: the
+/// two tasks models meet in the hub's task, which shows the server's status messages and
+/// gives the server's result through `tasks/result`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_client_asks_a_task_of_an_extension_servers_tool() {
+    let mut hub = crate::support::serve_ready(
+        json!({"rt": tasks_server("5s")}),
+        Some(json!({"permissions": {"allow": ["rt:*"]}})),
+        &["rt:slow_count"],
+    )
+    .await;
+    let c = &mut hub.client;
+    let created = c
+        .request(
+            "tools/call",
+            json!({"name": "rt:slow_count", "arguments": {"seconds": 3}, "task": {}}),
+        )
+        .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut messages = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = c.request("tasks/get", json!({"taskId": id})).await;
+        if let Some(m) = got["result"]["statusMessage"].as_str() {
+            messages.push(m.to_string());
+        }
+        if got["result"]["status"] == "completed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{got}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        messages.iter().any(|m| m.starts_with("counted ")),
+        "{messages:?}"
+    );
+    let result = c.request("tasks/result", json!({"taskId": id})).await;
+    assert!(result["result"]["content"].is_array(), "{result}");
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+}
