@@ -399,11 +399,10 @@ impl Tasks {
             },
         });
         let mut map = lock(&self.map);
+        // Expired answers go as new tasks come: what is kept stays bounded without a timer.
+        map.retain(|_, t| !t.expired(now));
         if map.len() >= MAX_TASKS {
-            map.retain(|_, t| !t.expired(now));
-            if map.len() >= MAX_TASKS {
-                return Err(TaskError::Full);
-            }
+            return Err(TaskError::Full);
         }
         map.insert(task.id.clone(), task.clone());
         Ok(task)
