@@ -135,6 +135,9 @@ where
         url: url.to_string(),
         reason: e.to_string(),
     };
+    // reqwest is built without a default crypto provider (an https:// collector needs one);
+    // another part of the process may have installed ring already, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let resource = opentelemetry_sdk::Resource::builder()
         .with_service_name(export.service_name.clone())
         .build();
