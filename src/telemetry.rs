@@ -245,10 +245,13 @@ impl Operation {
             Side::Server => "server",
             Side::Client => "client",
         };
-        let tool_key = match request.method {
-            "prompts/get" => "gen_ai.prompt.name",
-            _ => "gen_ai.tool.name",
+        let prompt = request.method == "prompts/get";
+        let tool_key = if prompt {
+            "gen_ai.prompt.name"
+        } else {
+            "gen_ai.tool.name"
         };
+        // Set at creation, not recorded after: each record is another pass through the layer.
         let span = tracing::info_span!(
             target: TARGET,
             "mcp",
@@ -256,9 +259,9 @@ impl Operation {
             otel.kind = kind,
             otel.status_code = tracing::field::Empty,
             mcp.method.name = request.method,
-            gen_ai.tool.name = tracing::field::Empty,
-            gen_ai.prompt.name = tracing::field::Empty,
-            gen_ai.operation.name = tracing::field::Empty,
+            gen_ai.tool.name = request.tool.filter(|_| !prompt),
+            gen_ai.prompt.name = request.tool.filter(|_| prompt),
+            gen_ai.operation.name = (request.method == "tools/call").then_some("execute_tool"),
             gen_ai.tool.call.arguments = tracing::field::Empty,
             mcp.resource.uri = request.uri,
             jsonrpc.request.id = request.request_id,
@@ -268,11 +271,7 @@ impl Operation {
         );
         let mut attributes = vec![KeyValue::new("mcp.method.name", request.method.to_string())];
         if let Some(tool) = request.tool {
-            span.record(tool_key, tool);
             attributes.push(KeyValue::new(tool_key, tool.to_string()));
-        }
-        if request.method == "tools/call" {
-            span.record("gen_ai.operation.name", "execute_tool");
         }
         if let Some(v) = request.protocol_version {
             attributes.push(KeyValue::new("mcp.protocol.version", v.to_string()));
@@ -341,11 +340,17 @@ pub fn context_of(span: &Span) -> HashMap<String, String> {
     carrier
 }
 
-fn propagator() -> TextMapCompositePropagator {
-    TextMapCompositePropagator::new(vec![
-        Box::new(TraceContextPropagator::new()),
-        Box::new(BaggagePropagator::new()),
-    ])
+/// W3C Trace Context and Baggage, built once: a request's extraction and injection then
+/// allocate only what they carry.
+fn propagator() -> &'static TextMapCompositePropagator {
+    static PROPAGATOR: std::sync::LazyLock<TextMapCompositePropagator> =
+        std::sync::LazyLock::new(|| {
+            TextMapCompositePropagator::new(vec![
+                Box::new(TraceContextPropagator::new()),
+                Box::new(BaggagePropagator::new()),
+            ])
+        });
+    &PROPAGATOR
 }
 
 #[cfg(test)]
