@@ -25,7 +25,7 @@ use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 
 /// The `tracing` target of the telemetry spans: what the OpenTelemetry layer takes, and the
 /// log output leaves out.
-pub const TARGET: &str = "openpact::telemetry";
+pub const TARGET: &str = "openpact::telemetry::span";
 
 /// The trace-context keys of `params._meta` (SEP-414: W3C Trace Context and Baggage).
 pub const META_KEYS: [&str; 3] = ["traceparent", "tracestate", "baggage"];
