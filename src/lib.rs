@@ -50,6 +50,8 @@
 // - [`state`]: private files in the state dir, written atomically (a leaf).
 // - [`time`]: wall-clock timestamps as RFC 3339 text (a leaf).
 // - [`metrics`]: Prometheus counters and histograms of calls, served at `/metrics` (a leaf).
+// - [`telemetry`]: OpenTelemetry — OTLP export of MCP spans and operation durations, and
+//   trace context in `_meta` (`openpact.telemetry`; off by default).
 // - [`revision`]: the 2026-07-28 revision's version, `_meta` keys and error codes (a leaf).
 // - [`search`]: ranked tool search — terms, synonyms, BM25 over tool definitions, reordered
 //   by meaning (embedded token vectors; a leaf).
@@ -91,7 +93,7 @@ macro_rules! layers {
 
 layers!(
     auth, builtins, cli, code, config, face, hub, jsonrpc, metrics, platform, policy, revision,
-    sandbox, search, state, time, transport, upstream,
+    sandbox, search, state, telemetry, time, transport, upstream,
 );
 
 // rustfmt does not look inside macros, so `cargo fmt` would never reach the layers above:
@@ -126,6 +128,8 @@ mod sandbox;
 mod search;
 #[cfg(any())]
 mod state;
+#[cfg(any())]
+mod telemetry;
 #[cfg(any())]
 mod time;
 #[cfg(any())]

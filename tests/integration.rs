@@ -13,6 +13,8 @@
 //! - `stateless_upstream`: 2026-07-28 servers behind the hub (pinned, auto), and their input requests.
 //! - `interop`: rmcp as an independent client; real community servers, direct vs through the hub.
 //! - `surface`: resources, prompts, completion, logging, progress, server→client requests.
+//! - `telemetry`: OTLP export of the hub's spans and metrics to a real receiver, `traceparent`
+//!   through the hub to a server, and nothing of it while off.
 //! - `interleave`: many concurrent requests with progress and cancellation; nothing crosses.
 //! - `everything`: server-everything's whole surface through the hub vs directly.
 //! - `clients`: independent clients (rmcp, MCP Inspector, Python SDK) on resources and prompts.
@@ -81,3 +83,4 @@ mod stateless_upstream;
 mod stdio_socket;
 mod surface;
 mod tasks;
+mod telemetry;

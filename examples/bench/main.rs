@@ -49,6 +49,9 @@
 //!     way, the answers compared; a program's start cost beside a plain call, and the hub's
 //!     memory with a worker running (way (b) and those skipped, and said so, without `run_code`).
 //!
+//! 14. [`telemetry`]: a call's p50 with `openpact.telemetry` exporting over OTLP/HTTP to a
+//!     loopback receiver against telemetry off, interleaved on fresh hubs.
+//!
 //! [`report`] prints the table and writes every figure to `target/bench.json`; [`client`]
 //! holds what all parts share (peers, pipes, `/proc` metering), [`http`] the HTTP client of
 //! parts 7 and 8.
@@ -124,6 +127,7 @@ mod retrieval;
 mod sandbox;
 mod shared;
 mod startup;
+mod telemetry;
 mod throughput;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -177,6 +181,8 @@ pub struct Params {
     pub popular: bool,
     /// Run part 13 (code mode against direct calls).
     pub code: bool,
+    /// Run part 14 (telemetry on against off).
+    pub telemetry: bool,
     /// Part 10's measured passes over the tasks' queries at 10,000 tools.
     pub retrieval_rounds: usize,
 }
@@ -211,6 +217,7 @@ impl Params {
             shared: true,
             popular: true,
             code: true,
+            telemetry: true,
             retrieval_rounds: pick(3, 10),
         }
     }
@@ -232,6 +239,7 @@ const USAGE: &str = "usage: cargo run --release --example bench [-- OPTIONS]
   --only popular          the compatibility suite's popular servers to a complete tool list: sandboxed
                           first and later starts against sandbox off (needs .ci/compat.sh's install)
   --only code             code mode: multi-step tasks as direct calls against search_tools + run_code
+  --only telemetry        a call's p50 with telemetry exporting (OTLP/HTTP, loopback) against off
                           (context bytes, tokens, wall time), a program's start cost, memory with a worker
   --scale F               multiply the latency and throughput call counts by F
 environment: OPENPACT_BENCH_HUB_WRAPPER='strace -f -c -o FILE' (or 'perf record -g -o FILE --')
@@ -252,6 +260,7 @@ pub enum Only {
     Shared,
     Popular,
     Code,
+    Telemetry,
 }
 
 fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
@@ -273,9 +282,10 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                     Some("shared") => Only::Shared,
                     Some("popular") => Only::Popular,
                     Some("code") => Only::Code,
+                    Some("telemetry") => Only::Telemetry,
                     other => {
                         return Err(format!(
-                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval, shared, popular or code, not {other:?}"
+                            "--only takes calls, startup, latency, throughput, remote, http, sandbox, retrieval, shared, popular, code or telemetry, not {other:?}"
                         ));
                     }
                 });
@@ -306,6 +316,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
                 | Only::Shared
                 | Only::Popular
                 | Only::Code
+                | Only::Telemetry
         )
     );
     p.startup = only.is_none() || only == Some(Only::Startup);
@@ -316,6 +327,7 @@ fn parse_args() -> std::result::Result<Option<(Params, Option<Only>)>, String> {
     p.shared = only.is_none() || only == Some(Only::Shared);
     p.popular = only.is_none() || only == Some(Only::Popular);
     p.code = only.is_none() || only == Some(Only::Code);
+    p.telemetry = only.is_none() || only == Some(Only::Telemetry);
     Ok(Some((p, only)))
 }
 
@@ -596,6 +608,11 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
         None
     };
     let code = if p.code { code::run(&ctx, p)? } else { None };
+    let telemetry = if p.telemetry {
+        Some(telemetry::run(&ctx, p)?)
+    } else {
+        None
+    };
     let parts = report::Parts {
         calls: calls.as_ref(),
         startup: startup.as_ref(),
@@ -606,6 +623,7 @@ fn run(p: &Params, only: Option<Only>) -> Result<bool> {
         shared: shared.as_ref(),
         popular: popular.as_ref(),
         code: code.as_ref(),
+        telemetry: telemetry.as_ref(),
     };
     report::finish(&ctx, p, header, &parts, started)
 }

@@ -462,6 +462,7 @@ pub struct Parts<'a> {
     pub shared: Option<&'a SharedPart>,
     pub popular: Option<&'a PopularPart>,
     pub code: Option<&'a CodePart>,
+    pub telemetry: Option<&'a crate::telemetry::TelemetryPart>,
 }
 
 fn print_remote(p: &Params, r: &LatencyPart) {
@@ -762,6 +763,7 @@ pub fn finish(
         shared,
         popular,
         code,
+        telemetry,
     } = *parts;
     let load_after = loadavg();
     let s50 = startup
@@ -815,6 +817,9 @@ pub fn finish(
     }
     if let Some(c) = code {
         print_code(c);
+    }
+    if let Some(t) = telemetry {
+        crate::telemetry::print(t);
     }
 
     let gated = latency.map(Sequential::gated);
@@ -897,6 +902,7 @@ pub fn finish(
         "shared": shared.map(shared_json),
         "popular": popular.map(popular_json),
         "code": code.map(code_json),
+        "telemetry": telemetry.map(crate::telemetry::json),
         "gates": {
             "latency": gated.map(|l| json!({
                 "rule": format!("fails when hub p50 > {} x direct p50 both in the best runs and in the median runs (on one CPU where it can be pinned)", l.limit.unwrap_or(latency::REGRESSION_RATIO)),

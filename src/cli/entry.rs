@@ -30,11 +30,18 @@ pub fn main() -> ExitCode {
         .unwrap_or_else(|| {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
         });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let telemetry = match telemetry_export(&cli) {
+        // Off: the subscriber as it always was, with no layer to pass spans through.
+        None => {
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(writer)
+                .with_ansi(std::io::stderr().is_terminal())
+                .init();
+            None
+        }
+        Some(export) => with_telemetry(&export, filter, writer),
+    };
 
     let runtime = match runtime() {
         Ok(rt) => rt,
@@ -62,7 +69,61 @@ pub fn main() -> ExitCode {
     };
     // Don't wait for the stdin thread (blocked in read) or idle blocking threads.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     code
+}
+
+/// Where `serve` exports telemetry, if anywhere: `openpact.telemetry` of the config it will
+/// serve, and the `OTEL_*` variables. Read here because the layer must be in the subscriber
+/// before anything logs; the other commands export nothing.
+fn telemetry_export(cli: &Cli) -> Option<crate::telemetry::Export> {
+    let serves = cli.mcp || matches!(cli.command, Some(cli::Command::Serve { .. }));
+    if !serves {
+        return None;
+    }
+    // A config that does not load exports nothing; `serve` reports why when it loads it.
+    let settings = crate::config::load(cli.config.as_deref())
+        .map(|c| c.hub.telemetry)
+        .unwrap_or_default();
+    crate::telemetry::Export::resolve(&settings, &|k| std::env::var(k).ok())
+}
+
+/// The subscriber with the OpenTelemetry layer beside the log output: the layer takes only
+/// the telemetry spans, the log output everything else its filter lets through.
+fn with_telemetry(
+    export: &crate::telemetry::Export,
+    filter: EnvFilter,
+    writer: tracing_appender::non_blocking::NonBlocking,
+) -> Option<crate::telemetry::Guard> {
+    use crate::telemetry::TARGET;
+    use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, fmt, registry};
+    let logs = fmt::layer()
+        .with_writer(writer)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(filter.and(filter_fn(|m| m.target() != TARGET)));
+    let subscriber = registry().with(logs);
+    match crate::telemetry::start(export) {
+        Ok((layer, guard)) => {
+            subscriber
+                // A static filter: every other callsite is never of interest to the layer, so
+                // the hot path's disabled `debug!`s stay disabled at their callsite rather than
+                // being asked about at each hit.
+                .with(layer.with_filter(Targets::new().with_target(TARGET, tracing::Level::TRACE)))
+                .init();
+            tracing::info!(traces = %export.traces, metrics = %export.metrics, "telemetry: exporting over OTLP/HTTP");
+            Some(guard)
+        }
+        Err(e) => {
+            subscriber.init();
+            tracing::warn!("telemetry is off: {e}");
+            None
+        }
+    }
 }
 
 /// One worker by default. Forwarding is a chain of short tasks (read, route, write, wait):

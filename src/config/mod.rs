@@ -81,6 +81,9 @@ pub struct ServerConfig {
     pub sandbox: sandbox::SandboxChoice,
     /// `enabledTools` / `disabledTools`: which of the server's tools the hub serves.
     pub tool_filter: ToolFilter,
+    /// `telemetry`: whether the hub puts its trace context (`traceparent`…) in the `_meta`
+    /// of requests to this server while `openpact.telemetry` is on (default true).
+    pub telemetry: bool,
 }
 
 /// Which of a server's tools the hub serves: those `enabledTools` matches (all when it is
@@ -308,6 +311,22 @@ pub struct HubSettings {
     pub reload: bool,
     /// `openpact.shared`: the hub `openpact connect` shares between windows.
     pub shared: SharedSettings,
+    /// `openpact.telemetry`: OTLP export of traces and metrics (off by default).
+    pub telemetry: TelemetrySettings,
+}
+
+/// `openpact.telemetry`: where traces and the `mcp.*` operation-duration histograms go.
+/// The standard `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables override it (see
+/// `crate::telemetry`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TelemetrySettings {
+    /// `otlp`: the OTLP/HTTP base URL (`/v1/traces` and `/v1/metrics` are added); `None`:
+    /// off, unless the environment turns it on.
+    pub otlp: Option<String>,
+    /// `serviceName`: the `service.name` resource attribute (`openpact` when unset).
+    pub service_name: Option<String>,
+    /// `arguments`: put each call's arguments (redacted) on its span. Off: never exported.
+    pub arguments: bool,
 }
 
 /// `openpact.shared`: how the hub that `openpact connect` starts behaves.
@@ -478,6 +497,7 @@ impl Default for HubSettings {
             profiles: Vec::new(),
             reload: true,
             shared: SharedSettings::default(),
+            telemetry: TelemetrySettings::default(),
         }
     }
 }

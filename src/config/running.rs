@@ -25,6 +25,7 @@ pub fn as_running(old: &Config, mut new: Config) -> (Config, Vec<String>) {
     keep!(http, "openpact.http");
     keep!(policy.cache.max_bytes, "openpact.cache.maxBytes");
     keep!(shared, "openpact.shared");
+    keep!(telemetry, "openpact.telemetry");
     // Sessions hold a view by its index: profiles may be added, not removed or moved.
     let names =
         |c: &HubSettings| -> Vec<String> { c.profiles.iter().map(|p| p.name.clone()).collect() };

@@ -35,6 +35,9 @@ impl Hub {
     ) -> Result<Message, CallError> {
         let (params, _guard) = self.rewrite_progress(session, params);
         let _caller = self.note_caller(session, up.index);
+        if crate::telemetry::on() {
+            return traced_request(up, method, &params, timeout).await;
+        }
         up.request_within(method, Some(&params), timeout).await
     }
 
@@ -431,4 +434,78 @@ impl Drop for CallerGuard<'_> {
             callers.remove(pos);
         }
     }
+}
+
+/// The request to `up` as a client span (a child of the current one) whose trace context goes
+/// in `params._meta` (SEP-414 reserves `_meta` for such keys, so a server must accept them;
+/// a server entry's `"telemetry": false` keeps them out), its outcome and duration recorded.
+async fn traced_request(
+    up: &Upstream,
+    method: &str,
+    params: &str,
+    timeout: Option<std::time::Duration>,
+) -> Result<Message, CallError> {
+    use crate::telemetry::{Operation, Request, Side};
+    use tracing::Instrument;
+    let obj = RawObject::parse(params).ok();
+    let get = |key: &str| obj.as_ref().and_then(|o| o.get_str(key));
+    let tool = matches!(method, "tools/call" | "prompts/get")
+        .then(|| get("name"))
+        .flatten();
+    let uri = method
+        .starts_with("resources/")
+        .then(|| get("uri"))
+        .flatten();
+    let version = up
+        .snapshot()
+        .info
+        .as_ref()
+        .map(|i| i.protocol_version.clone());
+    let Some(op) = Operation::new(
+        Side::Client,
+        &Request {
+            method,
+            tool: tool.as_deref(),
+            uri: uri.as_deref(),
+            protocol_version: version.as_deref(),
+            ..Request::default()
+        },
+    ) else {
+        return up.request_within(method, Some(params), timeout).await;
+    };
+    let params = match &obj {
+        Some(obj) if up.config().telemetry => Cow::Owned(with_trace_context(obj, &op.span)),
+        _ => Cow::Borrowed(params),
+    };
+    let reply = up
+        .request_within(method, Some(&params), timeout)
+        .instrument(op.span.clone())
+        .await;
+    match &reply {
+        Ok(m) => {
+            if let Some(error) = super::session::error_type(m) {
+                op.failed(&error);
+            }
+        }
+        Err(e) => op.failed(&e.code().to_string()),
+    }
+    op.end();
+    reply
+}
+
+/// `params` with `span`'s trace context in its `_meta` (replacing the client's `traceparent`
+/// and `tracestate`: the server's parent is the hub's span; other `_meta` members kept).
+fn with_trace_context(params: &RawObject<'_>, span: &tracing::Span) -> String {
+    let context = crate::telemetry::context_of(span);
+    let quoted: Vec<(&str, String)> = crate::telemetry::META_KEYS
+        .iter()
+        .filter_map(|k| context.get(*k).map(|v| (*k, jsonrpc::quote(v))))
+        .collect();
+    let edits: Vec<(&str, Option<&str>)> =
+        quoted.iter().map(|(k, v)| (*k, Some(v.as_str()))).collect();
+    let meta = params
+        .get("_meta")
+        .and_then(|t| RawObject::parse(t).ok())
+        .unwrap_or_default();
+    params.with("_meta", &meta.rewrite(&edits))
 }

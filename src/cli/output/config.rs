@@ -148,6 +148,16 @@ fn hub_settings(config: &Config, state_dir: &Path) {
     );
     out!("tool search: {}", search_label(&config.hub.tool_search));
     out!("code mode: {}", code_label(&config.hub.code_mode));
+    match telemetry_export(config) {
+        None => out!("telemetry: off"),
+        Some(e) => out!(
+            "telemetry: OTLP/HTTP traces to {}, metrics to {}, service {}, arguments {} (only `serve` exports)",
+            e.traces,
+            e.metrics,
+            e.service_name,
+            if e.arguments { "redacted" } else { "never" }
+        ),
+    }
     let http = &config.hub.http;
     match crate::face::http::preflight(http, None) {
         Ok(_) => out!(
@@ -347,6 +357,12 @@ pub fn config_json(config: &Config, state_dir: &Path) -> anyhow::Result<()> {
         "servers": servers,
         "toolSearch": search_json(&config.hub.tool_search),
         "codeMode": code_json(&config.hub.code_mode),
+        "telemetry": telemetry_export(config).map(|e| json!({
+            "traces": e.traces,
+            "metrics": e.metrics,
+            "serviceName": e.service_name,
+            "arguments": e.arguments,
+        })),
         "flows": {
             "guard": config.hub.policy.flows.guard.label(),
             "labels": flow_labels(config).into_iter().map(|(label, globs, builtins)| {
@@ -401,6 +417,12 @@ fn search_label(t: &crate::config::ToolSearch) -> String {
         label.push_str(&format!(", pinned {}", t.always_load.patterns.join(" ")));
     }
     label
+}
+
+/// Where `serve` would export telemetry: the config's `openpact.telemetry` with the `OTEL_*`
+/// variables of this environment.
+fn telemetry_export(config: &Config) -> Option<crate::telemetry::Export> {
+    crate::telemetry::Export::resolve(&config.hub.telemetry, &|k| std::env::var(k).ok())
 }
 
 fn code_mode_name(c: &crate::config::CodeMode) -> &'static str {

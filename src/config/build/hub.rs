@@ -186,6 +186,44 @@ impl Builder<'_> {
         shared
     }
 
+    fn telemetry(&mut self, value: &Value, path: &str) -> crate::config::TelemetrySettings {
+        const KEYS: &[&str] = &["otlp", "serviceName", "arguments"];
+        let mut telemetry = crate::config::TelemetrySettings::default();
+        let Value::Object(map) = value else {
+            self.error(
+                path,
+                format!(
+                    "is {}; it must be an object like {{\"otlp\": \"http://127.0.0.1:4318\"}}",
+                    kind_of(value)
+                ),
+            );
+            return telemetry;
+        };
+        for (key, v) in map {
+            let p = child(path, key);
+            match (key.as_str(), v) {
+                ("otlp", Value::String(url))
+                    if url::Url::parse(url)
+                        .is_ok_and(|u| matches!(u.scheme(), "http" | "https")) =>
+                {
+                    telemetry.otlp = Some(url.trim_end_matches('/').to_string());
+                }
+                ("otlp", _) => self.error(
+                    &p,
+                    format!("{v} is not an http(s) URL; give the collector's OTLP/HTTP base, like \"http://127.0.0.1:4318\""),
+                ),
+                ("serviceName", Value::String(name)) if !name.is_empty() => {
+                    telemetry.service_name = Some(name.clone());
+                }
+                ("serviceName", _) => self.error(&p, format!("{v} is not a non-empty string")),
+                ("arguments", Value::Bool(on)) => telemetry.arguments = *on,
+                ("arguments", _) => self.error(&p, format!("{v} is not true or false")),
+                _ => self.unknown(&p, closest_key(key, KEYS)),
+            }
+        }
+        telemetry
+    }
+
     pub(super) fn hub(&mut self, value: &Value) -> HubSettings {
         let mut hub = HubSettings {
             builtins: crate::config::BuiltinsSettings::defaults(&self.base_dir),
@@ -244,6 +282,7 @@ impl Builder<'_> {
                     None => self.error(&path, format!("{v} is not true or false")),
                 },
                 "shared" => hub.shared = self.shared(v, &path),
+                "telemetry" => hub.telemetry = self.telemetry(v, &path),
                 "permissions" => hub.policy.permissions = self.permissions(v, &path),
                 "cache" => hub.policy.cache = self.cache(v, &path),
                 "rateLimits" => hub.policy.rate_limits = self.rate_limits(v, &path),

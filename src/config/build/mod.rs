@@ -38,6 +38,7 @@ const HUB_KEYS: &[&str] = &[
     "toolSearch",
     "codeMode",
     "profiles",
+    "telemetry",
 ];
 
 pub(super) fn parse(

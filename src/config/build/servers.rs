@@ -29,6 +29,7 @@ const SERVER_KEYS: &[&str] = &[
     "sandbox",
     "enabledTools",
     "disabledTools",
+    "telemetry",
 ];
 const REMOTE_KINDS: &[&str] = &["http", "sse", "streamable-http"];
 const TYPES_HINT: &str = r#"use "stdio", "http", "sse" or "streamable-http""#;
@@ -67,6 +68,7 @@ impl Builder<'_> {
         let sandbox = self.server_sandbox(entry, path, transport.as_ref());
         let prefix = namespace.as_deref().unwrap_or(name);
         let tool_filter = self.tool_filter(entry, path, name, prefix);
+        let telemetry = self.flag(entry, path, "telemetry", true);
         // Problems inside one entry keep that server from starting, not the whole hub: an
         // editor's only MCP entry must not lose every tool over one missing `uvx`.
         let unavailable = self.problems[errors_before..].to_vec();
@@ -90,6 +92,7 @@ impl Builder<'_> {
             unavailable,
             sandbox,
             tool_filter,
+            telemetry,
         })
     }
 
@@ -129,15 +132,20 @@ impl Builder<'_> {
 
     /// `disabled`: false unless it says true.
     fn disabled_setting(&mut self, entry: &Map<String, Value>, path: &str) -> bool {
-        match get(entry, "disabled") {
-            None => false,
+        self.flag(entry, path, "disabled", false)
+    }
+
+    /// The boolean `key` of the entry; `default` when absent or not a boolean (an error).
+    fn flag(&mut self, entry: &Map<String, Value>, path: &str, key: &str, default: bool) -> bool {
+        match get(entry, key) {
+            None => default,
             Some(Value::Bool(b)) => *b,
             Some(v) => {
                 self.error(
-                    &child(path, "disabled"),
+                    &child(path, key),
                     format!("{v} is not a boolean; use true or false"),
                 );
-                false
+                default
             }
         }
     }

@@ -88,6 +88,7 @@ fn hub_settings() {
             profiles: Vec::new(),
             reload: true,
             shared: Default::default(),
+            telemetry: Default::default(),
         }
     );
     let c = f.ok(
@@ -390,4 +391,44 @@ fn http_token_forms() {
             )]
         );
     }
+}
+
+/// `openpact.telemetry`: the collector's base URL, a service name and the arguments opt-in;
+/// a bad URL and a misspelt key are named with what to write; a server entry may keep the
+/// trace context out of its requests.
+#[test]
+fn telemetry_settings() {
+    let f = Fixture::new();
+    let c = f.ok(
+        r#"{"openpact": {"telemetry": {"otlp": "http://127.0.0.1:4318/", "serviceName": "hub", "arguments": true}}}"#,
+        &[],
+    );
+    assert_eq!(
+        c.hub.telemetry,
+        crate::config::TelemetrySettings {
+            otlp: Some("http://127.0.0.1:4318".into()),
+            service_name: Some("hub".into()),
+            arguments: true,
+        }
+    );
+    let e = f.err(
+        r#"{"openpact": {"telemetry": {"otlp": "127.0.0.1:4318"}}}"#,
+        &[],
+    );
+    assert!(
+        e.iter()
+            .any(|e| e.contains("openpact.telemetry.otlp") && e.contains("http://127.0.0.1:4318")),
+        "{e:?}"
+    );
+    let e = f.err(r#"{"openpact": {"telemetry": {"servicename": "x"}}}"#, &[]);
+    assert!(
+        e.iter().any(|w| w.contains("did you mean `serviceName`")),
+        "{e:?}"
+    );
+    let c = f.ok(
+        r#"{"mcpServers": {"a": {"command": "tool", "telemetry": false}, "b": {"command": "tool"}}}"#,
+        &[],
+    );
+    assert!(!c.servers[0].telemetry);
+    assert!(c.servers[1].telemetry);
 }

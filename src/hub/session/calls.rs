@@ -23,10 +23,12 @@ use crate::policy::audit::Record;
 use crate::policy::cache::{Claim, Key, Lookup};
 use crate::policy::canonical::canonical;
 use crate::policy::{Policy, Target, Verdict};
+use crate::telemetry::stage;
 use crate::upstream::{CallError, Upstream};
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// JSON-RPC code for a refused `prompts/get` or `resources/read` (tools get an `isError`
 /// result instead).
@@ -170,7 +172,11 @@ impl Session {
         inner: Option<Inner>,
     ) -> Reply {
         let t0 = Instant::now();
-        let found = match self.look_up(m, kind, params).await {
+        let found = match self
+            .look_up(m, kind, params)
+            .instrument(stage("look up"))
+            .await
+        {
             Ok(found) => found,
             Err(e) => return e.line(m).into(),
         };
@@ -178,11 +184,11 @@ impl Session {
         let policy = self.hub.policy();
         let mut call = Call::new(self, m, &policy, t0);
         call.inner = inner;
-        match call.admit_by_name(&found).await {
+        match call.admit_by_name(&found).instrument(stage("admit")).await {
             Admitted::Answered(outcome, line) => call.answer(found.server(), outcome, line),
             Admitted::Go(claim) => {
-                let reply = call.dispatch(&found).await;
-                call.settle(found.server(), reply, claim)
+                let reply = call.dispatch(&found).instrument(stage("dispatch")).await;
+                stage("settle").in_scope(|| call.settle(found.server(), reply, claim))
             }
         }
     }
@@ -537,6 +543,7 @@ impl<'s> Call<'s> {
             ..
         } = self;
         session.hub.metrics.call(server, outcome, t0.elapsed());
+        super::traced::answered(&line);
         let send = |line: String| match inner {
             // Redacted before the program sees it, as before the client does.
             Some(inner) => {
@@ -572,7 +579,7 @@ impl<'s> Call<'s> {
 }
 
 /// A `tools/call` result with `isError: true`.
-fn is_error_result(result: &str) -> bool {
+pub(super) fn is_error_result(result: &str) -> bool {
     static IS_ERROR: LazyLock<MemberProbe> = LazyLock::new(|| MemberProbe::new("isError"));
     // Most results have no `isError` member at all; only those that might need parsing.
     IS_ERROR.may_have(result)

@@ -29,8 +29,10 @@ mod program;
 mod routed;
 mod search;
 mod tasks;
+mod traced;
 
 pub(crate) use tasks::declares_extension;
+pub(crate) use traced::error_type;
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;
@@ -710,13 +712,14 @@ impl Session {
     {
         let id: Arc<str> = m.id().into();
         // Boxed: the request futures are large, and a box is moved instead of all of them.
-        let mut fut = Box::pin(f(self.clone(), m));
+        let op = traced::operation(self, &m);
+        let mut fut = traced::Traced::new(op, Box::pin(f(self.clone(), m)));
         // Requests that never leave the hub (a cache hit, a refusal, a list) finish at their
         // first poll: answering them here spares a task and an in-flight entry. Anything that
         // must wait is then moved to its own task, whose polls register the real waker.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if let std::task::Poll::Ready(reply) = fut.as_mut().poll(&mut cx) {
-            if let Reply::Line(line) = reply.into() {
+        if let std::task::Poll::Ready(reply) = std::pin::Pin::new(&mut fut).poll(&mut cx) {
+            if let Reply::Line(line) = reply {
                 self.send(line);
             }
             return;
@@ -727,8 +730,7 @@ impl Session {
         let mut in_flight = lock(&self.in_flight);
         let key = id.clone();
         let task = tokio::spawn(async move {
-            let reply = fut.await.into();
-            if let Reply::Line(line) = reply {
+            if let Reply::Line(line) = fut.await {
                 me.send(line);
             }
             // After the answer is queued: a reader waiting for room sees both at once.
