@@ -23,6 +23,7 @@
 //! - `compat`: popular community servers under the default profile (`.ci/compat.sh` installs them).
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
+//! - `tasks`: tool calls run as tasks (2025-11-25) by real SDK clients, through the hub and directly.
 //! - `embed`: the embedding API (`openpact::Hub`) in this process against the fixture.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //! - `code_work`: code-mode programs doing multi-server work over the real servers and the
@@ -76,3 +77,4 @@ mod stateless;
 mod stateless_upstream;
 mod stdio_socket;
 mod surface;
+mod tasks;
