@@ -79,7 +79,11 @@ async fn http_hub(servers: Value, ready_tool: &str) -> (Hub, String) {
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
         .await
         .owning(sc);
-    hub.client.initialize().await;
+    // The hub declares upstream what its first client declared: elicitation, without which
+    // server-everything never asks its clarification.
+    hub.client
+        .initialize_as(json!({"elicitation": {}}), "ready")
+        .await;
     wait_for_tool(&mut hub.client, ready_tool, Duration::from_secs(30)).await;
     let url = format!("{}/mcp", hub.http_base().await);
     (hub, url)
@@ -239,6 +243,8 @@ async fn python_sdk_runs_the_research_query_as_a_task_directly() {
     assert_cancelled(&v, "py direct");
 }
 
+/// The Python SDK builds its capabilities itself and has no `tasks` to declare: the hub takes
+/// its task-augmented call all the same (a requestor needs only the receiver's capability).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_runs_the_research_query_as_a_task_through_the_hub() {
     let Some(peers) = Peers::get() else { return };
