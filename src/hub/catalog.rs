@@ -6,11 +6,11 @@ use super::names;
 use super::uri_template::UriTemplate;
 use crate::FastMap;
 use crate::config::ToolNames;
-use crate::jsonrpc::{self, MemberProbe, RawObject};
+use crate::jsonrpc::{self, RawObject};
 use crate::policy::flows::Labels;
 use crate::upstream::{Entry, Snapshot, State, Upstream};
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 /// Name and URI tables.
 type Index = FastMap<Arc<str>, usize>;
@@ -115,15 +115,10 @@ impl Named {
         }
     }
 
-    /// A server's tool (`tool`) or prompt under the names `prefix` and `mode` give it
-    /// (`None`: the entry is not an object).
-    fn upstream(
-        upstream: usize,
-        prefix: &str,
-        mode: ToolNames,
-        entry: &Entry,
-        tool: bool,
-    ) -> Option<Named> {
+    /// A server's tool or prompt under the names `prefix` and `mode` give it (`None`: the
+    /// entry is not an object). A tool's `execution.taskSupport` is kept: the hub honours
+    /// it, following the server's task (see `hub::tasks`).
+    fn upstream(upstream: usize, prefix: &str, mode: ToolNames, entry: &Entry) -> Option<Named> {
         let obj = RawObject::parse(&entry.json).ok()?;
         let qualified: Arc<str> = Arc::from(names::qualified(prefix, &entry.key));
         let portable: Arc<str> = Arc::from(names::portable(prefix, &entry.key));
@@ -132,12 +127,7 @@ impl Named {
             ToolNames::Portable => portable.clone(),
         };
         let name = jsonrpc::quote(&wire);
-        let json = match tool.then(|| without_task_support(&obj)).flatten() {
-            Some(execution) => {
-                obj.rewrite(&[("name", Some(&name)), ("execution", execution.as_deref())])
-            }
-            None => obj.with("name", &name),
-        };
+        let json = obj.with("name", &name);
         let hints = Hints::of(&obj);
         Some(Named {
             upstream,
@@ -155,23 +145,6 @@ impl Named {
             json,
         })
     }
-}
-
-/// A tool's `execution` without `taskSupport` (`Some(None)`: nothing else was in it), or
-/// `None` when there is nothing to strip. The hub does not bridge the Tasks extension (it
-/// drops the `tasks` capability), so a tool must not tell the client it supports or
-/// requires task-augmented calls the hub would refuse. Most tools have no `execution`: the
-/// probe keeps their text from being parsed twice.
-fn without_task_support(tool: &RawObject) -> Option<Option<String>> {
-    static TASK_SUPPORT: LazyLock<MemberProbe> = LazyLock::new(|| MemberProbe::new("taskSupport"));
-    let execution = tool.get("execution")?;
-    if !TASK_SUPPORT.may_have(execution) {
-        return None;
-    }
-    let obj = RawObject::parse(execution).ok()?;
-    obj.get("taskSupport")?;
-    let rest = obj.rewrite(&[("taskSupport", None)]);
-    Some((rest != "{}").then_some(rest))
 }
 
 /// The annotations the hub acts on, each `true` only when the entry says so.
@@ -481,10 +454,10 @@ impl Builder {
                 ..ServerShares::default()
             });
             Share::refresh(&mut shares.tools, &snap.tools, |e| {
-                Named::upstream(*index, prefix, mode, e, true)
+                Named::upstream(*index, prefix, mode, e)
             });
             Share::refresh(&mut shares.prompts, &snap.prompts, |e| {
-                Named::upstream(*index, prefix, mode, e, false)
+                Named::upstream(*index, prefix, mode, e)
             });
             Share::refresh(&mut shares.resources, &snap.resources, |e| {
                 Some(Listed::new(*index, e, false))

@@ -28,6 +28,7 @@ mod routing;
 pub mod session;
 pub mod stateless;
 pub mod status;
+pub mod tasks;
 pub mod uri_template;
 pub mod views;
 
@@ -133,6 +134,8 @@ pub struct Hub {
     policy: RwLock<Arc<Policy>>,
     /// Counted where the policy pipeline settles each call; served on `/metrics`.
     pub metrics: Metrics,
+    /// The tasks the hub runs for its clients (MCP Tasks, both eras).
+    pub(crate) tasks: tasks::Tasks,
     /// Server changes announced so far, and how many of them the catalogue reflects.
     seq: Arc<AtomicU64>,
     rebuilt: AtomicU64,
@@ -259,6 +262,7 @@ impl Hub {
             subscriptions: Mutex::new(HashMap::new()),
             policy: RwLock::new(Arc::new(policy)),
             metrics: Metrics::new(&servers),
+            tasks: tasks::Tasks::default(),
             seq: links.seq.clone(),
             rebuilt: AtomicU64::new(0),
             builtins: RwLock::new(Arc::new(Builtins::default())),
@@ -471,7 +475,12 @@ impl Hub {
                         .unwrap_or(false)
                 })
             });
-        let mut caps = vec!["\"tools\":{\"listChanged\":true}".to_string()];
+        let mut caps = vec![
+            "\"tools\":{\"listChanged\":true}".to_string(),
+            // Any call can run as a hub task (see `tasks`).
+            "\"tasks\":{\"list\":{},\"cancel\":{},\"requests\":{\"tools\":{\"call\":{}}}}"
+                .to_string(),
+        ];
         if offered("resources") {
             caps.push(format!(
                 "\"resources\":{{\"subscribe\":{subscribe},\"listChanged\":true}}"

@@ -27,8 +27,7 @@ async fn hub_initialize_declares_what_everything_offers() {
     for hub in &hubs {
         assert_eq!(hub.init["serverInfo"]["name"], "openpact", "{:?}", hub.side);
         assert_everything_caps(hub.side, &hub.init["capabilities"]);
-        // Only what the hub can bridge: server-everything's experimental `tasks` is not
-        // relayed.
+        // What the hub can bridge, `tasks` included (it runs and follows tasks itself).
         let keys: BTreeSet<&str> = hub.init["capabilities"]
             .as_object()
             .unwrap()
@@ -37,7 +36,14 @@ async fn hub_initialize_declares_what_everything_offers() {
             .collect();
         assert_eq!(
             keys,
-            BTreeSet::from(["tools", "resources", "prompts", "completions", "logging"]),
+            BTreeSet::from([
+                "tools",
+                "resources",
+                "prompts",
+                "completions",
+                "logging",
+                "tasks"
+            ]),
             "{:?}: {:#}",
             hub.side,
             hub.init

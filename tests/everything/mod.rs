@@ -46,7 +46,7 @@ mod tools;
 
 use crate::support::{
     self, Client, Hub, LOG_LEVELS, Listening, Peers, Scratch, StderrLog, WAIT,
-    everything_listening, free_port, spawn_direct, without_task_support,
+    everything_listening, free_port, spawn_direct,
 };
 use normalise::normalise;
 use serde_json::{Map, Value, json};
@@ -371,12 +371,8 @@ impl Peer {
     }
 
     /// A list with tool/prompt names mapped back to server-everything's.
-    /// Tools read directly lose `execution.taskSupport`, as the hub drops it.
     async fn list_bare(&mut self, method: &str, field: &str) -> Vec<Value> {
         let mut items = self.list_all(method, field).await;
-        if method == "tools/list" && self.side == Side::Direct {
-            items = items.into_iter().map(without_task_support).collect();
-        }
         for item in &mut items {
             let bare = self.bare(item["name"].as_str().expect("a name"));
             item["name"] = json!(bare);

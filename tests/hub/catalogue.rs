@@ -2,9 +2,7 @@
 //! cursors (the hub's own and the upstream's).
 
 use super::{direct_fixture, fixture_tools};
-use crate::support::{
-    Hub, Scratch, fixture, names, ready, serve, serve_ready, text, without_task_support,
-};
+use crate::support::{Hub, Scratch, fixture, names, ready, serve, serve_ready, text};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 
@@ -53,7 +51,7 @@ async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
     );
     for (hub_tool, (_, direct_tool)) in hub_tools.iter().zip(&expected) {
         let mut h = hub_tool.clone();
-        let mut d = without_task_support((*direct_tool).clone());
+        let mut d = (*direct_tool).clone();
         h.as_object_mut().unwrap().remove("name");
         d.as_object_mut().unwrap().remove("name");
         assert_eq!(h, d, "tool {} changed on the way through", hub_tool["name"]);
@@ -63,10 +61,11 @@ async fn tools_list_merges_servers_in_config_order_and_keeps_tools_verbatim() {
     assert_eq!(add["outputSchema"]["required"], json!(["sum"]), "{add}");
 }
 
-/// The hub drops the `tasks` capability and cannot run task-augmented calls, so no tool may
-/// tell the client it supports or requires them; the rest of `execution` stays.
+/// The hub runs any call as a task and follows a server's own tasks, so each tool's
+/// `execution` (task support included) reaches the client as the server wrote it, and the
+/// hub declares `tasks`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tools_list_strips_task_support_the_hub_cannot_bridge() {
+async fn tools_list_keeps_the_task_support_the_hub_honours() {
     let (_fx, mut direct) = direct_fixture(&[]).await;
     let direct_tools = direct.list_tools().await;
     let find = |tools: &[Value], name: &str| -> Value {
@@ -89,22 +88,23 @@ async fn tools_list_strips_task_support_the_hub_cannot_bridge() {
     let mut hub = serve_ready(json!({"a": fixture(&[])}), None, &["a:echo"]).await;
     let c = &mut hub.client;
     let tools = c.list_tools().await;
-    let slow = find(&tools, "a:slow");
-    assert!(slow.get("execution").is_none(), "{slow}");
-    let structured = find(&tools, "a:echo_structured");
-    assert_eq!(
-        structured["execution"],
-        json!({"x-fixture": "kept"}),
-        "{structured}"
-    );
+    for name in ["slow", "echo_structured"] {
+        assert_eq!(
+            find(&tools, &format!("a:{name}"))["execution"],
+            find(&direct_tools, name)["execution"],
+            "{name}"
+        );
+    }
     let init = c
         .request("initialize", super::initialize_params("2025-11-25"))
         .await;
-    assert!(
-        init["result"]["capabilities"].get("tasks").is_none(),
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        json!({}),
         "{init}"
     );
-    // Still callable the ordinary way.
+    // A tool that says it requires a task, of a server without tasks, still answers a
+    // plain call.
     assert_eq!(
         text(&c.call("a:echo_structured", json!({"value": 1})).await),
         "1"

@@ -37,19 +37,6 @@ pub fn error_code(r: &Value) -> i64 {
         .unwrap_or_else(|| panic!("expected a JSON-RPC error, got {r}"))
 }
 
-/// A tool definition as the hub serves it: `execution.taskSupport` gone (the hub does not bridge
-/// tasks), `execution` too when nothing else was in it.
-pub fn without_task_support(mut tool: Value) -> Value {
-    let obj = tool.as_object_mut().unwrap();
-    if let Some(execution) = obj.get_mut("execution").and_then(Value::as_object_mut) {
-        execution.remove("taskSupport");
-        if execution.is_empty() {
-            obj.remove("execution");
-        }
-    }
-    tool
-}
-
 /// The names of listed tools.
 pub fn names(tools: &[Value]) -> Vec<String> {
     tools

@@ -33,7 +33,7 @@ mod stand;
 
 pub use catalog::{
     LOG_LEVELS, error_code, is_error, names, ready, ready_polling, send_call, send_request, text,
-    wait_for_tool, wait_for_tools, without_task_support,
+    wait_for_tool, wait_for_tools,
 };
 pub use client::Client;
 pub use git::{bare_git, synced_vault};

@@ -73,6 +73,8 @@ fn mismatch(headers: &HeaderMap, m: &Message) -> Option<String> {
     let named = match m.method() {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
+        // The Tasks extension: intermediaries route a task's requests by its id.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     let in_body = m

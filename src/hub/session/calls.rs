@@ -89,10 +89,15 @@ struct Call<'s> {
     inner: Option<Inner>,
 }
 
-/// A call made by a code-mode program: the program's id (for the audit) and where the
-/// answer goes (redacted, as everything sent to the client is).
+/// A call whose answer does not go straight to the client — one a code-mode program made,
+/// or one a task runs — and where its answer goes instead (redacted, as everything sent to
+/// the client is).
 pub(super) struct Inner {
-    pub program: Arc<str>,
+    /// The program's id (for the audit), for a program's call.
+    pub program: Option<Arc<str>>,
+    /// The task the call runs for: told of its server's progress on a task of its own.
+    #[allow(dead_code)] // read once the server-side follower is merged
+    pub task: Option<Arc<crate::hub::tasks::Task>>,
     pub to: tokio::sync::oneshot::Sender<String>,
 }
 
@@ -128,18 +133,32 @@ impl Session {
     /// `tools/call` and `prompts/get`: the search meta-tools answered or turned into the call
     /// they stand for, then the call's stages.
     pub(super) async fn by_name(self: &Arc<Self>, m: &Message, kind: NameKind) -> Reply {
+        self.by_name_to(m, kind, None).await
+    }
+
+    /// [`Session::by_name`], answered to `inner` when given (a task's call).
+    pub(super) async fn by_name_to(
+        self: &Arc<Self>,
+        m: &Message,
+        kind: NameKind,
+        inner: Option<Inner>,
+    ) -> Reply {
         let params = m.params().unwrap_or("{}");
         if matches!(kind, NameKind::Tool)
             && let Ok(obj) = RawObject::parse(params)
             && let Some(name) = obj.get_str("name")
             && let Some(meta) = self.meta_tool(m, &obj, &name).await
         {
-            return match meta {
-                Meta::Answer(line) => line.into(),
-                Meta::Call(inner) => self.call_by_name(m, kind, &inner, None).await,
+            return match (meta, inner) {
+                (Meta::Answer(line), None) => line.into(),
+                (Meta::Answer(line), Some(inner)) => {
+                    let _ = inner.to.send(self.hub.policy().redact(&line).into_owned());
+                    Reply::Sent
+                }
+                (Meta::Call(params), inner) => self.call_by_name(m, kind, &params, inner).await,
             };
         }
-        self.call_by_name(m, kind, params, None).await
+        self.call_by_name(m, kind, params, inner).await
     }
 
     /// A call by name with `params` for the request's own: look up → admit → dispatch →
@@ -452,7 +471,7 @@ impl<'s> Call<'s> {
             cache: "off".into(),
             hash_later: Some(canon),
             arguments,
-            program: self.inner.as_ref().map(|i| i.program.clone()),
+            program: self.inner.as_ref().and_then(|i| i.program.clone()),
             ..Record::default()
         }
     }

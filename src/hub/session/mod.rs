@@ -27,6 +27,9 @@ mod login;
 mod program;
 mod routed;
 mod search;
+mod tasks;
+
+pub(crate) use tasks::declares_extension;
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;
@@ -103,6 +106,8 @@ pub struct Session {
     view: usize,
     /// What this client's code-mode programs keep for each other (`keep`/`kept`).
     kept: Mutex<crate::code::kept::Kept>,
+    /// This session's number, unique in the process: what its tasks belong to.
+    number: u64,
     /// Dropped with the session: what ends its task passing on the hub's events (which
     /// would otherwise wait for the next event, however long, holding the session's memory).
     alive: Mutex<Option<oneshot::Sender<()>>>,
@@ -113,8 +118,27 @@ pub struct Session {
 /// client that sends without reading can make the hub hold.
 pub const MAX_IN_FLIGHT: usize = 64;
 
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long a 2026-07-28 call of a client that reads tasks may take before it is answered
+/// with a task instead of its result.
+const TASK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a 2025-11-25 `tools/call` asks to run as a task (`params.task`).
+fn asks_task(m: &Message) -> bool {
+    static TASK: std::sync::LazyLock<jsonrpc::MemberProbe> =
+        std::sync::LazyLock::new(|| jsonrpc::MemberProbe::new("task"));
+    m.params().is_some_and(|p| {
+        TASK.may_have(p)
+            && RawObject::parse(p)
+                .ok()
+                .and_then(|o| o.get("task").map(|t| t.starts_with('{')))
+                .unwrap_or(false)
+    })
 }
 
 /// The answer to an element of a frame that is not a valid message.
@@ -255,6 +279,7 @@ impl Session {
             flows: Default::default(),
             view,
             kept: Mutex::new(Default::default()),
+            number: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             alive: Mutex::new(None),
         });
         session.hub.register(&session);
@@ -612,8 +637,18 @@ impl Session {
             "tools/list" | "prompts/list" | "resources/list" | "resources/templates/list" => {
                 self.spawn(m, |s, m| async move { s.list(&m).await })
             }
+            "tools/call" if !self.stateless && asks_task(&m) => {
+                self.spawn(m, |s, m| async move { s.legacy_task_call(&m).await })
+            }
+            "tools/call" if self.stateless && self.client_has_tasks() => self
+                .spawn(m, |s, m| async move {
+                    s.extension_task_call(&m, TASK_AFTER).await
+                }),
             "tools/call" => {
                 self.spawn(m, |s, m| async move { s.by_name(&m, NameKind::Tool).await })
+            }
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" | "tasks/update" => {
+                self.spawn(m, |s, m| async move { s.task_request(&m).await })
             }
             "prompts/get" => self.spawn(
                 m,
@@ -711,6 +746,10 @@ impl Session {
     /// requests to this client are still open that it is gone (used at shutdown: a client
     /// still reading deserves an answer rather than silence).
     pub fn abort_all(&self, reason: &str) {
+        if !self.stateless {
+            // Nobody can read this client's tasks any more.
+            self.hub.tasks.forget(self.task_owner());
+        }
         let drained: Vec<_> = lock(&self.in_flight).drain().collect();
         for (id, (_, task)) in drained {
             task.abort();

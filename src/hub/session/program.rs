@@ -159,7 +159,11 @@ impl Session {
             Err(e) => return Answer::Error(format!("the call could not be made: {e}")),
         };
         let (to, answer) = tokio::sync::oneshot::channel();
-        let inner = Inner { program, to };
+        let inner = Inner {
+            program: Some(program),
+            task: None,
+            to,
+        };
         let line = match self
             .call_by_name(&m, NameKind::Tool, &params, Some(inner))
             .await

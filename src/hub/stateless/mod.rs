@@ -22,6 +22,7 @@ pub use envelope::{inner_request, request_digest};
 pub(crate) use waiting::Waiting;
 
 use super::Hub;
+use crate::hub::tasks::EXTENSION;
 use crate::jsonrpc::{self, Message, code};
 use crate::transport::queue::{DROPPABLE_BACKLOG, QueueRx, QueueTx, queue};
 use envelope::Envelope;
@@ -47,6 +48,13 @@ const METHODS: [&str; 10] = [
     "tools/list",
     "tools/call",
 ];
+
+/// The Tasks extension's requests, served to a request that declares the extension.
+const TASK_METHODS: [&str; 3] = ["tasks/get", "tasks/update", "tasks/cancel"];
+
+fn declares_tasks(envelope: &Envelope) -> bool {
+    crate::hub::session::declares_extension(Some(&envelope.capabilities))
+}
 
 /// The only requests that may answer with input-required.
 const RESUMABLE: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -212,7 +220,17 @@ async fn serve(hub: Arc<Hub>, m: Message, origin: String, view: usize, tx: Answe
     // The first client's capabilities are what upstream servers are told the hub can pass on.
     hub.declare_client(Some(&envelope.capabilities));
     let method = m.method();
-    if !METHODS.contains(&method) {
+    if TASK_METHODS.contains(&method) && !declares_tasks(&envelope) {
+        let _ = tx.send(Out::error(
+            &id,
+            MISSING_CLIENT_CAPABILITY,
+            &format!("{method} is part of the {EXTENSION} extension, which this request's clientCapabilities do not declare"),
+            Some(&json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}}).to_string()),
+            Status::BadRequest,
+        ));
+        return;
+    }
+    if !METHODS.contains(&method) && !TASK_METHODS.contains(&method) {
         let _ = tx.send(Out::error(
             &id,
             code::METHOD_NOT_FOUND,
@@ -239,8 +257,9 @@ fn discover(hub: &Hub, id: &str, view: usize) -> String {
     let mut capabilities: Value =
         serde_json::from_str(&hub.capabilities()).unwrap_or_else(|_| json!({}));
     if let Some(caps) = capabilities.as_object_mut() {
-        // Tasks are an extension in this revision; the hub does not offer it.
+        // Tasks are an extension in this revision.
         caps.remove("tasks");
+        caps.insert("extensions".into(), json!({EXTENSION: {}}));
     }
     let mut versions = vec![VERSION];
     versions.extend(crate::upstream::HANDSHAKE_VERSIONS.iter().rev());

@@ -8,9 +8,11 @@ use super::state::{self, Opened, Signer, StateError};
 use super::{Answers, Out, RESUMABLE, Status, VERSION, final_line, stamp, status_of};
 use crate::hub::{Hub, Session, lock};
 use crate::jsonrpc::{self, Frame, Kind, Message, code};
+use crate::transport::queue::queue;
 use crate::transport::{Outbox, Outgoing};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -120,6 +122,9 @@ pub(super) async fn call(
     };
     match next {
         Next::Done(line) => {
+            if let Some(task) = became_task(&hub, &line) {
+                serve_task(task, running);
+            }
             let line = final_line(id, method, &line);
             let status = status_of(&line);
             let _ = tx.send(Out::Done { line, status });
@@ -149,6 +154,59 @@ pub(super) async fn call(
             }
         }
     }
+}
+
+/// The hub task a call's answer announces (`resultType: "task"`), if it is one.
+fn became_task(hub: &Hub, line: &str) -> Option<Arc<crate::hub::tasks::Task>> {
+    let m = Message::parse(line.into()).ok()?;
+    let result: Value = serde_json::from_str(m.result()?).ok()?;
+    if result.get("resultType")? != "task" {
+        return None;
+    }
+    let id = result.get("taskId")?.as_str()?;
+    hub.tasks.get(id, crate::hub::tasks::Owner::Bearer).ok()
+}
+
+/// A call that became a task keeps its session: what the session asks the client from now
+/// on becomes the task's `input_required` (with its `inputRequests`), and the client's
+/// `tasks/update` answers it, until the task ends.
+fn serve_task(task: Arc<crate::hub::tasks::Task>, mut running: Running) {
+    use crate::hub::tasks::Status;
+    let Some(mut inputs) = task.take_inputs() else {
+        return;
+    };
+    // A task gets no notifications of its call (the extension has none for tasks).
+    let (queue, _unread) = queue();
+    let quiet = Answers {
+        queue,
+        dropped: AtomicU64::new(0),
+    };
+    tokio::spawn(async move {
+        let ended = task.ended();
+        tokio::pin!(ended);
+        loop {
+            tokio::select! {
+                _ = &mut ended => break,
+                next = running.until_next(&quiet, None, true) => match next {
+                    Next::Input => {
+                        let asked = running.asked_json().to_string();
+                        task.progress(Status::InputRequired, None, Some(&asked));
+                    }
+                    Next::Done(_) => break,
+                },
+                Some(responses) = inputs.recv() => {
+                    let responses: Option<Value> = serde_json::from_str(&responses).ok();
+                    running.answer(responses.as_ref());
+                    if running.asked.is_empty() {
+                        task.progress(Status::Working, None, None);
+                    } else {
+                        let asked = running.asked_json().to_string();
+                        task.progress(Status::InputRequired, None, Some(&asked));
+                    }
+                }
+            }
+        }
+    });
 }
 
 /// Why a request that needs its client's input cannot wait for it.
