@@ -82,7 +82,11 @@ if (plan.cancelTool) {
   const id = created.task.taskId;
   await sleep(300);
   out.listed = (await client.experimental.tasks.listTasks()).tasks.map((t) => t.taskId);
-  out.cancelAnswer = await client.experimental.tasks.cancelTask(id);
+  try {
+    out.cancelAnswer = await client.experimental.tasks.cancelTask(id);
+  } catch (e) {
+    out.cancelAnswer = { error: errorOf(e) };
+  }
   for (let i = 0; i < 50; i++) {
     out.cancelGet = await client.experimental.tasks.getTask(id);
     if (["cancelled", "completed", "failed"].includes(out.cancelGet.status)) break;

@@ -17,6 +17,7 @@ import time
 import anyio
 import mcp.types as types
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 TTL = 60000
 TERMINAL = ("completed", "failed", "cancelled")
@@ -89,9 +90,12 @@ async def main():
             await anyio.sleep(0.3)
             listed = await s.send_request(types.ListTasksRequest(), types.ListTasksResult)
             out["listed"] = [t.task_id for t in listed.tasks]
-            out["cancelAnswer"] = dump(await s.send_request(
-                types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
-                types.CancelTaskResult))
+            try:
+                out["cancelAnswer"] = dump(await s.send_request(
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)),
+                    types.CancelTaskResult))
+            except MCPError as e:
+                out["cancelAnswer"] = {"error": {"code": e.code, "message": e.message}}
             for _ in range(50):
                 task = await get(task_id)
                 if task.status in TERMINAL:
