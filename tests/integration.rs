@@ -1,6 +1,7 @@
 //! The one integration-test binary: real processes over real pipes.
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
+//! - `apps`: MCP Apps servers (ext-apps SDK) behind the hub: views under one URI, view tools.
 //! - `abuse`: clients that do not read their answers: bounded memory, nothing lost.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
@@ -23,7 +24,7 @@
 //! - `compat`: popular community servers under the default profile (`.ci/compat.sh` installs them).
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
-//! - `tasks`: tool calls run as tasks (2025-11-25) by real SDK clients, through the hub and directly.
+//! - `tasks`: MCP Tasks through the hub in both eras: its own task face, real SDK task clients.
 //! - `embed`: the embedding API (`openpact::Hub`) in this process against the fixture.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //! - `code_work`: code-mode programs doing multi-server work over the real servers and the
@@ -44,6 +45,7 @@
 mod support;
 
 mod abuse;
+mod apps;
 mod auth;
 mod builtins_calendar;
 mod builtins_files;

@@ -49,8 +49,7 @@ pub(super) async fn permissions(
     settle(&hub).await;
     let catalog = hub.catalog();
     let found = catalog
-        .tools
-        .find(&name)
+        .tool(&name)
         .or_else(|| catalog.prompts.find(&name))
         .map(|n| (n.qualified.clone(), n.definition().to_string()))
         .or_else(|| resource_named(&hub, &catalog, &name));
@@ -83,7 +82,10 @@ fn resource_named(
 ) -> Option<(Arc<str>, String)> {
     let (prefix, uri) = name.split_once(':')?;
     let upstreams = hub.upstreams();
-    let index = match catalog.route_uri_listed(uri) {
+    // A view (MCP Apps) is permitted under its server's own URI, which the hub serves in
+    // its own form.
+    let view = crate::hub::apps::hub_uri(prefix, uri).and_then(|shown| hub.view_server(0, &shown));
+    let index = match view.or_else(|| catalog.route_uri_listed(uri)) {
         Some(index) => index,
         None if url::Url::parse(uri).is_ok() => catalog.route_uri(uri, &upstreams, |_| true)?,
         None => return None,

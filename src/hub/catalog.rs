@@ -53,6 +53,13 @@ pub struct Named {
     pub flows: Labels,
     /// The `description` member (empty when absent), read once when the catalogue is built.
     pub description: String,
+    /// Its `_meta` names a view (MCP Apps): a client without the extension is shown
+    /// [`Named::json_for`]'s plain form.
+    pub ui: bool,
+    /// `_meta.ui.visibility` leaves out the model: callable, never listed ([`Catalog::app_only`]).
+    pub view_only: bool,
+    /// `json` without the UI metadata, made when a client without the extension first lists it.
+    plain: std::sync::OnceLock<Option<String>>,
     /// `sha256:…` of description + schema + annotations, computed when first needed.
     definition: std::sync::OnceLock<String>,
     /// What tool search knows of it, made when a search first needs it.
@@ -74,11 +81,24 @@ impl Named {
             .get_or_init(|| crate::search::Doc::of_tool(&self.original, &self.json, server, hint))
     }
 
+    /// The definition as a client is shown it: without UI metadata unless it declared
+    /// the MCP Apps extension (`apps`).
+    pub fn json_for(&self, apps: bool) -> &str {
+        if apps || !self.ui {
+            return &self.json;
+        }
+        self.plain
+            .get_or_init(|| super::apps::without_ui(&self.json))
+            .as_deref()
+            .unwrap_or(&self.json)
+    }
+
     /// This entry with `json` for its definition (the rest shared).
     pub fn with_json(&self, json: String) -> Named {
         Named {
             hash: item_hash(self.upstream, &json),
             json,
+            plain: std::sync::OnceLock::new(),
             definition: std::sync::OnceLock::new(),
             doc: std::sync::OnceLock::new(),
             ..self.clone()
@@ -109,16 +129,25 @@ impl Named {
             read_only: hints.read_only,
             flows: Labels::intrinsic(Some(&entry.key), hints.read_only, hints.open_world),
             description: obj.get_str("description").unwrap_or_default().into(),
+            ui: false,
+            view_only: false,
+            plain: std::sync::OnceLock::new(),
             definition: std::sync::OnceLock::new(),
             doc: std::sync::OnceLock::new(),
             hash: item_hash(BUILTIN, &entry.json),
         }
     }
 
-    /// A server's tool or prompt under the names `prefix` and `mode` give it (`None`: the
-    /// entry is not an object). A tool's `execution.taskSupport` is kept: the hub honours
-    /// it, following the server's task (see `hub::tasks`).
-    fn upstream(upstream: usize, prefix: &str, mode: ToolNames, entry: &Entry) -> Option<Named> {
+    /// A server's tool (`tool`) or prompt under the names `prefix` and `mode` give it
+    /// (`None`: the entry is not an object). A tool's `execution.taskSupport` is kept: the
+    /// hub honours it, following the server's task (see `hub::tasks`).
+    fn upstream(
+        upstream: usize,
+        prefix: &str,
+        mode: ToolNames,
+        entry: &Entry,
+        tool: bool,
+    ) -> Option<Named> {
         let obj = RawObject::parse(&entry.json).ok()?;
         let qualified: Arc<str> = Arc::from(names::qualified(prefix, &entry.key));
         let portable: Arc<str> = Arc::from(names::portable(prefix, &entry.key));
@@ -127,7 +156,11 @@ impl Named {
             ToolNames::Portable => portable.clone(),
         };
         let name = jsonrpc::quote(&wire);
-        let json = obj.with("name", &name);
+        let ui = tool.then(|| super::apps::tool_ui(prefix, &obj)).flatten();
+        let json = match ui.as_ref().and_then(|u| u.meta.as_deref()) {
+            Some(meta) => obj.rewrite(&[("name", Some(name.as_str())), ("_meta", Some(meta))]),
+            None => obj.with("name", &name),
+        };
         let hints = Hints::of(&obj);
         Some(Named {
             upstream,
@@ -139,6 +172,9 @@ impl Named {
             read_only: hints.read_only,
             flows: Labels::intrinsic(None, hints.read_only, hints.open_world),
             description: obj.get_str("description").unwrap_or_default().into(),
+            view_only: ui.as_ref().is_some_and(|u| u.view_only),
+            ui: ui.is_some(),
+            plain: std::sync::OnceLock::new(),
             definition: std::sync::OnceLock::new(),
             doc: std::sync::OnceLock::new(),
             hash: item_hash(upstream, &json),
@@ -209,13 +245,40 @@ impl NamedList {
     pub fn jsons(&self) -> impl Iterator<Item = &str> {
         self.items.iter().map(|i| i.json.as_str())
     }
+
+    /// The definitions as a client is shown them (see [`Named::json_for`]).
+    pub fn jsons_for(&self, apps: bool) -> impl Iterator<Item = &str> {
+        self.items.iter().map(move |i| i.json_for(apps))
+    }
+
+    /// This list without its view-only tools, and those tools (names were already checked
+    /// for conflicts across both).
+    fn split_view_only(self) -> (NamedList, NamedList) {
+        if !self.items.iter().any(|t| t.view_only) {
+            return (self, NamedList::default());
+        }
+        let (app_only, tools): (Vec<_>, Vec<_>) = self.items.into_iter().partition(|t| t.view_only);
+        let mut none = Vec::new();
+        (
+            NamedList::merge("tool", &mut none, std::iter::once(&tools[..])),
+            NamedList::merge("tool", &mut none, std::iter::once(&app_only[..])),
+        )
+    }
+
+    /// The tools of servers with MCP Apps views whose own (unprefixed) name is `name`, as a
+    /// view calls them.
+    pub fn by_own_name<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Arc<Named>> {
+        self.items
+            .iter()
+            .filter(move |t| t.original == name && t.upstream < META)
+    }
 }
 
 /// A resource or resource template, kept verbatim.
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub upstream: usize,
-    /// The URI (or URI template).
+    /// The URI (or URI template) the hub serves it under.
     pub key: Arc<str>,
     pub json: Box<str>,
     /// For a template: the parsed form URIs are matched against.
@@ -225,20 +288,35 @@ pub struct Listed {
 }
 
 impl Listed {
-    fn new(upstream: usize, entry: &Entry, template: bool) -> Listed {
+    fn new(upstream: usize, prefix: &str, entry: &Entry, template: bool) -> Listed {
+        // A view (MCP Apps) is served under a URI of the hub's: two servers may use the same.
+        let member = if template { "uriTemplate" } else { "uri" };
+        let shown = super::apps::hub_uri(prefix, &entry.key).and_then(|uri| {
+            let json = RawObject::parse(&entry.json)
+                .ok()?
+                .with(member, &jsonrpc::quote(&uri));
+            Some((uri, json))
+        });
+        let (key, json): (Arc<str>, Box<str>) = match shown {
+            Some((uri, json)) => (uri.into(), json.into()),
+            None => (entry.key.as_str().into(), entry.json.clone()),
+        };
         Listed {
             upstream,
-            key: Arc::from(entry.key.as_str()),
-            json: entry.json.clone(),
-            matcher: template.then(|| UriTemplate::parse(&entry.key)),
-            hash: item_hash(upstream, &entry.json),
+            matcher: template.then(|| UriTemplate::parse(&key)),
+            hash: item_hash(upstream, &json),
+            key,
+            json,
         }
     }
 }
 
 #[derive(Debug, Default)]
 pub struct Catalog {
+    /// The tools a model may be shown (listed, searched, in code mode).
     pub tools: NamedList,
+    /// Tools for their MCP Apps view only: callable by name, never listed or searched.
+    pub app_only: NamedList,
     pub prompts: NamedList,
     pub resources: Vec<Arc<Listed>>,
     pub templates: Vec<Arc<Listed>>,
@@ -454,26 +532,27 @@ impl Builder {
                 ..ServerShares::default()
             });
             Share::refresh(&mut shares.tools, &snap.tools, |e| {
-                Named::upstream(*index, prefix, mode, e)
+                Named::upstream(*index, prefix, mode, e, true)
             });
             Share::refresh(&mut shares.prompts, &snap.prompts, |e| {
-                Named::upstream(*index, prefix, mode, e)
+                Named::upstream(*index, prefix, mode, e, false)
             });
             Share::refresh(&mut shares.resources, &snap.resources, |e| {
-                Some(Listed::new(*index, e, false))
+                Some(Listed::new(*index, prefix, e, false))
             });
             Share::refresh(&mut shares.templates, &snap.templates, |e| {
-                Some(Listed::new(*index, e, true))
+                Some(Listed::new(*index, prefix, e, true))
             });
         }
         let in_order = || listed.iter().filter_map(|(i, _, _)| self.servers.get(i));
 
         let mut conflicts = Vec::new();
-        let tools = NamedList::merge(
+        let (tools, app_only) = NamedList::merge(
             "tool",
             &mut conflicts,
             std::iter::once(&self.builtins[..]).chain(in_order().map(|s| Share::items(&s.tools))),
-        );
+        )
+        .split_view_only();
         let prompts = NamedList::merge(
             "prompt",
             &mut conflicts,
@@ -491,6 +570,7 @@ impl Builder {
         );
         Catalog {
             tools,
+            app_only,
             prompts,
             resources_fingerprint: fold(resources.iter().map(|r| r.hash)),
             templates_fingerprint: fold(templates.iter().map(|r| r.hash)),
@@ -512,13 +592,14 @@ impl Catalog {
         keep_tool: impl Fn(&Named) -> bool,
     ) -> Catalog {
         let mut none = Vec::new();
-        let tools: Vec<Arc<Named>> = self
-            .tools
-            .items
-            .iter()
-            .filter(|t| keep_server(t.upstream) && keep_tool(t))
-            .cloned()
-            .collect();
+        let keep = |list: &NamedList| -> Vec<Arc<Named>> {
+            list.items
+                .iter()
+                .filter(|t| keep_server(t.upstream) && keep_tool(t))
+                .cloned()
+                .collect()
+        };
+        let (tools, app_only) = (keep(&self.tools), keep(&self.app_only));
         let prompts: Vec<Arc<Named>> = self
             .prompts
             .items
@@ -544,6 +625,7 @@ impl Catalog {
         );
         Catalog {
             tools: NamedList::merge("tool", &mut none, std::iter::once(&tools[..])),
+            app_only: NamedList::merge("tool", &mut none, std::iter::once(&app_only[..])),
             prompts: NamedList::merge("prompt", &mut none, std::iter::once(&prompts[..])),
             resources_fingerprint: fold(resources.iter().map(|r| r.hash)),
             templates_fingerprint: fold(templates.iter().map(|r| r.hash)),
@@ -571,6 +653,45 @@ impl Catalog {
     ) -> Option<usize> {
         self.route_uri_listed(uri)
             .or_else(|| self.only_resource_server(upstreams, in_view))
+    }
+
+    /// The tool with wire, qualified or portable name `name`, listed or view-only.
+    pub fn tool(&self, name: &str) -> Option<&Arc<Named>> {
+        self.tools.find(name).or_else(|| self.app_only.find(name))
+    }
+
+    /// The servers with MCP Apps views: some tool of theirs names one.
+    fn app_servers(&self) -> Vec<usize> {
+        let mut servers: Vec<usize> = (self.tools.items.iter())
+            .chain(&self.app_only.items)
+            .filter(|t| t.ui)
+            .map(|t| t.upstream)
+            .collect();
+        servers.sort_unstable();
+        servers.dedup();
+        servers
+    }
+
+    /// A tool called by a view: by its wire name, else (for servers with views) by the
+    /// name its own server knows it by, which is what a view calls it by through its host.
+    /// `Err` holds the qualified names when several such servers have a tool of that name.
+    pub fn find_tool<'a>(&'a self, name: &'a str) -> Result<Option<&'a Arc<Named>>, Vec<Arc<str>>> {
+        if let Some(t) = self.tool(name) {
+            return Ok(Some(t));
+        }
+        let apps = self.app_servers();
+        if apps.is_empty() {
+            return Ok(None);
+        }
+        let found: Vec<&Arc<Named>> = (self.tools.by_own_name(name))
+            .chain(self.app_only.by_own_name(name))
+            .filter(|t| apps.contains(&t.upstream))
+            .collect();
+        match found[..] {
+            [] => Ok(None),
+            [one] => Ok(Some(one)),
+            _ => Err(found.iter().map(|t| t.qualified.clone()).collect()),
+        }
     }
 
     /// The server that lists `uri` or a template matching it.

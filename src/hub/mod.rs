@@ -15,6 +15,7 @@
 //! credentials for logins through a client (the session's half is `session/login.rs`);
 //! `session` is one downstream client, `stateless` the 2026-07-28 requests.
 
+pub mod apps;
 mod assemble;
 pub mod catalog;
 mod events;
@@ -385,14 +386,17 @@ impl Hub {
         let obj = capabilities
             .and_then(|c| RawObject::parse(c).ok())
             .unwrap_or_default();
+        let extensions = capabilities.and_then(apps::carried);
         let mut out = String::from("{");
-        for key in ["roots", "sampling", "elicitation"] {
-            if let Some(v) = obj.get(key).filter(|v| *v != "null") {
-                if out.len() > 1 {
-                    out.push(',');
-                }
-                out.push_str(&format!("\"{key}\":{v}"));
+        let declared = ["roots", "sampling", "elicitation"]
+            .into_iter()
+            .filter_map(|key| Some((key, obj.get(key).filter(|v| *v != "null")?)))
+            .chain(extensions.as_deref().map(|e| ("extensions", e)));
+        for (key, v) in declared {
+            if out.len() > 1 {
+                out.push(',');
             }
+            out.push_str(&format!("\"{key}\":{v}"));
         }
         out.push('}');
         self.client_caps.send_if_modified(|c| {
@@ -525,7 +529,7 @@ impl Hub {
             for glob in globs {
                 let Some((server, tool)) = glob.split_once(':') else {
                     // No `:`: a built-in tool (or a tool of a server without a prefix).
-                    if !glob.contains(['*', '?', '[', '{']) && catalog.tools.find(glob).is_none() {
+                    if !glob.contains(['*', '?', '[', '{']) && catalog.tool(glob).is_none() {
                         tracing::warn!(
                             "openpact.{section}: \"{glob}\" names no tool openpact serves; the rule will never match"
                         );
@@ -544,7 +548,7 @@ impl Hub {
                     .find(|u| !u.is_removed() && u.config().prefix() == server)
                     .cloned();
                 if up.is_some_and(|u| u.snapshot().state == State::Ready)
-                    && catalog.tools.find(glob).is_none()
+                    && catalog.tool(glob).is_none()
                     && catalog.prompts.find(glob).is_none()
                 {
                     tracing::warn!(

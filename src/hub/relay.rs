@@ -227,8 +227,15 @@ impl Hub {
             }
             "notifications/resources/updated" => {
                 if let Some(uri) = obj.get_str("uri") {
+                    // A view's update goes to the clients subscribed to its hub URI.
+                    let prefix = self.upstreams()[i].config().prefix().to_string();
+                    let shown = super::apps::updated(&prefix, &uri, m.text());
+                    let (uri, line) = match &shown {
+                        Some((uri, line)) => (uri.as_str(), line.as_str()),
+                        None => (&*uri, m.text()),
+                    };
                     for s in self.sessions() {
-                        s.deliver_update(&uri, m.text());
+                        s.deliver_update(uri, line);
                     }
                 }
             }

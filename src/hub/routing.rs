@@ -22,12 +22,22 @@ pub enum RouteError {
     },
     #[error("Resource not found: no server offers {0}")]
     NoServerForUri(String),
+    #[error(
+        "Tool '{name}' is offered by several servers with MCP Apps views ({}); call it by one of those names",
+        .servers.join(", ")
+    )]
+    Ambiguous {
+        name: String,
+        servers: Vec<Arc<str>>,
+    },
 }
 
 impl RouteError {
     pub fn code(&self) -> i64 {
         match self {
-            RouteError::Unknown { .. } => jsonrpc::code::INVALID_PARAMS,
+            RouteError::Unknown { .. } | RouteError::Ambiguous { .. } => {
+                jsonrpc::code::INVALID_PARAMS
+            }
             RouteError::ServerDown { .. } => crate::upstream::code::UNAVAILABLE,
             RouteError::NoServerForUri(_) => RESOURCE_NOT_FOUND,
         }
@@ -93,11 +103,19 @@ impl Hub {
         name: &str,
     ) -> Result<(Route, Arc<Named>), RouteError> {
         let catalog = self.view_catalog(view);
-        let (list, label) = match kind {
-            NameKind::Tool => (&catalog.tools, "tool"),
-            NameKind::Prompt => (&catalog.prompts, "prompt"),
+        let (found, label) = match kind {
+            NameKind::Tool => (
+                catalog
+                    .find_tool(name)
+                    .map_err(|servers| RouteError::Ambiguous {
+                        name: name.into(),
+                        servers,
+                    })?,
+                "tool",
+            ),
+            NameKind::Prompt => (catalog.prompts.find(name), "prompt"),
         };
-        if let Some(t) = list.find(name) {
+        if let Some(t) = found {
             // Fill the catalogue entry's lazy definition hash before cloning it, so the hash
             // is computed once per catalogue, not once per call.
             let _ = t.definition();
@@ -137,11 +155,33 @@ impl Hub {
         })
     }
 
+    /// A request to `up` about `uri` when that is one of its views under the hub's URI.
+    pub fn view_read(&self, up: &Upstream, uri: &str) -> Option<super::apps::Read> {
+        let upstream = super::apps::upstream_uri(up.config().prefix(), uri)?;
+        Some(super::apps::Read {
+            shown: uri.to_string(),
+            upstream,
+        })
+    }
+
+    /// The server in view `view` whose view `uri` is in the hub's form, listed or not (a
+    /// server may serve a view it does not list, or through a template).
+    pub fn view_server(&self, view: usize, uri: &str) -> Option<usize> {
+        self.upstreams()
+            .iter()
+            .filter(|u| !u.is_removed() && self.in_view(view, u.index))
+            .find(|u| super::apps::upstream_uri(u.config().prefix(), uri).is_some())
+            .map(|u| u.index)
+    }
+
     /// The server serving a resource URI (or a URI template, for completion).
     pub async fn route_uri(&self, view: usize, uri: &str) -> Result<Arc<Upstream>, RouteError> {
         // A URI no ready server lists may belong to one still starting: wait for it before
         // falling back to "the only server with resources", which could be the wrong one.
-        if self.view_catalog(view).route_uri_listed(uri).is_none() && self.starting() {
+        if self.view_catalog(view).route_uri_listed(uri).is_none()
+            && self.view_server(view, uri).is_none()
+            && self.starting()
+        {
             let left = self
                 .settings
                 .list_wait
@@ -152,9 +192,11 @@ impl Hub {
             .await;
         }
         let in_view = |i: usize| self.in_view(view, i);
-        match self
-            .view_catalog(view)
-            .route_uri(uri, &self.upstreams(), in_view)
+        let catalog = self.view_catalog(view);
+        match catalog
+            .route_uri_listed(uri)
+            .or_else(|| self.view_server(view, uri))
+            .or_else(|| catalog.route_uri(uri, &self.upstreams(), in_view))
         {
             Some(i) => Ok(self.upstreams()[i].clone()),
             None => Err(RouteError::NoServerForUri(uri.into())),

@@ -92,7 +92,8 @@ pub struct Task {
     pub id: Arc<str>,
     owner: Owner,
     created: SystemTime,
-    ttl: Duration,
+    /// How long the task and its answer are kept once it has ended.
+    pub ttl: Duration,
     state: watch::Sender<Snapshot>,
     run: Mutex<Option<AbortHandle>>,
     /// Told of every change (the owner's `notifications/tasks/status`).
@@ -121,14 +122,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Task {
     pub fn snapshot(&self) -> Snapshot {
         self.state.borrow().clone()
-    }
-
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
-    pub fn owner(&self) -> Owner {
-        self.owner
     }
 
     /// The background run, so that cancelling the task stops it (and its server's call).
@@ -182,6 +175,21 @@ impl Task {
             s.status = status;
             s.message = message;
             s.input_requests = input;
+            true
+        });
+    }
+
+    /// The server's own task, which the call follows, reports `status` and `message`: shown
+    /// as the hub task's (what the client is asked stays as the hub put it).
+    pub fn server_progress(&self, status: &str, message: Option<&str>) {
+        let status = Status::of_server(status);
+        self.change(|s| {
+            let message = message.map(str::to_string);
+            if s.status == status && s.message == message {
+                return false;
+            }
+            s.status = status;
+            s.message = message;
             true
         });
     }
@@ -281,17 +289,35 @@ impl Task {
     /// The 2026-07-28 extension's task: `CreateTaskResult` (`detailed` false) or the
     /// `DetailedTask` of `tasks/get` (with its input requests, result or error).
     pub fn extension_task(&self, detailed: bool) -> String {
+        let kind = if detailed { "complete" } else { "task" };
+        self.extension_shape(Some(kind), detailed)
+    }
+
+    /// The `DetailedTask` a `notifications/tasks` carries.
+    pub fn extension_notification(&self) -> String {
+        self.extension_shape(None, true)
+    }
+
+    /// Changes of this task, for a stream that reports them.
+    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+        self.state.subscribe()
+    }
+
+    fn extension_shape(&self, result_type: Option<&str>, detailed: bool) -> String {
         let s = self.snapshot();
-        let mut out = format!(
-            "{{\"resultType\":\"{}\",\"taskId\":{},\"status\":\"{}\",\"createdAt\":{},\"lastUpdatedAt\":{},\"ttlMs\":{},\"pollIntervalMs\":{}",
-            if detailed { "complete" } else { "task" },
+        let mut out = String::from("{");
+        if let Some(kind) = result_type {
+            out.push_str(&format!("\"resultType\":\"{kind}\","));
+        }
+        out.push_str(&format!(
+            "\"taskId\":{},\"status\":\"{}\",\"createdAt\":{},\"lastUpdatedAt\":{},\"ttlMs\":{},\"pollIntervalMs\":{}",
             jsonrpc::quote(&self.id),
             s.status.as_str(),
             jsonrpc::quote(&crate::time::rfc3339(self.created)),
             jsonrpc::quote(&crate::time::rfc3339(s.updated)),
             self.ttl.as_millis(),
             POLL_INTERVAL.as_millis(),
-        );
+        ));
         if let Some(m) = &s.message {
             out.push_str(",\"statusMessage\":");
             out.push_str(&jsonrpc::quote(m));
@@ -467,7 +493,7 @@ mod tests {
     fn a_bearer_task_is_read_by_its_id_alone() {
         let tasks = Tasks::default();
         let t = tasks.create(Owner::Bearer, Some(MAX_TTL * 2)).unwrap();
-        assert_eq!(t.ttl(), MAX_TTL);
+        assert_eq!(t.ttl, MAX_TTL);
         assert!(tasks.get(&t.id, Owner::Session(7)).is_ok());
         assert!(tasks.get("t00", Owner::Bearer).is_err());
         assert!(t.cancel());

@@ -15,11 +15,11 @@ pub use crate::revision::{STATELESS_VERSION, code, meta};
 
 /// What the hub declares to a stateless server on every request: all it can bridge to its
 /// clients (form and URL elicitation, sampling, roots — each reaches a client that declared
-/// it; for one that did not, the call fails saying so). Unlike a handshake `initialize`, these
+/// it; for one that did not, the call fails saying so — and MCP Apps views, which a client
+/// without the extension is shown tools without). Unlike a handshake `initialize`, these
 /// do not depend on which client is connected: a stateless server must not vary its lists per
 /// request, and one hub serves many clients.
-pub const CLIENT_CAPABILITIES: &str =
-    r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{}}"#;
+pub const CLIENT_CAPABILITIES: &str = r#"{"elicitation":{"form":{},"url":{}},"sampling":{},"roots":{},"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}}"#;
 
 /// How long `auto` waits for a stdio server to answer the `server/discover` probe before
 /// taking it for a handshake server. A stateless server answers at once (it has nothing to set

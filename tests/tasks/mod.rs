@@ -1,1 +1,5 @@
+//! MCP Tasks through the hub, both eras: the hub's own task face, servers' tasks followed,
+//! and real peers' clients.
+
 mod clients;
+mod face;

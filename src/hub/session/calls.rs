@@ -198,7 +198,10 @@ impl Session {
         };
         let policy = self.hub.policy();
         let mut call = Call::new(self, m, &policy, t0);
-        let qualified = format!("{}:{uri}", up.config().prefix());
+        // A view the hub serves under a URI of its own is asked for, and permitted, by its own.
+        let view = self.hub.view_read(&up, &uri);
+        let own = view.as_ref().map_or(uri.as_str(), |v| &v.upstream);
+        let qualified = format!("{}:{own}", up.config().prefix());
         let target = Target {
             kind: "resource",
             qualified: &qualified,
@@ -216,9 +219,14 @@ impl Session {
             return call.answer(up.index, outcome, refused);
         }
         // Dispatch, then settle.
-        let reply = self
-            .request_upstream(&up, m.method(), m.params().unwrap_or("{}"))
-            .await;
+        let params = m.params().unwrap_or("{}");
+        let reply = match &view {
+            Some(view) => view.reply(
+                self.request_upstream(&up, m.method(), &view.params(params))
+                    .await,
+            ),
+            None => self.request_upstream(&up, m.method(), params).await,
+        };
         call.settle(up.index, reply, None)
     }
 

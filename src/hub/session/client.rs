@@ -128,6 +128,13 @@ impl Session {
 }
 
 impl Session {
+    /// Whether the client declared the MCP Apps extension: it is shown tools' views.
+    pub(crate) fn shows_apps(&self) -> bool {
+        lock(&self.capabilities)
+            .as_deref()
+            .is_some_and(crate::hub::apps::declared)
+    }
+
     /// Whether the client declared URL-mode elicitation (`elicitation.url`, 2025-11-25).
     pub(crate) fn can_open_urls(&self) -> bool {
         lock(&self.capabilities)

@@ -59,7 +59,11 @@ impl Session {
         let catalog = self.catalog();
         let tools = catalog.listed_tools();
         let (field, fingerprint, items): (&str, u64, Vec<&str>) = match m.method() {
-            "tools/list" => ("tools", tools.fingerprint, tools.jsons().collect()),
+            "tools/list" => (
+                "tools",
+                tools.fingerprint,
+                tools.jsons_for(self.shows_apps()).collect(),
+            ),
             "prompts/list" => (
                 "prompts",
                 catalog.prompts.fingerprint,

@@ -14,6 +14,11 @@ impl Session {
             Err(e) => return e.line(m),
         };
         let params = m.params().unwrap_or("{}");
+        // A view under the hub's URI is subscribed to, upstream, by the server's own.
+        let (upstream_uri, upstream_params) = match self.hub.view_read(&up, &uri) {
+            Some(view) => (view.upstream.clone(), view.params(params)),
+            None => (uri.clone(), params.to_string()),
+        };
         let subscribe = m.method() == "resources/subscribe";
         let changed = if subscribe {
             lock(&self.subscriptions).insert(uri.clone())
@@ -25,9 +30,13 @@ impl Session {
             return jsonrpc::result(m.id(), "{}");
         }
         let reply = if subscribe {
-            self.hub.subscribe_uri(&up, &uri, params).await
+            (self.hub)
+                .subscribe_uri(&up, &upstream_uri, &upstream_params)
+                .await
         } else {
-            self.hub.unsubscribe_uri(&up, &uri, params).await
+            (self.hub)
+                .unsubscribe_uri(&up, &upstream_uri, &upstream_params)
+                .await
         };
         match reply {
             Ok(None) => jsonrpc::result(m.id(), "{}"),
@@ -90,11 +99,13 @@ impl Session {
                 }
             },
             Some("ref/resource") => match reference.get_str("uri") {
-                Some(uri) => self
-                    .hub
-                    .route_uri(self.view, &uri)
-                    .await
-                    .map(|up| (up, params.to_string())),
+                Some(uri) => self.hub.route_uri(self.view, &uri).await.map(|up| {
+                    let params = match self.hub.view_read(&up, &uri) {
+                        Some(view) => obj.with("ref", &view.params(&reference.rewrite(&[]))),
+                        None => params.to_string(),
+                    };
+                    (up, params)
+                }),
                 None => {
                     return jsonrpc::error(
                         m.id(),

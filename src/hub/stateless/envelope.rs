@@ -100,7 +100,10 @@ pub fn inner_request(id: &str, method: &str, params: &Value) -> String {
     let mut params = params.clone();
     if let Some(obj) = params.as_object_mut() {
         obj.remove("requestState");
-        obj.remove("inputResponses");
+        // A retry's answers are the hub's to give; `tasks/update` carries its own.
+        if method != "tasks/update" {
+            obj.remove("inputResponses");
+        }
         let empty = obj
             .get_mut("_meta")
             .and_then(Value::as_object_mut)

@@ -24,6 +24,8 @@ struct Filter {
     prompts: bool,
     resources: bool,
     uris: Vec<String>,
+    /// Tasks (the Tasks extension) whose every change the client wants.
+    task_ids: Vec<String>,
 }
 
 impl Filter {
@@ -40,7 +42,18 @@ impl Filter {
                     .collect()
             })
             .unwrap_or_default();
+        let task_ids = n
+            .get("taskIds")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(Filter {
+            task_ids,
             tools: flag("toolsListChanged"),
             prompts: flag("promptsListChanged"),
             resources: flag("resourcesListChanged"),
@@ -62,6 +75,9 @@ impl Filter {
         }
         if !self.uris.is_empty() {
             m.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        if !self.task_ids.is_empty() {
+            m.insert("taskIds".into(), json!(self.task_ids));
         }
         Value::Object(m)
     }
@@ -108,6 +124,19 @@ pub(super) async fn run(
         ));
         return;
     };
+    let mut filter = filter;
+    let tasks = if crate::hub::session::declares_extension(Some(&envelope.capabilities)) {
+        // Only the tasks that exist are agreed to; the acknowledgement says which.
+        filter
+            .task_ids
+            .iter()
+            .filter_map(|t| hub.tasks.get(t, crate::hub::tasks::Owner::Bearer).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    filter.task_ids = tasks.iter().map(|t| t.id.to_string()).collect();
+    let mut task_changes = task_changes(tasks);
     let sub_id: Value = serde_json::from_str(id).unwrap_or(Value::Null);
     let mut events = hub.subscribe();
     let (out, mut rx) = Outbox::channel();
@@ -165,6 +194,11 @@ pub(super) async fn run(
                 Some(_) => None,
                 None => break,
             },
+            Some(task) = task_changes.recv() => Some(tagged(
+                "notifications/tasks",
+                serde_json::from_str(&task.extension_notification()).ok(),
+                &sub_id,
+            )),
             () = tx.closed() => break,
         };
         if let Some(line) = line
@@ -173,6 +207,28 @@ pub(super) async fn run(
             break;
         }
     }
+}
+
+/// Each change of `tasks`, until each has ended (the last change is its end).
+fn task_changes(
+    tasks: Vec<Arc<crate::hub::tasks::Task>>,
+) -> tokio::sync::mpsc::UnboundedReceiver<Arc<crate::hub::tasks::Task>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for task in tasks {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut changes = task.watch();
+            // The stream starts with where each task is now.
+            changes.mark_changed();
+            while changes.changed().await.is_ok() {
+                let ended = changes.borrow_and_update().status.is_terminal();
+                if tx.send(task.clone()).is_err() || ended {
+                    break;
+                }
+            }
+        });
+    }
+    rx
 }
 
 /// The fingerprints of a view's lists as a stream last announced them.
