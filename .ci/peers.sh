@@ -41,6 +41,15 @@ for tool in node npm python3; do
 done
 python3 -c 'import venv, ensurepip' 2>/dev/null \
   || die "python3 has no working venv/ensurepip module (on Debian: apt-get install python3-venv)"
+# Headless Chromium (Debian's package) renders an MCP App view through the hub in the apps
+# tests; installed when missing and this runs as root with apt (CI), else those tests say why
+# they cannot run.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "installing chromium (Debian package) for the MCP Apps browser test"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } \
+    || say "could not install chromium; the browser test will say it cannot run"
+fi
 for f in package.json package-lock.json requirements.txt; do
   [ -f "$SRC/$f" ] || die "missing $SRC/$f"
 done

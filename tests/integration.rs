@@ -29,6 +29,8 @@
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //! - `code_work`: code-mode programs doing multi-server work over the real servers and the
 //!   fixture catalogues' data: parallel reads, keep/kept, tool errors, images, signatures.
+//! - `tasks`: MCP Tasks through the hub; `follow`: servers' tasks (rmcp's extension,
+//!   server-everything's 2025-11-25 tasks) followed for a plain call, cancelled with it.
 //! - `code_mode`: `run_code` programs: hostile ones held to their limits in a confined worker,
 //!   every inner call under the client's policy, progress, cancellation, the data-flow guard.
 //!

@@ -725,3 +725,44 @@ async fn a_2026_server_behind_a_2026_client() {
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     assert_eq!(r["result"]["content"][0]["text"], "Ada: hi there", "{r}");
 }
+
+/// Over HTTP a task's requests carry its id in `Mcp-Name`, so that an intermediary can route
+/// them; the hub checks it like any other name header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_requests_carry_its_id_in_mcp_name_over_http() {
+    let (_hub, base) = http_hub(Some(json!({"permissions": {"allow": ["fx:*"]}}))).await;
+    let c = http();
+    let caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let call = with_meta(
+        json!({"name": "fx:slow", "arguments": {"ms": 2000}}),
+        caps.clone(),
+    );
+    let created = body_json(
+        post(&c, &base, 1, "tools/call", Some("fx:slow"), call)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let get = with_meta(json!({"taskId": id}), caps.clone());
+    let named = post(&c, &base, 2, "tasks/get", Some(&id), get.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    let named = body_json(named).await;
+    assert_eq!(named["result"]["taskId"], id.as_str(), "{named}");
+    let wrong = post(&c, &base, 3, "tasks/get", Some("t-other"), get.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 400);
+    assert_eq!(body_json(wrong).await["error"]["code"], -32020);
+    let missing = post(&c, &base, 4, "tasks/get", None, get)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 400);
+}

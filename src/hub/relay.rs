@@ -20,9 +20,22 @@ impl Hub {
         method: &str,
         params: &str,
     ) -> Result<Message, CallError> {
+        self.request_for_within(session, up, method, params, None)
+            .await
+    }
+
+    /// [`Hub::request_for`] with `timeout` in place of the server's configured one when given.
+    pub async fn request_for_within(
+        &self,
+        session: &Arc<Session>,
+        up: &Upstream,
+        method: &str,
+        params: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Message, CallError> {
         let (params, _guard) = self.rewrite_progress(session, params);
         let _caller = self.note_caller(session, up.index);
-        up.request(method, Some(&params)).await
+        up.request_within(method, Some(&params), timeout).await
     }
 
     /// Remembers that `session` waits on server `upstream` until the guard is dropped.

@@ -268,22 +268,29 @@ impl Task {
 
     /// The 2025-11-25 `Task` object.
     pub fn legacy_task(&self) -> String {
-        let s = self.snapshot();
-        let mut out = format!(
-            "{{\"taskId\":{},\"status\":\"{}\",\"createdAt\":{},\"lastUpdatedAt\":{},\"ttl\":{},\"pollInterval\":{}",
+        let mut out = String::from("{");
+        self.task_fields(&mut out, &self.snapshot(), ("ttl", "pollInterval"));
+        out.push('}');
+        out
+    }
+
+    /// The fields both eras' task objects have, `names` naming the TTL and the interval.
+    fn task_fields(&self, out: &mut String, s: &Snapshot, names: (&str, &str)) {
+        out.push_str(&format!(
+            "\"taskId\":{},\"status\":\"{}\",\"createdAt\":{},\"lastUpdatedAt\":{},\"{}\":{},\"{}\":{}",
             jsonrpc::quote(&self.id),
             s.status.as_str(),
             jsonrpc::quote(&crate::time::rfc3339(self.created)),
             jsonrpc::quote(&crate::time::rfc3339(s.updated)),
+            names.0,
             self.ttl.as_millis(),
+            names.1,
             POLL_INTERVAL.as_millis(),
-        );
+        ));
         if let Some(m) = &s.message {
             out.push_str(",\"statusMessage\":");
             out.push_str(&jsonrpc::quote(m));
         }
-        out.push('}');
-        out
     }
 
     /// The 2026-07-28 extension's task: `CreateTaskResult` (`detailed` false) or the
@@ -309,19 +316,7 @@ impl Task {
         if let Some(kind) = result_type {
             out.push_str(&format!("\"resultType\":\"{kind}\","));
         }
-        out.push_str(&format!(
-            "\"taskId\":{},\"status\":\"{}\",\"createdAt\":{},\"lastUpdatedAt\":{},\"ttlMs\":{},\"pollIntervalMs\":{}",
-            jsonrpc::quote(&self.id),
-            s.status.as_str(),
-            jsonrpc::quote(&crate::time::rfc3339(self.created)),
-            jsonrpc::quote(&crate::time::rfc3339(s.updated)),
-            self.ttl.as_millis(),
-            POLL_INTERVAL.as_millis(),
-        ));
-        if let Some(m) = &s.message {
-            out.push_str(",\"statusMessage\":");
-            out.push_str(&jsonrpc::quote(m));
-        }
+        self.task_fields(&mut out, &s, ("ttlMs", "pollIntervalMs"));
         if detailed {
             match (&s.answer, &s.input_requests) {
                 (Some(Answer::Result(r)), _) => {
@@ -399,11 +394,10 @@ impl Tasks {
             },
         });
         let mut map = lock(&self.map);
+        // Expired answers go as new tasks come: what is kept stays bounded without a timer.
+        map.retain(|_, t| !t.expired(now));
         if map.len() >= MAX_TASKS {
-            map.retain(|_, t| !t.expired(now));
-            if map.len() >= MAX_TASKS {
-                return Err(TaskError::Full);
-            }
+            return Err(TaskError::Full);
         }
         map.insert(task.id.clone(), task.clone());
         Ok(task)

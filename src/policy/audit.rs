@@ -43,6 +43,9 @@ pub struct Record {
     /// record is of (on the program's own record).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub program: Option<Arc<str>>,
+    /// The task (MCP Tasks) this call ran as.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub task: Option<Arc<str>>,
     /// On a program's own record: `sha256:` of its code, and the tool calls it made.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub code_hash: Option<String>,

@@ -329,14 +329,26 @@ impl Upstream {
     /// locally, `logging/setLevel` becomes the log level stamped on each request, and
     /// `resources/subscribe` / `unsubscribe` change the listen stream's filter.
     pub async fn request(&self, method: &str, params: Option<&str>) -> Result<Message, CallError> {
+        self.request_within(method, params, None).await
+    }
+
+    /// [`Upstream::request`] waiting `timeout` instead of the configured one when given (a
+    /// task's blocking `tasks/result` may take as long as the task lives).
+    pub async fn request_within(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Message, CallError> {
+        let timeout = timeout.unwrap_or_else(|| self.config().timeout);
         match self.connection() {
             Some(conn) if conn.is_stateless() => {
                 match self.stateless_locally(&conn, method, params) {
                     Some(reply) => reply,
-                    None => conn.request(method, params, self.config().timeout).await,
+                    None => conn.request(method, params, timeout).await,
                 }
             }
-            Some(conn) => conn.request(method, params, self.config().timeout).await,
+            Some(conn) => conn.request(method, params, timeout).await,
             None => Err(CallError::NotReady {
                 server: self.name.to_string(),
                 state: self.describe_state(),

@@ -25,9 +25,9 @@
 //! - `instructions` in `initialize`: the hub only knows them once the server is ready (the
 //!   known startup gap is covered in `hub.rs`); the late-initialize test checks them.
 //!
-//! Not covered: `simulate-research-query` requires task augmentation (`tasks/*`), which the
-//! hub neither declares nor relays; it is called without a task on both sides (the server's
-//! own "requires task augmentation" tool error, compared like every other result).
+//! Not compared: `simulate-research-query` requires task augmentation; called plainly it is
+//! the server's own "requires task augmentation" tool error directly, while the hub runs it as
+//! the server's task and answers with its report (both checked, not compared).
 //!
 //! This module holds the harness: a [`Peer`] (one side and the client driving it), how the
 //! client answers server→client requests, and the comparison. The scenarios:

@@ -98,3 +98,22 @@ impl rmcp::ClientHandler for Answering {
         .unwrap()
     }
 }
+
+/// A `mcpServers` entry for the rmcp server with tasks (`examples/rmcp_tasks_server.rs`, built
+/// by `cargo test --all-targets` or `cargo build --example rmcp_tasks_server`), with a
+/// per-request `timeout`.
+pub fn tasks_server(timeout: &str) -> Value {
+    // The test binary is target/<profile>/deps/integration-…; examples sit beside deps.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .join("examples/rmcp_tasks_server");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --example rmcp_tasks_server` (or cargo test --all-targets)",
+        path.display()
+    );
+    serde_json::json!({"command": path, "timeout": timeout})
+}

@@ -3,3 +3,5 @@
 
 mod clients;
 mod face;
+mod follow;
+mod rmcp;

@@ -96,7 +96,6 @@ pub(super) struct Inner {
     /// The program's id (for the audit), for a program's call.
     pub program: Option<Arc<str>>,
     /// The task the call runs for: told of its server's progress on a task of its own.
-    #[allow(dead_code)] // read once the server-side follower is merged
     pub task: Option<Arc<crate::hub::tasks::Task>>,
     pub to: tokio::sync::oneshot::Sender<String>,
 }
@@ -398,12 +397,23 @@ impl<'s> Call<'s> {
             Route::Server(up) => {
                 let refused_before = up.refusals().count();
                 let upstream_params = found.params.with("name", &named.original_json);
-                let reply = session
-                    .request_upstream(up, self.m.method(), &upstream_params)
-                    .await;
+                let sink = self
+                    .inner
+                    .as_ref()
+                    .and_then(|i| i.task.as_deref())
+                    .map(|t| t as &dyn super::follow::TaskSink);
                 match found.kind {
-                    NameKind::Tool => with_path_refusals(up, refused_before, reply).await,
-                    NameKind::Prompt => reply,
+                    NameKind::Tool => {
+                        let reply = session
+                            .call_tool_upstream(up, &named.original, &upstream_params, sink)
+                            .await;
+                        with_path_refusals(up, refused_before, reply).await
+                    }
+                    NameKind::Prompt => {
+                        session
+                            .request_upstream(up, self.m.method(), &upstream_params)
+                            .await
+                    }
                 }
             }
             Route::Builtin => self.run_builtin(&named.original, found.arguments()).await,
@@ -480,6 +490,10 @@ impl<'s> Call<'s> {
             hash_later: Some(canon),
             arguments,
             program: self.inner.as_ref().and_then(|i| i.program.clone()),
+            task: self
+                .inner
+                .as_ref()
+                .and_then(|i| i.task.as_ref().map(|t| t.id.clone())),
             ..Record::default()
         }
     }

@@ -9,6 +9,7 @@ use crate::jsonrpc::{self, MemberProbe, Message, RawObject};
 use crate::upstream::{CallError, Upstream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 /// Rounds of input one call may take: a server that keeps asking is cut off with an error
 /// rather than looping forever.
@@ -24,7 +25,7 @@ static NEXT_ELICITATION: AtomicU64 = AtomicU64::new(1);
 /// Why a server's input request cannot be answered by this session's client (the call ends
 /// with it, as an error of code [`INPUT_NOT_BRIDGED`]).
 #[derive(Debug, thiserror::Error)]
-enum InputError {
+pub(super) enum InputError {
     #[error("server '{server}' sent inputRequests that are not an object: {why}")]
     NotAnObject { server: String, why: String },
     #[error(
@@ -66,7 +67,22 @@ impl Session {
         method: &str,
         params: &str,
     ) -> Result<Message, CallError> {
-        let mut reply = self.hub.request_for(self, up, method, params).await?;
+        self.request_upstream_within(up, method, params, None).await
+    }
+
+    /// [`Session::request_upstream`] waiting `timeout` for each answer instead of the server's
+    /// configured timeout when given.
+    pub(super) async fn request_upstream_within(
+        self: &Arc<Self>,
+        up: &Upstream,
+        method: &str,
+        params: &str,
+        timeout: Option<Duration>,
+    ) -> Result<Message, CallError> {
+        let mut reply = self
+            .hub
+            .request_for_within(self, up, method, params, timeout)
+            .await?;
         let mut round = 0;
         loop {
             round += 1;
@@ -92,13 +108,16 @@ impl Session {
                 // Echoed byte for byte: the raw JSON text as the server wrote it.
                 ("requestState", asked.get("requestState")),
             ]);
-            reply = self.hub.request_for(self, up, method, &retry).await?;
+            reply = self
+                .hub
+                .request_for_within(self, up, method, &retry, timeout)
+                .await?;
         }
     }
 
     /// Asks the client each of `requests` (an `inputRequests` object) in turn; the
     /// `inputResponses` object, or why it cannot be had.
-    async fn fulfil(
+    pub(super) async fn fulfil(
         &self,
         server: &str,
         method: &str,
@@ -198,7 +217,7 @@ fn asks_for_input(result: &str) -> bool {
 }
 
 /// The call's answer when the server's input cannot be had.
-fn not_bridged(message: &str) -> Result<Message, CallError> {
+pub(super) fn not_bridged(message: &str) -> Result<Message, CallError> {
     tracing::info!("{message}");
     let line = jsonrpc::error("0", INPUT_NOT_BRIDGED, message, None);
     Message::parse(line.into_boxed_str()).map_err(|e| CallError::Closed {

@@ -21,6 +21,7 @@
 
 mod calls;
 mod client;
+mod follow;
 mod input;
 mod lists;
 mod login;

@@ -32,26 +32,19 @@ impl Filter {
     fn read(params: &Value) -> Option<Filter> {
         let n = params.get("notifications")?.as_object()?;
         let flag = |k: &str| n.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let uris = n
-            .get("resourceSubscriptions")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let task_ids = n
-            .get("taskIds")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let strings = |k: &str| -> Vec<String> {
+            n.get(k)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let uris = strings("resourceSubscriptions");
+        let task_ids = strings("taskIds");
         Some(Filter {
             task_ids,
             tools: flag("toolsListChanged"),
