@@ -20,6 +20,8 @@ const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/cli
 const types = require("@modelcontextprotocol/sdk/types.js");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const TTL = 60000;
+// Three poll intervals of the hub's (500 ms) and more than server-everything's (1 s).
+const ANSWER_MS = 1500;
 
 const asked = [];
 const statusNotes = [];
@@ -30,6 +32,8 @@ async function connect(name) {
   );
   client.setRequestHandler(types.ElicitRequestSchema, async (req) => {
     asked.push(req.params);
+    // Answered as a person would, not at once: polling must see the task wait for it.
+    await sleep(ANSWER_MS);
     // Each field gets its first choice (server-everything's research query offers
     // interpretations of the topic: "programming" for "python").
     const props = Object.entries(req.params.requestedSchema?.properties ?? {});

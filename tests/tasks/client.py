@@ -20,6 +20,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 TTL = 60000
+# Three poll intervals of the hub's (500 ms) and more than server-everything's (1 s).
+ANSWER_S = 1.5
 TERMINAL = ("completed", "failed", "cancelled")
 
 
@@ -33,6 +35,8 @@ async def main():
 
     async def on_elicit(context, params):
         asked.append(dump(params))
+        # Answered as a person would, not at once: polling must see the task wait for it.
+        await anyio.sleep(ANSWER_S)
         schema = params.requested_schema or {}
         answer = {}
         for name, prop in (schema.get("properties") or {}).items():
