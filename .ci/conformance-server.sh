@@ -13,6 +13,11 @@
 #    tests/conformance/expected-failures-2026-07-28.yaml (each entry says why). Required: the
 #    runner's baseline check passes, i.e. no failure outside the baseline and no entry in it
 #    that now passes (remove those).
+# 3. 0.2.0-alpha.12's tasks-* scenarios (the io.modelcontextprotocol/tasks extension, which
+#    `--requirements` runs unscored), one by one against the same hub, whose fixture offers
+#    their tools as plain ones (it has no tasks: what is scored is the hub's own task face),
+#    with the baseline tests/conformance/expected-failures-tasks.yaml of `scenario:check` ids,
+#    each saying why it cannot pass. Required: no failing check outside it, none in it passing.
 #
 # Binaries: $OPENPACT_BIN_DIR (default target/release) holds openpact and openpact-fixture.
 # Logs and each scenario's checks.json stay in a temp dir, printed at the end.
@@ -167,5 +172,43 @@ for name in sorted(os.listdir(sys.argv[1])):
 PY
 fi
 
+# The tasks-* scenarios, each scored against its checks in the baseline.
+TASKS_BASELINE="$ROOT/tests/conformance/expected-failures-tasks.yaml"
+tasks_ok=0
+tasks="$("$NODE22" "$NEXT" list --server 2>/dev/null | sed -n 's/^  - \(tasks-[^ ]*\).*/\1/p')"
+# The list comes from the runner: an empty one would pass vacuously.
+[ -n "$tasks" ] || { echo "conformance-server: 0.2.0-alpha.12 listed no tasks-* scenarios" >&2; tasks_ok=1; }
+for s in $tasks; do
+  timeout 300 "$NODE22" "$NEXT" server --url "$(local_url "$HUB")" --scenario "$s" --timeout 30000 \
+    --expected-failures "$TASKS_BASELINE" -o "$OUT/hub-tasks" >"$OUT/hub-tasks-$s.log" 2>&1 \
+    || { tasks_ok=1; echo "$s" >>"$OUT/tasks-failed.txt"; }
+done
+echo "conformance 0.2.0-alpha.12 tasks-* scenarios through the hub (baseline $(basename "$TASKS_BASELINE")):"
+python3 - "$OUT/hub-tasks" "$TASKS_BASELINE" "$OUT/tasks-failed.txt" <<'PY'
+import json, os, re, sys
+out, baseline, failed = sys.argv[1], sys.argv[2], sys.argv[3]
+expected = set(re.findall(r"^  - (\S+)", open(baseline).read(), re.M))
+failed = set(open(failed).read().split()) if os.path.exists(failed) else set()
+rows = []
+for name in sorted(os.listdir(out)) if os.path.isdir(out) else []:
+    m = re.match(r"server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$", name)
+    path = os.path.join(out, name, "checks.json")
+    if not m or not os.path.exists(path):
+        continue
+    checks = json.load(open(path))
+    bad = [c for c in checks if c.get("status") == "FAILURE"]
+    skipped = all(c.get("status") == "SKIPPED" for c in checks)
+    listed = sum(f"{m.group(1)}:{c.get('id')}" in expected for c in bad)
+    state = "FAILED the baseline" if m.group(1) in failed else "ok"
+    what = "skipped by the suite" if skipped else f"{len(checks) - len(bad)}/{len(checks)} checks pass"
+    print(f"  {m.group(1)}: {what}, {listed} expected failures; {state}")
+    rows += [(m.group(1), c) for c in bad]
+if failed:
+    print("tasks: baseline check FAILED; failing checks now (a baseline to start from):")
+    for scenario, c in rows:
+        why = (c.get("errorMessage") or "").replace("\n", " ")[:120]
+        print(f"  - {scenario}:{c.get('id')}  # {why}")
+PY
+
 echo "logs and checks in $OUT; wall time $((SECONDS - T0)) s"
-[ "$stable_ok" -eq 0 ] && [ "$next_ok" -eq 0 ]
+[ "$stable_ok" -eq 0 ] && [ "$next_ok" -eq 0 ] && [ "$tasks_ok" -eq 0 ]

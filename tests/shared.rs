@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// An editor window: `openpact connect` on pipes, its shared hub's socket under `runtime`.
-fn window(config: &Path, runtime: &Path) -> Hub {
+pub(crate) fn window(config: &Path, runtime: &Path) -> Hub {
     window_with(config, runtime, false)
 }
 
