@@ -223,6 +223,12 @@ async fn a_2026_client_gets_a_task_when_a_call_outlasts_a_second() {
         .await;
     assert_eq!(cancel["result"]["resultType"], "complete", "{cancel}");
     poll_until(c, &id, "cancelled").await;
+    // Cancelling an ended task is acknowledged the same way (SEP-2663), and changes nothing.
+    let again = c
+        .request("tasks/cancel", modern(json!({"taskId": id}), with_ext()))
+        .await;
+    assert_eq!(again["result"]["resultType"], "complete", "{again}");
+    poll_until(c, &id, "cancelled").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,7 +131,9 @@ impl Session {
                 result_line(id, &task, &ended).into()
             }
             "tasks/cancel" => {
-                if !task.cancel() {
+                // The extension acknowledges a cancel of an ended task like any other (it is
+                // cooperative and idempotent); 2025-11-25 refuses it.
+                if !task.cancel() && !modern {
                     return jsonrpc::error(
                         id,
                         code::INVALID_PARAMS,
