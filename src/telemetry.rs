@@ -40,7 +40,8 @@ pub fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Whether spans carry the call's arguments (redacted): `openpact.telemetry.arguments`.
+/// Whether spans carry the call's arguments and result (redacted):
+/// `openpact.telemetry.arguments`.
 pub fn arguments() -> bool {
     ARGUMENTS.load(Ordering::Relaxed)
 }
@@ -263,6 +264,7 @@ impl Operation {
             gen_ai.prompt.name = request.tool.filter(|_| prompt),
             gen_ai.operation.name = (request.method == "tools/call").then_some("execute_tool"),
             gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
             mcp.resource.uri = request.uri,
             jsonrpc.request.id = request.request_id,
             mcp.protocol.version = request.protocol_version,

@@ -284,3 +284,42 @@ async fn with_telemetry_off_nothing_is_exported_or_injected() {
     assert_eq!(recorded(&meta), [json!({})], "no _meta injected");
     assert!(receiver.posts.lock().unwrap().is_empty());
 }
+
+/// With `arguments` on, a call's span carries its arguments and its result, each redacted
+/// with the secrets policy first: a secret's value never leaves in either.
+#[tokio::test]
+async fn opted_in_arguments_and_results_are_exported_redacted() {
+    let receiver = Receiver::start();
+    let sc = Scratch::new();
+    let config = sc.servers(
+        json!({"fx": fixture(&[])}),
+        Some(json!({
+            "telemetry": {"otlp": receiver.url, "arguments": true},
+            "secrets": {"env": ["OTEL_TEST_SECRET"]},
+            "sandbox": {"default": "off"},
+        })),
+    );
+    let mut env = QUICK.to_vec();
+    env.push(("OTEL_TEST_SECRET", "hunter2-in-the-span"));
+    let mut hub = serve_with(&config, &[], &env).await;
+    ready(&mut hub.client, &["fx:echo"]).await;
+    hub.client
+        .call("fx:echo", json!({"message": "say hunter2-in-the-span"}))
+        .await;
+    let (code, _) = hub.close().await;
+    assert_eq!(code, Some(0), "{}", hub.stderr());
+    let spans = receiver.spans();
+    let server = spans
+        .iter()
+        .find(|s| s.name == "tools/call fx:echo")
+        .expect("the call's span");
+    let arguments = text(&server.attributes, "gen_ai.tool.call.arguments").expect("arguments");
+    let result = text(&server.attributes, "gen_ai.tool.call.result").expect("result");
+    for value in [&arguments, &result] {
+        assert!(value.contains("say [REDACTED:OTEL_TEST_SECRET]"), "{value}");
+    }
+    for body in receiver.bodies("/v1/traces") {
+        let body = String::from_utf8_lossy(&body);
+        assert!(!body.contains("hunter2"), "a secret left in the export");
+    }
+}

@@ -543,7 +543,7 @@ impl<'s> Call<'s> {
             ..
         } = self;
         session.hub.metrics.call(server, outcome, t0.elapsed());
-        super::traced::answered(&line);
+        super::traced::answered(&line, policy);
         let send = |line: String| match inner {
             // Redacted before the program sees it, as before the client does.
             Some(inner) => {

@@ -65,11 +65,20 @@ where
 
 /// The answer `line` a request handler sent itself: its outcome noted on the request's
 /// operation (no-op while telemetry is off).
-pub(super) fn answered(line: &str) {
+pub(super) fn answered(line: &str, policy: &crate::policy::Policy) {
     if !telemetry::on() {
         return;
     }
-    let _ = CURRENT.try_with(|op| note(op, line));
+    let _ = CURRENT.try_with(|op| {
+        note(op, line);
+        if telemetry::arguments()
+            && let Ok(m) = Message::parse(line.into())
+            && let Some(result) = m.result()
+        {
+            let redacted = policy.redact(result);
+            op.span.record("gen_ai.tool.call.result", redacted.as_ref());
+        }
+    });
 }
 
 fn note(op: &Operation, line: &str) {
