@@ -419,7 +419,8 @@ mod tests {
 
     #[test]
     fn adds_a_member_keeping_comments_and_indenting_it() {
-        let text = "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"} // first\n  }\n}\n";
+        let text =
+            "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"} // first\n  }\n}\n";
         let out = member(text, &["mcpServers"], "b", "{\n  \"command\": \"y\"\n}");
         assert_eq!(
             out,
