@@ -227,7 +227,39 @@ fn merge(
     }
     for (server, entry) in done.servers.iter_mut().zip(raw) {
         server.entry = Value::Object(hide_secrets(entry, &server.name, &mut done.variables));
+        for var in references(&server.entry) {
+            let why = "the host's entry refers to it".to_string();
+            note_var(&mut done.variables, &var, &server.name, why, None);
+        }
     }
+}
+
+/// The variables `v`'s strings refer to without a default (`${VAR}`, `${env:VAR}`): the
+/// config does not load while they are unset.
+fn references(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut walk = |s: &str| {
+        let mut rest = s;
+        while let Some(at) = rest.find("${") {
+            let body = &rest[at + 2..];
+            let Some(end) = body.find('}') else { break };
+            let name = body[..end].strip_prefix("env:").unwrap_or(&body[..end]);
+            if !name.contains(":-") && !name.is_empty() {
+                out.push(name.to_string());
+            }
+            rest = &body[end..];
+        }
+    };
+    fn each(v: &Value, f: &mut dyn FnMut(&str)) {
+        match v {
+            Value::String(s) => f(s),
+            Value::Array(a) => a.iter().for_each(|v| each(v, f)),
+            Value::Object(m) => m.values().for_each(|v| each(v, f)),
+            _ => {}
+        }
+    }
+    each(v, &mut walk);
+    out
 }
 
 /// `v` as text with every object's keys sorted, so two hosts' copies of one entry compare equal.

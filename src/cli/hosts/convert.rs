@@ -40,10 +40,17 @@ pub fn json(root: &Value, shape: Shape, base: &Path) -> Read {
                 server: Err(String::new()),
                 inputs: Vec::new(),
             };
-            let mut fill = |s: &str| fill(s, &inputs, base, &mut entry.inputs);
+            let mut fill = |s: &str| {
+                let s = fill(s, &inputs, base, &mut entry.inputs);
+                if shape == Shape::Gemini {
+                    braced(&s)
+                } else {
+                    s
+                }
+            };
             entry.server = match shape {
                 Shape::Opencode => opencode(v, &mut fill),
-                _ => standard(v, shape, &mut fill),
+                _ => standard(v, shape, base, &mut fill),
             };
             read.entries.push(entry);
         }
@@ -127,6 +134,27 @@ fn fill(text: &str, inputs: &Inputs, base: &Path, used: &mut Vec<(String, String
     out
 }
 
+/// Gemini CLI's `$VAR` written `${VAR}`, the form openpact expands (a bare `$` is literal).
+fn braced(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        if len > 0 && !after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(&format!("${{{}}}", &after[..len]));
+        } else {
+            out.push('$');
+        }
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn strings(v: Option<&Value>, fill: &mut dyn FnMut(&str) -> String) -> Option<Value> {
     let list: Vec<Value> = v?
         .as_array()?
@@ -164,6 +192,7 @@ fn put(out: &mut Map<String, Value>, key: &str, v: Option<Value>) {
 fn standard(
     v: &Value,
     shape: Shape,
+    base: &Path,
     fill: &mut dyn FnMut(&str) -> String,
 ) -> Result<Map<String, Value>, String> {
     let Some(o) = v.as_object() else {
@@ -201,7 +230,10 @@ fn standard(
         );
         put(&mut out, "args", strings(o.get("args"), fill));
         put(&mut out, "env", string_map(o.get("env"), fill));
-        put(&mut out, "cwd", text("cwd").map(|c| Value::String(fill(c))));
+        // A relative `cwd` is the host's own business (where it runs): made absolute from the
+        // folder the file belongs to, the home or the project.
+        let cwd = text("cwd").map(|c| base.join(fill(c)).display().to_string());
+        put(&mut out, "cwd", cwd.map(Value::String));
         return Ok(out);
     }
     let Some(url) = url else {
@@ -344,4 +376,14 @@ fn codex_entry(item: &toml_edit::Item) -> Result<Map<String, Value>, String> {
         out.insert("headers".into(), Value::Object(headers));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemini_bare_variables_are_braced() {
+        assert_eq!(braced("$DB x ${Y} $$ $1 a$"), "${DB} x ${Y} $$ $1 a$");
+    }
 }
