@@ -365,7 +365,7 @@ fn setup_points_each_host_at_connect_and_undo_restores_it() {
     let cursor = h.home.join(setup_file("cursor"));
     std::fs::write(&cursor, "{ not json").unwrap();
     let (out, err, code) = h.openpact(&["setup", "--home", home, "cursor"], &[]);
-    assert_eq!(code, 2, "{out}\n{err}");
+    assert_eq!(code, 1, "{out}\n{err}");
     assert!(
         err.contains(s(&cursor)) && err.contains("not valid JSON"),
         "{err}"

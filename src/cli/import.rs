@@ -74,6 +74,9 @@ pub struct Variable {
     value: Option<String>,
 }
 
+/// A runnable entry as read: where from, the openpact entry, the inputs it refers to.
+type Found = (Source, Map<String, Value>, Vec<(String, String)>);
+
 /// `openpact import`.
 pub fn run(
     config_arg: &Option<PathBuf>,
@@ -100,7 +103,7 @@ pub fn run(
         config: config.display().to_string(),
         ..Imported::default()
     };
-    let mut found: Vec<(Source, Map<String, Value>, Vec<(String, String)>)> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
     for host in chosen {
         for place in host.places(&dirs) {
             let path = place.path.display().to_string();
@@ -180,11 +183,7 @@ fn existing_names(text: Option<&str>, path: &Path) -> Result<Vec<String>> {
 /// Each distinct server once (the same entry in several hosts is one, with every source), a
 /// name of its own (a different server under a taken name gets `NAME-HOST`), and its
 /// secrets made references.
-fn merge(
-    found: Vec<(Source, Map<String, Value>, Vec<(String, String)>)>,
-    existing: &[String],
-    done: &mut Imported,
-) {
+fn merge(found: Vec<Found>, existing: &[String], done: &mut Imported) {
     let mut seen: Vec<(String, usize)> = Vec::new();
     let mut raw: Vec<Map<String, Value>> = Vec::new();
     for (source, server, inputs) in found {

@@ -63,7 +63,15 @@ pub fn run(
         let one = if undo {
             restore(host.id, &place.path)?
         } else {
-            point(host.id, &place, &command, &args)?
+            match point(host.id, &place, &command, &args) {
+                Ok(one) => one,
+                // A file it cannot parse is refused, not an internal failure.
+                Err(e) if e.downcast_ref::<hosts::FileError>().is_some() => {
+                    output::fatal(&e);
+                    return Ok(ExitCode::from(1));
+                }
+                Err(e) => return Err(e),
+            }
         };
         if show_diff && !one.diff.is_empty() {
             output::setup_diff(&one);
