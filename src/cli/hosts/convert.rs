@@ -146,10 +146,11 @@ fn braced(text: &str) -> String {
             .unwrap_or(after.len());
         if len > 0 && !after.starts_with(|c: char| c.is_ascii_digit()) {
             out.push_str(&format!("${{{}}}", &after[..len]));
+            rest = &after[len..];
         } else {
             out.push('$');
+            rest = after;
         }
-        rest = &after[len..];
     }
     out.push_str(rest);
     out
