@@ -69,6 +69,7 @@ mod http_clients;
 mod http_face;
 mod http_load;
 mod hub;
+mod import;
 mod interleave;
 mod interop;
 mod policy;

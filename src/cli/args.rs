@@ -170,6 +170,40 @@ pub enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Read the MCP servers the editors and agents on this machine have configured (Claude
+    /// Desktop, Claude Code, Cursor, VS Code, Windsurf, Gemini CLI, Codex, opencode) and show
+    /// each once as an openpact entry, secrets as ${VAR}; --write adds them to the config.
+    Import {
+        /// Only these hosts (repeat, or comma-separated): claude-desktop, claude-code,
+        /// cursor, vscode, windsurf, gemini, codex, opencode.
+        #[arg(long, value_name = "HOST", value_delimiter = ',')]
+        from: Vec<String>,
+        /// Add the new servers to the config file (made when missing; comments kept).
+        #[arg(long)]
+        write: bool,
+        /// Read the hosts' files under DIR as if it were the home folder.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Point editors at openpact: rewrite each HOST's user config so its only MCP server is
+    /// `openpact connect`, after a backup beside the file (FILE.openpact-backup-STAMP).
+    Setup {
+        /// claude-desktop, claude-code, cursor, vscode, windsurf, gemini, codex, opencode.
+        #[arg(required = true, value_name = "HOST")]
+        hosts: Vec<String>,
+        /// Put back each file's newest backup instead.
+        #[arg(long)]
+        undo: bool,
+        /// The hosts' files are under DIR, as if it were the home folder.
+        #[arg(long, value_name = "DIR")]
+        home: Option<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Log in to remote servers (OAuth), log out, show the login state.
     Auth {
         #[command(subcommand)]
@@ -277,6 +311,8 @@ impl Cli {
                 | Command::Prompts { json }
                 | Command::Prompt { json, .. }
                 | Command::Servers { json, .. }
+                | Command::Import { json, .. }
+                | Command::Setup { json, .. }
                 | Command::Config {
                     command: ConfigCommand::Check { json },
                 }

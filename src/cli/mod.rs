@@ -10,9 +10,12 @@ pub mod entry;
 // The shared hub speaks over a unix socket (see src/platform/mod.rs).
 #[cfg(unix)]
 pub mod connect;
+mod hosts;
 mod hubs;
+pub mod import;
 pub mod output;
 pub mod sandbox;
+pub mod setup;
 mod stores;
 
 pub use args::{
@@ -153,6 +156,25 @@ async fn dispatch(
             command: ConfigCommand::Check { json },
         } => stores::config_check(config_arg, state_dir_arg, json),
         Command::Auth { command } => auth::run(&config()?, state, command).await,
+        Command::Import {
+            from,
+            write,
+            home,
+            json,
+        } => import::run(config_arg, home.as_deref(), &from, write, json),
+        Command::Setup {
+            hosts,
+            undo,
+            home,
+            json,
+        } => setup::run(
+            config_arg,
+            state_dir_arg,
+            home.as_deref(),
+            &hosts,
+            undo,
+            json,
+        ),
         Command::Sandbox {
             command:
                 SandboxCommand::Allow {

@@ -1,6 +1,7 @@
-//! Edits of the config file's text in place (`openpact sandbox allow`): a value added to a
-//! list at a JSON path, the missing objects on the way made, and every other byte —
-//! comments, order, indentation, trailing commas — kept.
+//! Edits of a JSON(C) file's text in place (`openpact sandbox allow`, `import`, `setup`): a
+//! value added to a list or a member to an object at a JSON path, the missing objects on the
+//! way made, or a value replaced, and every other byte — comments, order, indentation,
+//! trailing commas — kept.
 //!
 //! The spans come from the text with comments blanked ([`super::jsonc::strip`] keeps every
 //! byte where it was), so they index the original text too.
@@ -72,6 +73,50 @@ pub fn add_to_list(text: &str, path: &[&str], value: &str) -> Result<Added, Edit
     Ok(Added::Text(insert(text, node, &member)))
 }
 
+/// Adds the member `key` with the JSON text `value` to the object at `path` (made, with the
+/// objects leading to it, when missing); [`Added::Present`] when the object has `key`
+/// already. A value written over several lines is indented as the member's line is.
+pub fn add_member(text: &str, path: &[&str], key: &str, value: &str) -> Result<Added, EditError> {
+    let stripped = jsonc::strip(text);
+    let root = parse(&stripped)?;
+    let (node, depth) = deepest(&root, path);
+    let Kind::Object(members) = &node.kind else {
+        return Err(shape(&path[..depth].join("."), node, "an object"));
+    };
+    if depth == path.len() && members.iter().any(|(k, _)| k == key) {
+        return Ok(Added::Present);
+    }
+    let mut member = format!("{}: {value}", Value::String(key.to_string()));
+    for k in path[depth..].iter().rev() {
+        member = format!("{}: {{{member}}}", Value::String((*k).to_string()));
+    }
+    Ok(Added::Text(insert(text, node, &member)))
+}
+
+/// Sets the value at `path` to the JSON text `value`: replaced when it is there, else added
+/// as a member of its parent (made when missing).
+pub fn set(text: &str, path: &[&str], value: &str) -> Result<String, EditError> {
+    let Some((key, parent)) = path.split_last() else {
+        return Ok(value.to_string());
+    };
+    let stripped = jsonc::strip(text);
+    let root = parse(&stripped)?;
+    let (node, depth) = deepest(&root, path);
+    if depth == path.len() {
+        let value = indented(value, &indent_at(text, node.start));
+        return Ok(format!(
+            "{}{value}{}",
+            &text[..node.start],
+            &text[node.end..]
+        ));
+    }
+    match add_member(text, parent, key, value)? {
+        Added::Text(t) => Ok(t),
+        // Not reached: the member was not found above.
+        Added::Present => Ok(text.to_string()),
+    }
+}
+
 /// Replaces the value at `path` (which must exist) with the JSON text `with`.
 pub fn replace(text: &str, path: &[&str], with: &str) -> Result<String, EditError> {
     let stripped = jsonc::strip(text);
@@ -135,24 +180,22 @@ fn insert(text: &str, container: &Node, item: &str) -> String {
     let open = container.start;
     let close = container.end - 1;
     let multiline = text[open..close].contains('\n');
-    let indent_of = |at: usize| -> String {
-        let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        text[line..]
-            .chars()
-            .take_while(|c| *c == ' ' || *c == '\t')
-            .collect()
-    };
+    let indent_of = |at: usize| indent_at(text, at);
     let Some(last) = last else {
         if multiline {
             let outer = indent_of(close);
-            return format!("{}\n{outer}  {item}{}", &text[..=open], &text[open + 1..]);
+            let inner = format!("{outer}  ");
+            let item = indented(item, &inner);
+            return format!("{}\n{inner}{item}{}", &text[..=open], &text[open + 1..]);
         }
+        let item = indented(item, &indent_of(open));
         return format!("{}{item}{}", &text[..=open], &text[open + 1..]);
     };
     // A comma already after the last one (JSONC's trailing comma) stays where it is.
     let after = text[last.end..close].trim_start();
     let comma = if after.starts_with(',') { "" } else { "," };
     if !multiline {
+        let item = indented(item, &indent_of(open));
         return format!("{}{comma} {item}{}", &text[..last.end], &text[last.end..]);
     }
     // On the line after the last one's, past any comment that ends its line.
@@ -160,6 +203,7 @@ fn insert(text: &str, container: &Node, item: &str) -> String {
         .find('\n')
         .map_or(last.end, |i| last.end + i);
     let indent = indent_of(last.start);
+    let item = indented(item, &indent);
     let trailing = if comma.is_empty() { "," } else { "" };
     format!(
         "{}{comma}{}\n{indent}{item}{trailing}{}",
@@ -167,6 +211,21 @@ fn insert(text: &str, container: &Node, item: &str) -> String {
         &text[last.end..line_end],
         &text[line_end..]
     )
+}
+
+/// The spaces and tabs that begin the line holding byte `at`.
+fn indent_at(text: &str, at: usize) -> String {
+    let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    text[line..]
+        .chars()
+        .take_while(|c| *c == ' ' || *c == '\t')
+        .collect()
+}
+
+/// `item`'s second and later lines indented by `indent` more, so a value written over
+/// several lines sits under the line it starts on.
+fn indented(item: &str, indent: &str) -> String {
+    item.replace('\n', &format!("\n{indent}"))
 }
 
 #[derive(Debug)]
@@ -346,6 +405,65 @@ mod tests {
             add_to_list(broken, PATH, "~/a"),
             Err(EditError::Syntax { line: 2, .. })
         ));
+    }
+
+    fn member(text: &str, path: &[&str], key: &str, value: &str) -> String {
+        match add_member(text, path, key, value).unwrap() {
+            Added::Text(t) => {
+                serde_json::from_str::<Value>(&jsonc::strip(&t)).unwrap();
+                t
+            }
+            Added::Present => panic!("present"),
+        }
+    }
+
+    #[test]
+    fn adds_a_member_keeping_comments_and_indenting_it() {
+        let text =
+            "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"} // first\n  }\n}\n";
+        let out = member(text, &["mcpServers"], "b", "{\n  \"command\": \"y\"\n}");
+        assert_eq!(
+            out,
+            "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}, // first\n    \"b\": {\n      \"command\": \"y\"\n    }\n  }\n}\n"
+        );
+        // Into an empty object written over lines, and with the object itself missing.
+        let empty = "{\n  \"mcpServers\": {\n  }\n}";
+        let out = member(empty, &["mcpServers"], "b", "{\n  \"command\": \"y\"\n}");
+        assert_eq!(
+            out,
+            "{\n  \"mcpServers\": {\n    \"b\": {\n      \"command\": \"y\"\n    }\n  }\n}"
+        );
+        let bare = "{\n  \"openpact\": {} // settings\n}\n";
+        let out = member(bare, &["mcpServers"], "b", "1");
+        assert_eq!(
+            out,
+            "{\n  \"openpact\": {}, // settings\n  \"mcpServers\": {\"b\": 1}\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_present_member_or_a_wrong_shape_is_said() {
+        let text = r#"{"mcpServers": {"a": {}}}"#;
+        assert_eq!(
+            add_member(text, &["mcpServers"], "a", "{}").unwrap(),
+            Added::Present
+        );
+        assert!(matches!(
+            add_member(r#"{"mcpServers": []}"#, &["mcpServers"], "a", "{}"),
+            Err(EditError::Shape { .. })
+        ));
+    }
+
+    #[test]
+    fn sets_a_value_replacing_or_adding_it() {
+        let text = "{\n  \"x\": 1, // keep\n  \"mcp\": {\"servers\": {\"old\": {}}}\n}";
+        let out = set(text, &["mcp", "servers"], "{\n  \"new\": 2\n}").unwrap();
+        assert_eq!(
+            out,
+            "{\n  \"x\": 1, // keep\n  \"mcp\": {\"servers\": {\n    \"new\": 2\n  }}\n}"
+        );
+        let out = set("{}", &["mcpServers"], "{}").unwrap();
+        assert_eq!(out, r#"{"mcpServers": {}}"#);
     }
 
     #[test]

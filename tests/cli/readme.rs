@@ -582,6 +582,39 @@ const CASES: &[Case] = &[
         ok(&["github: allowed socket /tmp/agent.sock"]),
         fails(&["no config file found"]),
     ),
+    // The scratch HOME has no host files: import finds nothing, setup writes the scratch's own.
+    case(
+        "import",
+        &["import"],
+        ok(&["Looked in:"]),
+        ok(&["Looked in:"]),
+    ),
+    case(
+        "import-from-write-json",
+        &[
+            "import",
+            "--from",
+            "cursor,codex",
+            "--write",
+            "--home",
+            ".",
+            "--json",
+        ],
+        ok(&["\"looked\""]),
+        ok(&["\"looked\""]),
+    ),
+    case(
+        "setup",
+        &["setup", "cursor", "--home", "."],
+        ok(&["openpact connect"]),
+        ok(&["openpact connect"]),
+    ),
+    case(
+        "setup-undo-json",
+        &["setup", "cursor", "--undo", "--home", ".", "--json"],
+        ok(&["\"undo\": true"]),
+        ok(&["\"undo\": true"]),
+    ),
 ];
 
 /// Cases that start `openpact serve` and talk to it (see [`serve_case`]); `servers-live`,
@@ -705,6 +738,14 @@ const COVERAGE: &[(&str, &[&str])] = &[
             "sandbox-allow-net-json",
             "sandbox-allow-socket",
         ],
+    ),
+    (
+        "openpact import [--from HOST] [--write] [--home DIR] [--json]",
+        &["import", "import-from-write-json"],
+    ),
+    (
+        "openpact setup HOST [--undo] [--home DIR] [--json]",
+        &["setup", "setup-undo-json"],
     ),
     (
         "openpact sandbox allow notion net api.notion.com",

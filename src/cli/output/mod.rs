@@ -5,6 +5,7 @@
 mod catalog;
 mod config;
 mod hubs;
+mod import;
 mod stores;
 
 pub use catalog::{
@@ -14,6 +15,7 @@ pub use config::{config_human, config_json, config_problems, sandbox_allowed};
 pub use hubs::{
     cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reloaded, servers_human,
 };
+pub use import::{imported, set_up, setup_diff};
 pub use stores::{
     audit, decisions, forgot, overridden, remembered, script_approved, script_rejected,
     script_source, scripts,
