@@ -99,10 +99,12 @@ impl rmcp::ClientHandler for Answering {
     }
 }
 
-/// A `mcpServers` entry for the rmcp server with tasks (`examples/rmcp_tasks_server.rs`, built
-/// by `cargo test --all-targets` or `cargo build --example rmcp_tasks_server`), with a
-/// per-request `timeout`.
+/// A `mcpServers` entry for the rmcp server with tasks (`examples/rmcp_tasks_server.rs`), with
+/// a per-request `timeout`. `cargo test --all-targets` builds examples only as test harnesses,
+/// so the runnable binary is built here (once per test run) when `cargo build --example
+/// rmcp_tasks_server` has not left it beside the test binary.
 pub fn tasks_server(timeout: &str) -> Value {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
     // The test binary is target/<profile>/deps/integration-…; examples sit beside deps.
     let exe = std::env::current_exe().expect("the test binary's path");
     let path = exe
@@ -110,9 +112,22 @@ pub fn tasks_server(timeout: &str) -> Value {
         .and_then(|deps| deps.parent())
         .expect("target/<profile>")
         .join("examples/rmcp_tasks_server");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !*built {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--example", "rmcp_tasks_server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build --example rmcp_tasks_server");
+        assert!(
+            status.success(),
+            "cargo build --example rmcp_tasks_server failed"
+        );
+        *built = true;
+    }
     assert!(
         path.exists(),
-        "{} is missing: run `cargo build --example rmcp_tasks_server` (or cargo test --all-targets)",
+        "{} is missing after building it",
         path.display()
     );
     serde_json::json!({"command": path, "timeout": timeout})
