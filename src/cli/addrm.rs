@@ -78,7 +78,7 @@ pub async fn add(config_arg: &Option<PathBuf>, state: &Path, args: AddArgs) -> R
     }
     let (file, created) = file_or_new(config_arg)?;
     let text = if created {
-        "{\n  \"mcpServers\": {}\n}\n".to_string()
+        "{\n  \"mcpServers\": {\n  }\n}\n".to_string()
     } else {
         std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?
     };
@@ -99,13 +99,22 @@ pub async fn add(config_arg: &Option<PathBuf>, state: &Path, args: AddArgs) -> R
         "mcpServers"
     };
     let value = Value::Object(entry.value.clone());
-    let new = match edit::set_member(&text, &[section], &name, &value.to_string())
+    let new = match edit::set_member(&text, &[section], &name, &one_line(&value))
         .with_context(|| format!("cannot add to {}", file.display()))?
     {
         edit::Added::Text(t) => t,
         edit::Added::Present => bail!("internal: {name} appeared in {section}"),
     };
-    let env = |k: &str| std::env::var(k).ok();
+    // The variables it names are checked as if set: setting them is the person's next step.
+    let env = |k: &str| {
+        std::env::var(k).ok().or_else(|| {
+            entry
+                .to_set
+                .iter()
+                .any(|t| t.name == k)
+                .then(|| "set-later".to_string())
+        })
+    };
     check_and_write(&text, &new, &file, created, &env)?;
     let done = Changed {
         server: name,
@@ -185,11 +194,15 @@ pub async fn search(registry_url: &str, query: &str, json: bool) -> Result<ExitC
 
 fn finish(done: &Changed, json: bool) -> Result<ExitCode> {
     output::server_changed(done, json);
-    Ok(if done.hubs.iter().any(|h| h.applied == Some(false)) {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    // A hub that cannot apply an entry whose variables are still to be set is the expected
+    // state, said in the output, not a failure of the command.
+    Ok(
+        if done.set.is_empty() && done.hubs.iter().any(|h| h.applied == Some(false)) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 fn refuse(message: &str, json: bool) -> Result<ExitCode> {
@@ -275,6 +288,24 @@ fn kept_out(server: &str, key: &str, value: &str, kind: &str, to_set: &mut Vec<T
         ),
     });
     format!("{scheme}${{{var}}}")
+}
+
+/// JSON on one line as a person writes it: a space after each `:` and `,`.
+fn one_line(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let members: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), one_line(v)))
+                .collect();
+            format!("{{{}}}", members.join(", "))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(one_line).collect();
+            format!("[{}]", items.join(", "))
+        }
+        scalar => scalar.to_string(),
+    }
 }
 
 /// `my-server` → `MY_SERVER`: a name fit for an environment variable.
