@@ -25,7 +25,12 @@ pub fn server_changed(done: &Changed, json: bool) {
         );
     }
     match &done.entry {
-        Some(entry) => out!("added {} to {}: {entry}", done.server, done.config),
+        Some(entry) => out!(
+            "added {} to {}: {}",
+            done.server,
+            done.config,
+            started_by(entry)
+        ),
         None => out!("removed {} from {}", done.server, done.config),
     }
     if !done.set.is_empty() {
@@ -40,6 +45,24 @@ pub fn server_changed(done: &Changed, json: bool) {
         out!("note: {n}");
     }
     super::config::hub_reloads(&done.hubs);
+}
+
+/// How an entry starts its server, as a person would type it: `COMMAND ARGS…`, or the URL.
+fn started_by(entry: &serde_json::Value) -> String {
+    match entry["command"].as_str() {
+        Some(command) => {
+            let mut words = vec![command.to_string()];
+            words.extend(
+                entry["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_string)),
+            );
+            words.join(" ")
+        }
+        None => entry["url"].as_str().unwrap_or_default().to_string(),
+    }
 }
 
 /// A refused `add` or `remove` (exit 1): stderr, or `{"error": …}` with `--json`.
