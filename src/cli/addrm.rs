@@ -99,7 +99,7 @@ pub async fn add(config_arg: &Option<PathBuf>, state: &Path, args: AddArgs) -> R
         "mcpServers"
     };
     let value = Value::Object(entry.value.clone());
-    let new = match edit::set_member(&text, &[section], &name, &one_line(&value))
+    let new = match edit::add_member(&text, &[section], &name, &one_line(&value))
         .with_context(|| format!("cannot add to {}", file.display()))?
     {
         edit::Added::Text(t) => t,

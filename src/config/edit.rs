@@ -80,7 +80,7 @@ fn nested(keys: &[&str], innermost: &str) -> String {
 /// Adds the member `key` with the JSON text `value` to the object at `path` (made, with the
 /// objects leading to it, when missing), after its last member; [`Added::Present`] when the
 /// object has `key` already, which is left as it is.
-pub fn set_member(text: &str, path: &[&str], key: &str, value: &str) -> Result<Added, EditError> {
+pub fn add_member(text: &str, path: &[&str], key: &str, value: &str) -> Result<Added, EditError> {
     let stripped = jsonc::strip(text);
     let root = parse(&stripped)?;
     let (node, depth) = deepest(&root, path);
@@ -460,7 +460,7 @@ mod tests {
     }
 
     fn set(text: &str, path: &[&str], key: &str, value: &str) -> String {
-        match set_member(text, path, key, value).unwrap() {
+        match add_member(text, path, key, value).unwrap() {
             Added::Text(t) => {
                 serde_json::from_str::<Value>(&jsonc::strip(&t)).unwrap();
                 t
@@ -492,7 +492,7 @@ mod tests {
             "{\"mcpServers\": {\"b\": 1}}"
         );
         assert_eq!(
-            set_member("{\"mcpServers\": {\"b\": 1}}", &["mcpServers"], "b", "2").unwrap(),
+            add_member("{\"mcpServers\": {\"b\": 1}}", &["mcpServers"], "b", "2").unwrap(),
             Added::Present
         );
     }

@@ -192,8 +192,9 @@ fn reference(
 
 /// Whether an `env` value or a header, as a person or another host's config gives it, is a
 /// credential that must not be written into the config in clear: by its name (as
-/// [`looks_secret`], a header's dashes read as underscores) or by its value's shape (a
-/// GitHub, OpenAI-style, Slack or GitLab token, an AWS key id, a bearer or basic credential).
+/// [`looks_secret`], or holding `KEY`; a header's dashes read as underscores) or by its
+/// value's shape (a GitHub, OpenAI-style, Slack, GitLab or Google token, an AWS key id, a
+/// bearer, basic or token credential).
 /// A `${VAR}` reference is never one.
 pub fn secret_entry(name: &str, value: &str) -> bool {
     const SHAPES: &[&str] = &[
@@ -217,7 +218,10 @@ pub fn secret_entry(name: &str, value: &str) -> bool {
     if value.is_empty() || (value.starts_with("${") && value.ends_with('}')) {
         return false;
     }
-    looks_secret(&name.replace('-', "_")) || SHAPES.iter().any(|p| value.starts_with(p))
+    let name = name.replace('-', "_");
+    looks_secret(&name)
+        || name.to_ascii_uppercase().contains("KEY")
+        || SHAPES.iter().any(|p| value.starts_with(p))
 }
 
 /// Whether a variable's name says it holds a credential. Such variables reach a confined
