@@ -2,6 +2,8 @@
 //!
 //! - `support`: the hub harness, a JSON-RPC test client, and helpers every module shares.
 //! - `apps`: MCP Apps servers (ext-apps SDK) behind the hub: views under one URI, view tools.
+//! - `addrm`: `openpact add`, `remove` and `add --registry` editing the config in place, a
+//!   running hub taking the change, the MCP Registry as a loopback stand-in.
 //! - `abuse`: clients that do not read their answers: bounded memory, nothing lost.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
@@ -49,6 +51,7 @@
 mod support;
 
 mod abuse;
+mod addrm;
 mod apps;
 mod auth;
 mod builtins_calendar;

@@ -10,7 +10,7 @@ mod callback;
 mod challenge;
 mod discovery;
 mod flow;
-mod http;
+pub(crate) mod http;
 mod probe;
 mod register;
 mod server;

@@ -204,10 +204,91 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Add a server to the config file (its comments and layout kept; made if missing) and
+    /// reload the running hubs: `openpact add NAME -- COMMAND ARGS…`, `openpact add NAME
+    /// --url URL`, or `openpact add --registry NAME` from the MCP Registry. A secret-looking
+    /// `--env` or `--header` value is written as a `${VAR}` reference, and the command says
+    /// which variable to set.
+    Add(AddArgs),
+    /// Remove server NAME from the config file (its comments and layout kept) and reload the
+    /// running hubs.
+    Remove {
+        /// The server, as the config names it.
+        name: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The MCP Registry: `openpact registry search QUERY`.
+    Registry {
+        #[command(subcommand)]
+        command: RegistryCommand,
+    },
     /// Log in to remote servers (OAuth), log out, show the login state.
     Auth {
         #[command(subcommand)]
         command: auth::AuthCommand,
+    },
+}
+
+/// `openpact add`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// The server's name in the config (with --registry: default, the last part of the
+    /// registry name).
+    #[arg(required_unless_present = "registry")]
+    pub name: Option<String>,
+    /// An environment variable for the server, KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", conflicts_with_all = ["url", "registry"])]
+    pub env: Vec<String>,
+    /// The folder the server runs in.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["url", "registry"])]
+    pub cwd: Option<PathBuf>,
+    /// The prefix of the server's tools (default: its name; "" for none).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// A remote server's URL (Streamable HTTP, or legacy SSE).
+    #[arg(long, value_name = "URL", conflicts_with = "registry")]
+    pub url: Option<String>,
+    /// An HTTP header for a remote server, 'KEY: VALUE' (repeatable).
+    #[arg(
+        long = "header",
+        short = 'H',
+        value_name = "'KEY: VALUE'",
+        requires = "url"
+    )]
+    pub headers: Vec<String>,
+    /// Take the server from the MCP Registry by its name (e.g. io.github.user/weather).
+    #[arg(long, value_name = "NAME")]
+    pub registry: Option<String>,
+    /// With --registry: this version instead of the latest.
+    #[arg(long, value_name = "V", requires = "registry")]
+    pub version: Option<String>,
+    /// The MCP Registry to ask.
+    #[arg(long, value_name = "URL", env = "OPENPACT_REGISTRY_URL", default_value = REGISTRY_URL)]
+    pub registry_url: String,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// The command that starts a stdio server and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The official MCP Registry.
+pub const REGISTRY_URL: &str = "https://registry.modelcontextprotocol.io";
+
+#[derive(Debug, Subcommand)]
+pub enum RegistryCommand {
+    /// The registry's servers whose name matches QUERY, latest versions.
+    Search {
+        query: String,
+        /// The MCP Registry to ask.
+        #[arg(long, value_name = "URL", env = "OPENPACT_REGISTRY_URL", default_value = REGISTRY_URL)]
+        registry_url: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -329,7 +410,11 @@ impl Cli {
             | Some(Command::Scripts {
                 command: ScriptsCommand::List { json },
             }) => *json,
-            Some(Command::Auth {
+            Some(Command::Add(AddArgs { json, .. }) | Command::Remove { json, .. })
+            | Some(Command::Registry {
+                command: RegistryCommand::Search { json, .. },
+            })
+            | Some(Command::Auth {
                 command: auth::AuthCommand::Status { json },
             })
             | Some(Command::Sandbox {

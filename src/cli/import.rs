@@ -281,46 +281,6 @@ fn canonical(v: &Value) -> String {
     }
 }
 
-/// Whether a variable or header named `name` holds a secret.
-fn secret_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "KEY",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "AUTH",
-        "COOKIE",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
-}
-
-/// Whether a value looks like a credential whatever it is named.
-fn secret_value(value: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "ghp_",
-        "gho_",
-        "ghu_",
-        "ghs_",
-        "ghr_",
-        "github_pat_",
-        "glpat-",
-        "sk-",
-        "xoxb-",
-        "xoxp-",
-        "xapp-",
-        "AKIA",
-        "AIza",
-        "Bearer ",
-        "Basic ",
-        "Token ",
-    ];
-    PREFIXES.iter().any(|p| value.starts_with(p))
-}
-
 /// `entry` with every `env` value and header that looks secret replaced by a `${VAR}`
 /// reference, the variables noted in `vars`.
 fn hide_secrets(
@@ -331,7 +291,7 @@ fn hide_secrets(
     if let Some(Value::Object(env)) = entry.get_mut("env") {
         for (k, v) in env.iter_mut() {
             let Value::String(s) = v else { continue };
-            if s.is_empty() || s.contains("${") || !(secret_name(k) || secret_value(s)) {
+            if s.is_empty() || s.contains("${") || !crate::config::secret_entry(k, s) {
                 continue;
             }
             let var = note_var(
@@ -348,7 +308,7 @@ fn hide_secrets(
     if let Some(Value::Object(headers)) = entry.get_mut("headers") {
         for (k, v) in headers.iter_mut() {
             let Value::String(s) = v else { continue };
-            if s.is_empty() || s.contains("${") || !(secret_name(k) || secret_value(s)) {
+            if s.is_empty() || s.contains("${") || !crate::config::secret_entry(k, s) {
                 continue;
             }
             // `Bearer TOKEN` keeps its scheme: the variable holds the token alone.

@@ -3,6 +3,7 @@
 //! the commands share (loading the config, waiting for servers, finding the running hubs).
 //! Output goes through [`output`], the only place in the crate allowed to print.
 
+mod addrm;
 mod args;
 pub mod auth;
 mod catalog;
@@ -14,13 +15,14 @@ mod hosts;
 mod hubs;
 pub mod import;
 pub mod output;
+mod registry;
 pub mod sandbox;
 pub mod setup;
 mod stores;
 
 pub use args::{
-    AuditCommand, CacheCommand, Cli, Command, ConfigCommand, PermissionsCommand, SandboxCommand,
-    ScriptsCommand,
+    AuditCommand, CacheCommand, Cli, Command, ConfigCommand, PermissionsCommand, RegistryCommand,
+    SandboxCommand, ScriptsCommand,
 };
 
 use crate::config::{self, Config, Transport};
@@ -184,6 +186,16 @@ async fn dispatch(
                     json,
                 },
         } => sandbox::allow(config_arg, state, &name, &kind, &values, json).await,
+        Command::Add(args) => addrm::add(config_arg, state, args).await,
+        Command::Remove { name, json } => addrm::remove(config_arg, state, &name, json).await,
+        Command::Registry {
+            command:
+                RegistryCommand::Search {
+                    query,
+                    registry_url,
+                    json,
+                },
+        } => addrm::search(&registry_url, &query, json).await,
     }
 }
 

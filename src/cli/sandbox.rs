@@ -259,7 +259,7 @@ impl<'a> Edit<'a> {
 }
 
 /// Asks the running hubs of `file` to reload, and what each did.
-async fn reloaded(state: &Path, file: &Path) -> Vec<HubReload> {
+pub(super) async fn reloaded(state: &Path, file: &Path) -> Vec<HubReload> {
     let before = super::hubs_of(state, Some(file));
     super::hubs::ask_reload(state, &before)
         .await
@@ -288,7 +288,7 @@ fn as_written(value: &str, home: Option<&Path>) -> Result<(String, PathBuf)> {
 
 /// The edited text through the parse and the check a hub and `config check` run: what it
 /// reports that the file did not before is why the edit is refused.
-fn refused_by_check(
+pub(super) fn refused_by_check(
     old: &config::Config,
     text: &str,
     file: &Path,

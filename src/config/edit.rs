@@ -1,6 +1,7 @@
-//! Edits of a JSON(C) file's text in place (`openpact sandbox allow`, `import`, `setup`): a
-//! value added to a list or a member to an object at a JSON path, the missing objects on the
-//! way made, or a value replaced, and every other byte — comments, order, indentation,
+//! Edits of a JSON(C) file's text in place (`openpact sandbox allow`, `import`, `setup`, `add`,
+//! `remove`): a value added to a list, a member added to or removed from an object at a JSON
+//! path, the missing objects on the way made, or a value replaced, and every other byte —
+//! comments, order, indentation,
 //! trailing commas — kept.
 //!
 //! The spans come from the text with comments blanked ([`super::jsonc::strip`] keeps every
@@ -64,18 +65,23 @@ pub fn add_to_list(text: &str, path: &[&str], value: &str) -> Result<Added, Edit
     if !matches!(node.kind, Kind::Object(_)) {
         return Err(shape(&shown(depth), node, "an object"));
     }
-    // `"a": {"b": ["value"]}` for the rest of the path.
-    let mut member = format!("[{quoted}]");
-    for key in path[depth + 1..].iter().rev() {
-        member = format!("{{{}: {member}}}", Value::String((*key).to_string()));
-    }
-    let member = format!("{}: {member}", Value::String(path[depth].to_string()));
+    let member = nested(&path[depth..], &format!("[{quoted}]"));
     Ok(Added::Text(insert(text, node, &member)))
 }
 
+/// `"a": {"b": innermost}` for `keys` = `[a, b]`: the member that makes a missing path.
+fn nested(keys: &[&str], innermost: &str) -> String {
+    let mut value = innermost.to_string();
+    for key in keys[1..].iter().rev() {
+        value = format!("{{{}: {value}}}", Value::String((*key).to_string()));
+    }
+    format!("{}: {value}", Value::String(keys[0].to_string()))
+}
+
 /// Adds the member `key` with the JSON text `value` to the object at `path` (made, with the
-/// objects leading to it, when missing); [`Added::Present`] when the object has `key`
-/// already. A value written over several lines is indented as the member's line is.
+/// objects leading to it, when missing), after its last member; [`Added::Present`] when the
+/// object has `key` already, which is left as it is. A value written over several lines is
+/// indented as the member's line is.
 pub fn add_member(text: &str, path: &[&str], key: &str, value: &str) -> Result<Added, EditError> {
     let stripped = jsonc::strip(text);
     let root = parse(&stripped)?;
@@ -83,14 +89,16 @@ pub fn add_member(text: &str, path: &[&str], key: &str, value: &str) -> Result<A
     let Kind::Object(members) = &node.kind else {
         return Err(shape(&path[..depth].join("."), node, "an object"));
     };
-    if depth == path.len() && members.iter().any(|(k, _)| k == key) {
-        return Ok(Added::Present);
+    if depth == path.len() {
+        if members.iter().any(|m| m.key == key) {
+            return Ok(Added::Present);
+        }
+        let member = nested(&[key], value);
+        return Ok(Added::Text(insert(text, node, &member)));
     }
-    let mut member = format!("{}: {value}", Value::String(key.to_string()));
-    for k in path[depth..].iter().rev() {
-        member = format!("{}: {{{member}}}", Value::String((*k).to_string()));
-    }
-    Ok(Added::Text(insert(text, node, &member)))
+    let mut keys = path[depth..].to_vec();
+    keys.push(key);
+    Ok(Added::Text(insert(text, node, &nested(&keys, value))))
 }
 
 /// Sets the value at `path` to the JSON text `value`: replaced when it is there, else added
@@ -115,6 +123,73 @@ pub fn set(text: &str, path: &[&str], value: &str) -> Result<String, EditError> 
         // Not reached: the member was not found above.
         Added::Present => Ok(text.to_string()),
     }
+}
+
+/// Removes the member `key` of the object at `path`, with its line when it has one of its
+/// own (the comment ending that line goes with it) and the comma that separated it; `None`
+/// when there is no such member.
+pub fn remove_member(text: &str, path: &[&str], key: &str) -> Result<Option<String>, EditError> {
+    let stripped = jsonc::strip(text);
+    let root = parse(&stripped)?;
+    let (node, depth) = deepest(&root, path);
+    if depth < path.len() {
+        return Ok(None);
+    }
+    let Kind::Object(members) = &node.kind else {
+        return Err(shape(&path.join("."), node, "an object"));
+    };
+    let Some(at) = members.iter().position(|m| m.key == key) else {
+        return Ok(None);
+    };
+    let member = &members[at];
+    let close = node.end - 1;
+    // What follows the value up to the next member (or the closing brace), blanks and comma.
+    let next = members.get(at + 1).map_or(close, |m| m.at);
+    let after = &stripped[member.value.end..next];
+    let comma_after = after.trim_start().starts_with(',');
+    let line_start = stripped[..member.at].rfind('\n').map_or(0, |i| i + 1);
+    let own_line = stripped[line_start..member.at].trim().is_empty();
+    let line_end = stripped[member.value.end..]
+        .find('\n')
+        .map(|i| member.value.end + i + 1);
+    let rest_of_line_blank = line_end.is_some_and(|end| {
+        stripped[member.value.end..end]
+            .chars()
+            .all(|c| c.is_whitespace() || c == ',')
+    });
+    let last = at + 1 == members.len();
+    let prev_end = at.checked_sub(1).map(|p| members[p].value.end);
+    let through_comma = member.value.end
+        + if comma_after {
+            after.find(',').map_or(0, |i| i + 1)
+        } else {
+            0
+        };
+    let (from, to) = match (line_end, prev_end) {
+        (Some(end), _) if own_line && rest_of_line_blank => (line_start, end),
+        // On a shared line: up to the next member; the last from its neighbour's end, so
+        // the comma between them goes (a trailing comma after it stays).
+        _ if !last => (member.at, next),
+        (_, Some(prev_end)) => (prev_end, member.value.end),
+        (_, None) => (member.at, through_comma),
+    };
+    // A last member on its own line without a trailing comma: the comma before it goes.
+    let comma_before = match prev_end {
+        Some(p) if last && !comma_after && from == line_start => {
+            stripped[p..from].find(',').map(|i| p + i)
+        }
+        _ => None,
+    };
+    let mut out = String::with_capacity(text.len());
+    match comma_before {
+        Some(c) => {
+            out.push_str(&text[..c]);
+            out.push_str(&text[c + 1..from]);
+        }
+        None => out.push_str(&text[..from]),
+    }
+    out.push_str(&text[to..]);
+    Ok(Some(out))
 }
 
 /// Replaces the value at `path` (which must exist) with the JSON text `with`.
@@ -161,8 +236,8 @@ fn deepest<'n>(root: &'n Node, path: &[&str]) -> (&'n Node, usize) {
         let Kind::Object(members) = &node.kind else {
             return (node, depth);
         };
-        match members.iter().find(|(k, _)| k == key) {
-            Some((_, child)) => node = child,
+        match members.iter().find(|m| m.key == *key) {
+            Some(m) => node = &m.value,
             None => return (node, depth),
         }
     }
@@ -173,7 +248,7 @@ fn deepest<'n>(root: &'n Node, path: &[&str]) -> (&'n Node, usize) {
 /// neighbours are: on a line of its own in a container written over several lines.
 fn insert(text: &str, container: &Node, item: &str) -> String {
     let last = match &container.kind {
-        Kind::Object(m) => m.last().map(|(_, v)| v),
+        Kind::Object(m) => m.last().map(|m| &m.value),
         Kind::Array(items) => items.last(),
         Kind::Scalar => None,
     };
@@ -236,9 +311,17 @@ struct Node {
     kind: Kind,
 }
 
+/// A member of an object: its key, where the key's opening quote is, and its value.
+#[derive(Debug)]
+struct Member {
+    key: String,
+    at: usize,
+    value: Node,
+}
+
 #[derive(Debug)]
 enum Kind {
-    Object(Vec<(String, Node)>),
+    Object(Vec<Member>),
     Array(Vec<Node>),
     Scalar,
 }
@@ -295,13 +378,15 @@ impl Spans<'_> {
                     if self.b.get(self.i) != Some(&b'"') {
                         break;
                     }
+                    let at = self.i;
                     let key_end = self.string_end(self.i);
                     let key = serde_json::from_str::<String>(&self.text[self.i..key_end])
                         .unwrap_or_default();
                     self.i = key_end;
                     self.blank();
                     self.i += 1; // ':'
-                    members.push((key, self.value()));
+                    let value = self.value();
+                    members.push(Member { key, at, value });
                 }
                 self.i += 1; // '}'
                 Node {
@@ -471,5 +556,66 @@ mod tests {
         let on = "{\"mcpServers\": {\"s\": {\"sandbox\": true /* on */}}}";
         let out = replace(on, &["mcpServers", "s", "sandbox"], "{}").unwrap();
         assert_eq!(out, "{\"mcpServers\": {\"s\": {\"sandbox\": {} /* on */}}}");
+    }
+
+    fn with_member(text: &str, path: &[&str], key: &str, value: &str) -> String {
+        match add_member(text, path, key, value).unwrap() {
+            Added::Text(t) => {
+                serde_json::from_str::<Value>(&jsonc::strip(&t)).unwrap();
+                t
+            }
+            Added::Present => panic!("present"),
+        }
+    }
+
+    fn removed(text: &str, key: &str) -> String {
+        let out = remove_member(text, &["mcpServers"], key).unwrap().unwrap();
+        serde_json::from_str::<Value>(&jsonc::strip(&out)).unwrap();
+        out
+    }
+
+    #[test]
+    fn sets_a_member_keeping_comments_or_making_its_object() {
+        let text =
+            "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"} // first\n  }\n}\n";
+        assert_eq!(
+            with_member(text, &["mcpServers"], "b", r#"{"url": "u"}"#),
+            "{\n  // mine\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}, // first\n    \"b\": {\"url\": \"u\"}\n  }\n}\n"
+        );
+        assert_eq!(
+            with_member("{\"openpact\": {}}", &["mcpServers"], "b", "1"),
+            "{\"openpact\": {}, \"mcpServers\": {\"b\": 1}}"
+        );
+        assert_eq!(
+            with_member("{}", &["mcpServers"], "b", "1"),
+            "{\"mcpServers\": {\"b\": 1}}"
+        );
+        assert_eq!(
+            add_member("{\"mcpServers\": {\"b\": 1}}", &["mcpServers"], "b", "2").unwrap(),
+            Added::Present
+        );
+    }
+
+    #[test]
+    fn removes_a_member_with_its_line_and_comma() {
+        let text = "{\n  \"mcpServers\": {\n    // a's note\n    \"a\": {\"command\": \"x\"},\n    \"b\": {\n      \"url\": \"u\"\n    }, // b\n    \"c\": 3\n  }\n}\n";
+        assert_eq!(
+            removed(text, "b"),
+            "{\n  \"mcpServers\": {\n    // a's note\n    \"a\": {\"command\": \"x\"},\n    \"c\": 3\n  }\n}\n"
+        );
+        assert_eq!(
+            removed(text, "c"),
+            "{\n  \"mcpServers\": {\n    // a's note\n    \"a\": {\"command\": \"x\"},\n    \"b\": {\n      \"url\": \"u\"\n    } // b\n  }\n}\n"
+        );
+        let one = r#"{"mcpServers": {"a": 1, "b": 2, "c": 3}}"#;
+        assert_eq!(removed(one, "b"), r#"{"mcpServers": {"a": 1, "c": 3}}"#);
+        assert_eq!(removed(one, "c"), r#"{"mcpServers": {"a": 1, "b": 2}}"#);
+        assert_eq!(removed(one, "a"), r#"{"mcpServers": {"b": 2, "c": 3}}"#);
+        assert_eq!(
+            removed(r#"{"mcpServers": {"a": 1}}"#, "a"),
+            r#"{"mcpServers": {}}"#
+        );
+        assert_eq!(remove_member(one, &["mcpServers"], "z").unwrap(), None);
+        assert_eq!(remove_member("{}", &["mcpServers"], "z").unwrap(), None);
     }
 }

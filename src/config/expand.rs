@@ -190,6 +190,43 @@ fn reference(
     Ok(())
 }
 
+/// Whether an `env` value or a header, as a person or another host's config gives it, is a
+/// credential that must not be written into the config in clear: by its name (as
+/// [`looks_secret`], or holding `KEY`; a header's dashes read as underscores) or by its
+/// value's shape (a GitHub, OpenAI-style, Slack, GitLab or Google token, an AWS key id, a
+/// bearer, basic or token credential). `add` and `import` both go by it.
+/// A `${VAR}` reference is never one.
+pub fn secret_entry(name: &str, value: &str) -> bool {
+    const SHAPES: &[&str] = &[
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "ghr_",
+        "github_pat_",
+        "sk-",
+        "xoxb-",
+        "xoxp-",
+        "xoxa-",
+        "xapp-",
+        "glpat-",
+        "AKIA",
+        "AIza",
+        "Bearer ",
+        "bearer ",
+        "Basic ",
+        "basic ",
+        "Token ",
+    ];
+    if value.is_empty() || (value.starts_with("${") && value.ends_with('}')) {
+        return false;
+    }
+    let name = name.replace('-', "_");
+    looks_secret(&name)
+        || name.to_ascii_uppercase().contains("KEY")
+        || SHAPES.iter().any(|p| value.starts_with(p))
+}
+
 /// Whether a variable's name says it holds a credential. Such variables reach a confined
 /// server only through its entry's `env` or by exact name in `sandbox.env`, never through a
 /// glob or the base set; expanded into a command line, they are warned about.
@@ -248,6 +285,18 @@ fn valid_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_entries_by_name_and_by_shape() {
+        assert!(secret_entry("GITHUB_TOKEN", "x"));
+        assert!(secret_entry("Authorization", "anything"));
+        assert!(secret_entry("X-API-Key", "abc"));
+        assert!(secret_entry("NOTE", "ghp_0123456789abcdef"));
+        assert!(secret_entry("KEYLESS", "sk-proj-abc"));
+        assert!(secret_entry("X-Custom", "Bearer abc"));
+        assert!(!secret_entry("LOG_LEVEL", "debug"));
+        assert!(!secret_entry("GITHUB_TOKEN", "${GITHUB_TOKEN}"));
+    }
     use crate::config::tests::env_of;
 
     fn run(

@@ -25,7 +25,7 @@ pub use builtins::{
     BuiltinsSettings, CalendarFeed, CalendarSource, ChatProvider, ChatSettings, GithubSettings,
     ScriptsSettings, VaultSettings, WebSettings,
 };
-pub use expand::looks_secret;
+pub use expand::{looks_secret, secret_entry};
 pub use running::as_running;
 pub use units::human_duration;
 

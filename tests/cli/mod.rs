@@ -48,6 +48,7 @@ fn isolated(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> Command {
         .env_remove("RUST_LOG")
         .env_remove("NOPE_VAR")
         .env_remove("OPENPACT_HTTP_TOKEN")
+        .env_remove("OPENPACT_REGISTRY_URL")
         .env("HOME", root.join("home"))
         .env("XDG_CONFIG_HOME", root.join("xdg-config"))
         .env("XDG_STATE_HOME", root.join("xdg-state"))

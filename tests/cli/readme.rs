@@ -615,6 +615,103 @@ const CASES: &[Case] = &[
         ok(&["\"undo\": true"]),
         ok(&["\"undo\": true"]),
     ),
+    // Adding and removing: each entry added is removed again, so the cases after see the
+    // example as it was. Not in the bare setup, where `add` would make a user config.
+    case(
+        "add-stdio",
+        &[
+            "add",
+            "walk-demo",
+            "--env",
+            "KEY=VALUE",
+            "--cwd",
+            ".",
+            "--namespace",
+            "demo",
+            "--",
+            "echo",
+            "hi",
+        ],
+        ok(&["added walk-demo", "echo hi"]),
+        None,
+    ),
+    case(
+        "add-stdio-present",
+        &["add", "walk-demo", "--json", "--", "echo"],
+        exits(1, &["remove"]),
+        None,
+    ),
+    case(
+        "add-url",
+        &[
+            "add",
+            "walk-api",
+            "--url",
+            "https://mcp.example.com/mcp",
+            "--header",
+            "Authorization: Bearer sk-walkSecret",
+        ],
+        ok_lacking(&["WALK_API_TOKEN"], &["sk-walkSecret"]),
+        None,
+    ),
+    case(
+        "remove-typo",
+        &["remove", "walk-apo"],
+        exits(1, &["did you mean walk-api?"]),
+        fails(&["no config file found"]),
+    ),
+    case(
+        "remove-url",
+        &["remove", "walk-api", "--json"],
+        ok(&["\"removed\""]),
+        None,
+    ),
+    case(
+        "remove-stdio",
+        &["remove", "walk-demo"],
+        ok(&["removed walk-demo"]),
+        None,
+    ),
+    // Port 9 (discard) refuses at once: the registry commands fail cleanly, naming it.
+    case(
+        "add-registry",
+        &[
+            "add",
+            "--registry",
+            "io.github.example/weather",
+            "--version",
+            "1.0.0",
+            "--registry-url",
+            "http://127.0.0.1:9",
+        ],
+        fails(&["127.0.0.1:9"]),
+        fails(&["127.0.0.1:9"]),
+    ),
+    case(
+        "registry-search",
+        &[
+            "registry",
+            "search",
+            "weather",
+            "--registry-url",
+            "http://127.0.0.1:9",
+        ],
+        fails(&["127.0.0.1:9"]),
+        fails(&["127.0.0.1:9"]),
+    ),
+    case(
+        "registry-search-json",
+        &[
+            "registry",
+            "search",
+            "weather",
+            "--json",
+            "--registry-url",
+            "http://127.0.0.1:9",
+        ],
+        exits(2, &["127.0.0.1:9"]),
+        exits(2, &["127.0.0.1:9"]),
+    ),
 ];
 
 /// Cases that start `openpact serve` and talk to it (see [`serve_case`]); `servers-live`,
@@ -644,6 +741,29 @@ const LIVE_CASES: &[(&str, &[&str])] = &[
 /// must appear in the arguments of one of its cases; a runnable `sh` line must be exactly
 /// one case's command line.
 const COVERAGE: &[(&str, &[&str])] = &[
+    // docs/reference.md, "Adding and removing servers".
+    (
+        "openpact add NAME [--env KEY=VALUE] [--cwd DIR] [--namespace NS] [--json] -- COMMAND ARGS",
+        &["add-stdio", "add-stdio-present"],
+    ),
+    ("openpact add", &["add-stdio"]),
+    ("openpact remove", &["remove-stdio"]),
+    (
+        "openpact add NAME --url URL [--header HEADER]",
+        &["add-url"],
+    ),
+    (
+        "openpact remove NAME [--json]",
+        &["remove-typo", "remove-url", "remove-stdio"],
+    ),
+    (
+        "openpact registry search QUERY [--json]",
+        &["registry-search", "registry-search-json"],
+    ),
+    (
+        "openpact add --registry NAME [--version V] [--registry-url URL]",
+        &["add-registry"],
+    ),
     // The "Command line" table.
     (
         "openpact serve (--mcp) [--http [ADDR]] [--no-stdio]",

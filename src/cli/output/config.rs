@@ -27,10 +27,16 @@ pub fn sandbox_allowed(done: &crate::cli::sandbox::Allowed, json: bool) -> anyho
     if done.added.is_empty() {
         return Ok(());
     }
-    if done.hubs.is_empty() {
+    hub_reloads(&done.hubs);
+    Ok(())
+}
+
+/// What each running hub of the config did with the reload an edit asked for.
+pub(super) fn hub_reloads(hubs: &[crate::cli::sandbox::HubReload]) {
+    if hubs.is_empty() {
         out!("no openpact serve is running with this config: the servers get it when next started");
     }
-    for h in &done.hubs {
+    for h in hubs {
         match (h.applied, &h.message) {
             (Some(true), m) => out!(
                 "openpact serve (pid {}) reloaded: {}",
@@ -48,7 +54,6 @@ pub fn sandbox_allowed(done: &crate::cli::sandbox::Allowed, json: bool) -> anyho
             ),
         }
     }
-    Ok(())
 }
 
 fn source_label(config: &Config) -> String {

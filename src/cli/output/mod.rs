@@ -2,12 +2,14 @@
 //! reached in serve mode.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod addrm;
 mod catalog;
 mod config;
 mod hubs;
 mod import;
 mod stores;
 
+pub use addrm::{refused, registry_found, server_changed};
 pub use catalog::{
     call_result, listing_human, listing_json, prompt_result, read_result, rpc_error, search_results,
 };
