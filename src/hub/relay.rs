@@ -448,14 +448,7 @@ async fn traced_request(
     use crate::telemetry::{Operation, Request, Side};
     use tracing::Instrument;
     let obj = RawObject::parse(params).ok();
-    let get = |key: &str| obj.as_ref().and_then(|o| o.get_str(key));
-    let tool = matches!(method, "tools/call" | "prompts/get")
-        .then(|| get("name"))
-        .flatten();
-    let uri = method
-        .starts_with("resources/")
-        .then(|| get("uri"))
-        .flatten();
+    let (tool, uri) = super::session::target(method, obj.as_ref());
     let version = up
         .snapshot()
         .info

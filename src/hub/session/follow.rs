@@ -252,20 +252,8 @@ impl Session {
         let Some(task_id) = task.task_id.clone() else {
             return Ok(created);
         };
-        let style = TaskStyle::Legacy;
         let id_params = format!("{{\"taskId\":{}}}", jsonrpc::quote(&task_id));
-        tracing::debug!(
-            server = up.name(),
-            task = %task_id,
-            ?style,
-            "following the server's task"
-        );
-        let mut guard = CancelOnDrop {
-            session: self.clone(),
-            up: up.clone(),
-            task: task_id.clone(),
-            params: Some(id_params.clone()),
-        };
+        let mut guard = self.following(up, &task_id, TaskStyle::Legacy, &id_params);
         let mut seen = Seen::default();
         seen.report(sink, &task);
         let lifetime = Duration::from_millis(task.ttl.unwrap_or(asked_ttl));
@@ -322,21 +310,9 @@ impl Session {
         let Some(task_id) = first.task_id.clone() else {
             return Ok(created);
         };
-        let style = TaskStyle::Extension;
         let id = jsonrpc::quote(&task_id);
         let get_params = with_capabilities(&format!("{{\"taskId\":{id}}}"), &caps);
-        tracing::debug!(
-            server = up.name(),
-            task = %task_id,
-            ?style,
-            "following the server's task"
-        );
-        let mut guard = CancelOnDrop {
-            session: self.clone(),
-            up: up.clone(),
-            task: task_id.clone(),
-            params: Some(get_params.clone()),
-        };
+        let mut guard = self.following(up, &task_id, TaskStyle::Extension, &get_params);
         let deadline = first
             .ttl
             .map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -417,6 +393,24 @@ impl Session {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Notes that the server's task `task_id` is followed from now on; the guard returned
+    /// cancels it (with `params`, its id as the server wants it) unless disarmed.
+    fn following(
+        self: &Arc<Self>,
+        up: &Arc<Upstream>,
+        task_id: &str,
+        style: TaskStyle,
+        params: &str,
+    ) -> CancelOnDrop {
+        tracing::debug!(server = up.name(), task = %task_id, ?style, "following the server's task");
+        CancelOnDrop {
+            session: self.clone(),
+            up: up.clone(),
+            task: task_id.to_string(),
+            params: Some(params.to_string()),
         }
     }
 

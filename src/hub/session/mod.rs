@@ -32,7 +32,7 @@ mod tasks;
 mod traced;
 
 pub(crate) use tasks::declares_extension;
-pub(crate) use traced::error_type;
+pub(crate) use traced::{error_type, target};
 
 use super::{Hub, HubEvent, NameKind};
 use crate::FastMap;

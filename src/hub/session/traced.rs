@@ -103,16 +103,16 @@ pub(crate) fn error_type(m: &Message) -> Option<String> {
         .then(|| "tool_error".into())
 }
 
-/// `m`'s server span, a child of the trace context in its `_meta` when there is one.
-fn server_operation(session: &Session, m: &Message) -> Option<Operation> {
-    let params = m.params().and_then(|p| RawObject::parse(p).ok());
-    let get = |key: &str| params.as_ref().and_then(|o| o.get_str(key));
-    let meta = params
-        .as_ref()
-        .and_then(|o| o.get("_meta"))
-        .and_then(|t| RawObject::parse(t).ok());
-    let meta_str = |key: &str| meta.as_ref().and_then(|o| o.get_str(key));
-    let method = m.method();
+/// What a request acts on, for its span's name and attributes: the tool's or prompt's name,
+/// or the resource's URI.
+pub(crate) fn target<'p>(
+    method: &str,
+    params: Option<&RawObject<'p>>,
+) -> (
+    Option<std::borrow::Cow<'p, str>>,
+    Option<std::borrow::Cow<'p, str>>,
+) {
+    let get = |key: &str| params.and_then(|o| o.get_str(key));
     let tool = matches!(method, "tools/call" | "prompts/get")
         .then(|| get("name"))
         .flatten();
@@ -120,6 +120,19 @@ fn server_operation(session: &Session, m: &Message) -> Option<Operation> {
         .starts_with("resources/")
         .then(|| get("uri"))
         .flatten();
+    (tool, uri)
+}
+
+/// `m`'s server span, a child of the trace context in its `_meta` when there is one.
+fn server_operation(session: &Session, m: &Message) -> Option<Operation> {
+    let params = m.params().and_then(|p| RawObject::parse(p).ok());
+    let meta = params
+        .as_ref()
+        .and_then(|o| o.get("_meta"))
+        .and_then(|t| RawObject::parse(t).ok());
+    let meta_str = |key: &str| meta.as_ref().and_then(|o| o.get_str(key));
+    let method = m.method();
+    let (tool, uri) = target(method, params.as_ref());
     let id = m.id();
     let version = meta_str(crate::revision::meta::PROTOCOL_VERSION);
     let op = Operation::new(
