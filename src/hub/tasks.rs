@@ -19,6 +19,9 @@ pub const MAX_TTL: Duration = Duration::from_secs(3600);
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Tasks kept at once, over all clients: each may hold a server's call open and an answer.
 pub const MAX_TASKS: usize = 4096;
+/// The bytes of ended tasks' answers kept at once: past it, the oldest are forgotten first
+/// (a client asking for one then gets "unknown task").
+pub const MAX_KEPT_BYTES: usize = 256 << 20;
 /// `_meta` key tying a message to its task (2025-11-25).
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The 2026-07-28 Tasks extension's id.
@@ -396,6 +399,7 @@ impl Tasks {
         let mut map = lock(&self.map);
         // Expired answers go as new tasks come: what is kept stays bounded without a timer.
         map.retain(|_, t| !t.expired(now));
+        drop_oldest_answers(&mut map, MAX_KEPT_BYTES);
         if map.len() >= MAX_TASKS {
             return Err(TaskError::Full);
         }
@@ -447,6 +451,32 @@ impl Tasks {
     }
 }
 
+/// Forgets ended tasks, oldest first, until their answers hold at most `limit` bytes.
+fn drop_oldest_answers(map: &mut HashMap<Arc<str>, Arc<Task>>, limit: usize) {
+    let mut ended: Vec<(SystemTime, usize, Arc<str>)> = map
+        .values()
+        .filter_map(|t| {
+            let s = t.state.borrow();
+            let bytes = match s.answer.as_ref()? {
+                Answer::Result(a) | Answer::Error(a) => a.len(),
+            };
+            Some((s.updated, bytes, t.id.clone()))
+        })
+        .collect();
+    let mut total: usize = ended.iter().map(|(_, b, _)| b).sum();
+    if total <= limit {
+        return;
+    }
+    ended.sort_by_key(|(at, _, _)| *at);
+    for (_, bytes, id) in ended {
+        if total <= limit {
+            break;
+        }
+        map.remove(&id);
+        total -= bytes;
+    }
+}
+
 /// `taskId` from a request's params.
 pub fn task_id<'a>(params: &'a RawObject<'_>) -> Result<std::borrow::Cow<'a, str>, TaskError> {
     params.get_str("taskId").ok_or(TaskError::Missing)
@@ -481,6 +511,25 @@ mod tests {
         let legacy: serde_json::Value = serde_json::from_str(&t.legacy_task()).unwrap();
         assert_eq!(legacy["status"], "completed");
         assert_eq!(legacy["ttl"], 600_000);
+    }
+
+    #[test]
+    fn the_oldest_answers_go_first_past_the_limit() {
+        let tasks = Tasks::default();
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"t":"{}"}}}}"#,
+            "x".repeat(100)
+        );
+        let first = tasks.create(Owner::Bearer, None).unwrap();
+        first.finish(&big);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let second = tasks.create(Owner::Bearer, None).unwrap();
+        second.finish(&big);
+        let running = tasks.create(Owner::Bearer, None).unwrap();
+        drop_oldest_answers(&mut lock(&tasks.map), 150);
+        assert!(tasks.get(&first.id, Owner::Bearer).is_err());
+        assert!(tasks.get(&second.id, Owner::Bearer).is_ok());
+        assert!(tasks.get(&running.id, Owner::Bearer).is_ok());
     }
 
     #[test]
