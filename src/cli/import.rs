@@ -77,6 +77,24 @@ pub struct Variable {
 /// A runnable entry as read: where from, the openpact entry, the inputs it refers to.
 type Found = (Source, Map<String, Value>, Vec<(String, String)>);
 
+/// Whether an entry starts openpact's own hub (`openpact connect`, `serve`, `--mcp`): an
+/// editor `setup` pointed at openpact, not a server to import into it.
+fn is_openpact(server: &Map<String, Value>) -> bool {
+    let command = server.get("command").and_then(Value::as_str).unwrap_or("");
+    let named = std::path::Path::new(command)
+        .file_name()
+        .is_some_and(|n| n == "openpact");
+    let hub = server
+        .get("args")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .any(|a| matches!(a, "connect" | "serve" | "--mcp"))
+        });
+    named && hub
+}
+
 /// `openpact import`.
 pub fn run(
     config_arg: &Option<PathBuf>,
@@ -132,6 +150,12 @@ pub fn run(
                             scope: e.scope,
                         };
                         match e.server {
+                            // What `setup` wrote: the editor already goes through openpact.
+                            Ok(server) if is_openpact(&server) => done.skipped.push(Skipped {
+                                source,
+                                why: "openpact itself (`openpact setup` points editors at it)"
+                                    .into(),
+                            }),
                             Ok(server) => found.push((source, server, e.inputs)),
                             Err(why) => done.skipped.push(Skipped { source, why }),
                         }
@@ -411,6 +435,23 @@ fn write_config(config: &Path, text: Option<String>, done: &mut Imported) -> Res
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_editor_pointed_at_openpact_is_not_imported_into_it() {
+        let entry = |v: Value| v.as_object().unwrap().clone();
+        assert!(is_openpact(&entry(
+            json!({"command": "/usr/local/bin/openpact", "args": ["connect", "--config", "x.json"]})
+        )));
+        assert!(is_openpact(&entry(
+            json!({"command": "openpact", "args": ["--config", "x", "serve"]})
+        )));
+        assert!(!is_openpact(&entry(
+            json!({"command": "openpact", "args": ["tools"]})
+        )));
+        assert!(!is_openpact(&entry(
+            json!({"command": "npx", "args": ["-y", "connect"]})
+        )));
+    }
 
     #[test]
     fn secrets_become_references_and_names_are_kept_apart() {

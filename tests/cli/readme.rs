@@ -610,6 +610,18 @@ const CASES: &[Case] = &[
         ok(&["openpact connect"]),
     ),
     case(
+        "import-write",
+        &["import", "--write", "--home", "."],
+        ok(&["Looked in:"]),
+        ok(&["Looked in:"]),
+    ),
+    case(
+        "setup-claude-code",
+        &["setup", "claude-code", "--home", "."],
+        ok(&["openpact connect"]),
+        ok(&["openpact connect"]),
+    ),
+    case(
         "setup-undo-json",
         &["setup", "cursor", "--undo", "--home", ".", "--json"],
         ok(&["\"undo\": true"]),
@@ -867,6 +879,8 @@ const COVERAGE: &[(&str, &[&str])] = &[
         "openpact setup HOST [--undo] [--home DIR] [--json]",
         &["setup", "setup-undo-json"],
     ),
+    ("openpact import --write", &["import-write"]),
+    ("openpact setup claude-code", &["setup-claude-code"]),
     (
         "openpact sandbox allow notion net api.notion.com",
         &["sandbox-allow-net"],
