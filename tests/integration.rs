@@ -28,13 +28,17 @@
 //! - `compat`: popular community servers under the default profile (`.ci/compat.sh` installs them).
 //! - `reload`: hot reload of the config over pipes and HTTP; `openpact reload`.
 //! - `shared`: `openpact connect` windows sharing one hub per config; the hub killed and replaced.
-//! - `tasks`: MCP Tasks through the hub in both eras: its own task face, real SDK task clients.
 //! - `embed`: the embedding API (`openpact::Hub`) in this process against the fixture.
 //! - `policy`: permissions (terminal, elicitation, none), cache, rate limits, redaction, audit.
 //! - `code_work`: code-mode programs doing multi-server work over the real servers and the
 //!   fixture catalogues' data: parallel reads, keep/kept, tool errors, images, signatures.
-//! - `tasks`: MCP Tasks through the hub; `follow`: servers' tasks (rmcp's extension,
-//!   server-everything's 2025-11-25 tasks) followed for a plain call, cancelled with it.
+//! - `tasks`: MCP Tasks through the hub in both eras — `face`: the hub's own tasks for a
+//!   server without tasks; `follow`: servers' tasks (rmcp's extension, server-everything's
+//!   2025-11-25 tasks) followed for a plain call, cancelled with it; `rmcp`: rmcp's 2026-07-28
+//!   client and a legacy one asking tasks of the rmcp task server; `clients`: the TS and Python
+//!   SDKs' task clients, and two clients never seeing each other's tasks.
+//! - `import`: `openpact import` and `setup` over fixture homes of eight hosts; the agents'
+//!   own `mcp list` after `setup`.
 //! - `code_mode`: `run_code` programs: hostile ones held to their limits in a confined worker,
 //!   every inner call under the client's policy, progress, cancellation, the data-flow guard.
 //!
