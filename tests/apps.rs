@@ -329,7 +329,8 @@ async fn a_refused_view_read_names_a_permission_that_works() {
             .args(args);
         Ran::of(cmd, args.join(" "), WAIT)
     };
-    {
+    // A host's read of alpha's view on a fresh hub of this config.
+    let read_view = || async {
         let mut hub = crate::support::serve(&cfg).await;
         let c = &mut hub.client;
         c.initialize_as(
@@ -344,6 +345,10 @@ async fn a_refused_view_read_names_a_permission_that_works() {
                 json!({"uri": "ui://alpha/widget/main.html"}),
             )
             .await;
+        (hub, r)
+    };
+    {
+        let (_hub, r) = read_view().await;
         let message = r["error"]["message"].as_str().unwrap_or_default();
         assert!(
             message.contains("openpact permissions allow alpha:ui://widget/main.html"),
@@ -355,20 +360,8 @@ async fn a_refused_view_read_names_a_permission_that_works() {
         let ran = cli(&["permissions", "allow", name]).await;
         assert_eq!(ran.code, Some(0), "{ran}");
     }
-    let mut hub = crate::support::serve(&cfg).await;
+    let (mut hub, r) = read_view().await;
     let c = &mut hub.client;
-    c.initialize_as(
-        json!({"extensions": {UI: {"mimeTypes": [MIME]}}}),
-        "apps-host",
-    )
-    .await;
-    wait_for_tool(c, "beta:client_caps", WAIT).await;
-    let r = c
-        .request(
-            "resources/read",
-            json!({"uri": "ui://alpha/widget/main.html"}),
-        )
-        .await;
     assert!(
         r["result"]["contents"][0]["text"]
             .as_str()

@@ -14,9 +14,7 @@
 //! `OPENPACT_REQUIRE_PEERS=1`.
 
 use crate::support::rmcp::{Answering, connect, first_text, obj, transport};
-use crate::support::{
-    Hub, OPENPACT, Peers, Ran, Scratch, WAIT, fixture, openpact_for, s, state_dir,
-};
+use crate::support::{Hub, OPENPACT, Peers, Scratch, WAIT, fixture, openpact_for, s, state_dir};
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ElicitResult,
@@ -25,7 +23,6 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RunningService};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 
@@ -461,16 +458,15 @@ async fn run_script(
     args: &[&str],
     hub: Option<&Hub>,
 ) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/search_clients")
-        .join(script);
-    let words = peers.command(interpreter);
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .arg(&path)
-        .args(args)
-        .stdin(Stdio::null());
-    let ran = Ran::of(cmd, (script, args), Duration::from_secs(60)).await;
+    let ran = peers
+        .script(
+            interpreter,
+            "search_clients",
+            script,
+            args,
+            Duration::from_secs(60),
+        )
+        .await;
     let hub = hub.map(Hub::stderr).unwrap_or_default();
     assert_eq!(ran.code, Some(0), "{ran}\nhub:\n{hub}");
     ran.json()

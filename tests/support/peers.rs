@@ -50,6 +50,29 @@ impl Peers {
             .collect()
     }
 
+    /// Runs the client script `tests/DIR/SCRIPT` with `interpreter` (a `PEER_*` command) and
+    /// `args`, within `limit`, stdin closed.
+    pub async fn script(
+        &self,
+        interpreter: &str,
+        dir: &str,
+        script: &str,
+        args: &[&str],
+        limit: std::time::Duration,
+    ) -> super::Ran {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join(dir)
+            .join(script);
+        let words = self.command(interpreter);
+        let mut cmd = tokio::process::Command::new(&words[0]);
+        cmd.args(&words[1..])
+            .arg(&path)
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        super::Ran::of(cmd, (script, args), limit).await
+    }
+
     /// A `mcpServers` entry for a peer, with extra args.
     pub fn entry(&self, name: &str, extra: &[&str]) -> Value {
         let mut words = self.command(name);

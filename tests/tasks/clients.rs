@@ -18,14 +18,11 @@
 
 use crate::shared::window;
 use crate::support::{
-    Hub, Peers, Ran, Scratch, WAIT, everything_listening, fixture, free_port, serve_with, text,
+    Hub, Peers, Scratch, WAIT, everything_listening, fixture, free_port, serve_with, text,
     wait_for_tool,
 };
 use serde_json::{Value, json};
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::Command;
 
 const RESEARCH: &str = "simulate-research-query";
 
@@ -38,16 +35,9 @@ fn research_plan(tool: &str) -> Value {
 
 /// Runs this folder's `script` with `interpreter` (a peers.json command), `args` after it.
 async fn run_script(peers: &Peers, interpreter: &str, script: &str, args: &[&str]) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/tasks")
-        .join(script);
-    let words = peers.command(interpreter);
-    let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..])
-        .arg(&path)
-        .args(args)
-        .stdin(Stdio::null());
-    let ran = Ran::of(cmd, (script, args), Duration::from_secs(120)).await;
+    let ran = peers
+        .script(interpreter, "tasks", script, args, Duration::from_secs(120))
+        .await;
     assert_eq!(ran.code, Some(0), "{ran}");
     ran.json()
 }
