@@ -13,6 +13,7 @@ mod listen;
 mod session;
 mod stateless;
 mod stream;
+mod ui;
 
 use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
@@ -127,6 +128,7 @@ struct Face {
     guard: guard::Guard,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     next_stream: AtomicU64,
+    ui: ui::Ui,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -161,6 +163,16 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
         "serving MCP over HTTP on http://{}/mcp{profiles} (health: /health, metrics: /metrics)",
         bound.addr
     );
+    // The login link must reach the person, as the address does: same target. It works
+    // once and expires soon, so a log kept on disk gives little away.
+    match face.ui.mint_login() {
+        Some(key) => tracing::info!(
+            target: "openpact::listening",
+            "dashboard: http://{}/ui/login?key={key} (this link works once, for ten minutes)",
+            bound.addr
+        ),
+        None => tracing::warn!("no random source: the dashboard has no login link"),
+    }
     if settings.token == HttpToken::Off {
         tracing::warn!(
             "openpact.http.token is false: no token guards http://{}/mcp; any program on this \
@@ -183,6 +195,7 @@ fn new_face(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> Arc<Face>
         settings: settings.clone(),
         sessions: Mutex::new(HashMap::new()),
         next_stream: AtomicU64::new(1),
+        ui: ui::Ui::default(),
     })
 }
 
@@ -197,6 +210,9 @@ fn app(face: &Arc<Face>) -> axum::Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(face.clone(), check))
+        // After the MCP guard, which the dashboard replaces with its own (a browser
+        // cannot send the bearer token).
+        .merge(ui::routes(face))
         .layer(DefaultBodyLimit::max(face.settings.max_body_size))
         .with_state(face.clone())
 }
