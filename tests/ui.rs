@@ -1,9 +1,11 @@
 //! The dashboard on `/ui` of `openpact serve --http`, over real sockets with reqwest: every
 //! page, endpoint and action refused without the session cookie or with a foreign `Origin`;
 //! the login link working once; the security headers; the servers and tools endpoints; a
-//! call made by another client arriving on the SSE stream.
+//! call made by another client arriving on the SSE stream; `openpact ui` getting a login link
+//! from the running hub.
 
-use crate::http_face::{HttpHub, fx, http_hub};
+use crate::http_face::{HttpHub, fx, http_base, http_hub};
+use crate::support::{Ran, Scratch, WAIT, openpact_for, serve_with};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -223,5 +225,56 @@ async fn ui_streams_a_call_made_by_another_client_within_a_second() {
     assert_eq!(call["outcome"], "ok", "{call}");
     assert!(call["durationMs"].is_number(), "{call}");
     assert!(call["client"].is_string(), "{call}");
-    assert!(call.get("arguments").is_none(), "no arguments on the page: {call}");
+    assert!(
+        call.get("arguments").is_none(),
+        "no arguments on the page: {call}"
+    );
+}
+
+/// `openpact --config CONFIG --state-dir (its state) ui`, run to its end.
+async fn openpact_ui(config: &std::path::Path) -> Ran {
+    let mut cmd = openpact_for(config, None);
+    cmd.arg("ui");
+    Ran::of(cmd, &["ui"], WAIT).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openpact_ui_prints_a_login_link_the_running_hub_takes_once() {
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), None);
+    let alone = openpact_ui(&config).await;
+    assert_ne!(alone.code, Some(0), "no hub runs: {alone:?}");
+    assert!(alone.stderr.contains("openpact serve --http"), "{alone:?}");
+
+    let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
+        .await
+        .owning(sc);
+    let base = http_base(&mut hub).await;
+    // The link logged at start is spent first: the one `openpact ui` prints is another.
+    let h = HttpHub { hub, base };
+    log_in(&h).await;
+    let ran = openpact_ui(&config).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let link = ran.stdout.trim();
+    assert!(
+        link.starts_with(&format!("{}/ui/login?key=", h.base)),
+        "{link}"
+    );
+    let first = browser().get(link).send().await.unwrap();
+    assert_eq!(first.status(), 303);
+    let cookie = first.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = get(&h, "/ui/api/servers", &[("cookie", &cookie)]).await;
+    assert_eq!(page.status(), 200);
+    let again = browser().get(link).send().await.unwrap();
+    assert_eq!(again.status(), 403, "the link works once");
+    // Nothing is left in the state dir.
+    let state = crate::support::state_dir(&config);
+    let left: Vec<_> = std::fs::read_dir(&state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ui-login-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

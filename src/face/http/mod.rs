@@ -15,6 +15,8 @@ mod stateless;
 mod stream;
 mod ui;
 
+pub use ui::ask_login;
+
 use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
 use crate::jsonrpc::{self, Kind, Message, code, parse_frame};
@@ -138,6 +140,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The running HTTP face.
 pub struct HttpFace {
     face: Arc<Face>,
+    addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
     reaper: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -182,6 +185,7 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
     }
     HttpFace {
         face,
+        addr: bound.addr,
         server,
         reaper,
         stop: Some(stop),
@@ -226,6 +230,16 @@ pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::R
 }
 
 impl HttpFace {
+    /// The dashboard's address.
+    pub fn ui_url(&self) -> String {
+        format!("http://{}/ui", self.addr)
+    }
+
+    /// Takes the login keys `openpact ui` left for this hub (see [`ask_login`]).
+    pub fn take_login_requests(&self, state_dir: &std::path::Path) {
+        self.face.ui.take_requests(state_dir);
+    }
+
     /// Ends every session (their calls cancelled, streams closed) and stops listening.
     pub async fn stop(mut self) {
         let sessions: Vec<_> = lock(&self.face.sessions).drain().map(|(_, s)| s).collect();

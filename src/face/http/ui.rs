@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
@@ -28,6 +29,8 @@ const SCRIPT: &str = include_str!("ui/app.js");
 const STYLE: &str = include_str!("ui/style.css");
 
 const COOKIE: &str = "openpact_ui";
+/// The state-dir files `openpact ui` leaves a login key in: `ui-login-<hub pid>-<nonce>`.
+const REQUEST_PREFIX: &str = "ui-login-";
 /// The header a page's action carries its session's CSRF token in.
 const CSRF_HEADER: &str = "x-openpact-csrf";
 /// How long a login link may wait to be opened.
@@ -69,11 +72,39 @@ impl Ui {
     /// A fresh one-time login key, or `None` without a random source.
     pub(super) fn mint_login(&self) -> Option<String> {
         let key = random_key()?;
+        self.add_login(key.clone());
+        Some(key)
+    }
+
+    fn add_login(&self, key: String) {
         let now = Instant::now();
         let mut logins = super::lock(&self.logins);
         logins.retain(|_, until| *until > now);
-        logins.insert(key.clone(), now + LOGIN_TTL);
-        Some(key)
+        logins.insert(key, now + LOGIN_TTL);
+    }
+
+    /// Takes (and deletes) every login key [`ask_login`] left for this process in
+    /// `state_dir`: the state dir is the user's alone (0700), so whoever could write there
+    /// could read the config's secrets anyway.
+    pub(super) fn take_requests(&self, state_dir: &Path) {
+        let prefix = format!("{REQUEST_PREFIX}{}-", std::process::id());
+        let Ok(entries) = std::fs::read_dir(state_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if !name.to_string_lossy().starts_with(&prefix) {
+                continue;
+            }
+            let path = entry.path();
+            let key = std::fs::read_to_string(&path).unwrap_or_default();
+            let _ = std::fs::remove_file(&path);
+            let key = key.trim();
+            if key.len() == 32 && key.bytes().all(|b| b.is_ascii_hexdigit()) {
+                self.add_login(key.to_string());
+                tracing::info!("a dashboard login link was handed out (openpact ui)");
+            }
+        }
     }
 
     /// Spends login key `key`: a new session's (cookie key, CSRF token) if it was valid.
@@ -122,6 +153,22 @@ impl Ui {
             sessions.remove(&k);
         }
     }
+}
+
+/// Asks the hub `hub_pid` (its state dir `state_dir`) for a dashboard login: leaves a fresh
+/// key where only this user can read it and signals the hub, which takes the file away once
+/// the key works. Returns the key and the file (gone: the hub took it).
+pub fn ask_login(state_dir: &Path, hub_pid: u32) -> std::io::Result<(String, PathBuf)> {
+    let no_random = || std::io::Error::other("no random source for a login key");
+    let key = random_key().ok_or_else(no_random)?;
+    let nonce = random_key().ok_or_else(no_random)?;
+    let path = state_dir.join(format!("{REQUEST_PREFIX}{hub_pid}-{nonce}"));
+    crate::state::write_volatile(&path, key.as_bytes())?;
+    if let Err(e) = crate::platform::send(hub_pid, crate::platform::HubSignal::UiLogin) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    Ok((key, path))
 }
 
 /// Who a request is, once admitted.
@@ -225,8 +272,8 @@ fn admit(face: &Face, req: &mut Request) -> Result<(), (StatusCode, String)> {
         let Some((cookie, csrf)) = session else {
             return Err((
                 StatusCode::UNAUTHORIZED,
-                "not logged in: open the login link `openpact serve --http` logged on \
-                 stderr (it works once), or send Authorization: Bearer <openpact.http.token>"
+                "not logged in: run `openpact ui` for a login link (each works once), or \
+                 send Authorization: Bearer <openpact.http.token>"
                     .to_string(),
             ));
         };
@@ -319,8 +366,8 @@ async fn login(State(face): State<Arc<Face>>, req: Request) -> Response {
     let Some((cookie, _)) = face.ui.log_in(&key) else {
         return refused(
             StatusCode::FORBIDDEN,
-            "this login link is not valid: each works once and for ten minutes; restart \
-             `openpact serve --http` for a new one",
+            "this login link is not valid: each works once and for ten minutes; run \
+             `openpact ui` for a new one",
         );
     };
     let set = format!("{COOKIE}={cookie}; HttpOnly; SameSite=Strict; Path=/ui");
