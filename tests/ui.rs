@@ -84,6 +84,8 @@ async fn ui_refuses_without_the_cookie_or_from_another_origin_and_logs_in_once()
         );
     }
     assert_eq!(act(&h, &[]).await, 401, "the action without the cookie");
+    // The dashboard's guard is its routes' alone: elsewhere, what is not there is 404.
+    assert_eq!(get(&h, "/favicon.ico", &[]).await.status(), 404);
     let wrong = get(&h, "/ui", &[("cookie", "openpact_ui=00112233")]).await;
     assert_eq!(wrong.status(), 401, "a made-up session");
 

@@ -192,11 +192,10 @@ pub(super) fn routes(face: &Arc<Face>) -> axum::Router<Arc<Face>> {
         .route("/ui/api/servers", get(servers))
         .route("/ui/api/tools", get(tools))
         .route("/ui/api/events", get(events))
-        .layer(axum::middleware::from_fn_with_state(face.clone(), gate))
+        .route_layer(axum::middleware::from_fn_with_state(face.clone(), gate))
 }
 
 fn refused(status: StatusCode, why: &str) -> Response {
-    tracing::debug!(%status, "dashboard request refused: {why}");
     (
         status,
         [(
@@ -225,7 +224,10 @@ fn cookie_of(headers: &HeaderMap) -> Option<String> {
 async fn gate(State(face): State<Arc<Face>>, mut req: Request, next: Next) -> Response {
     let mut resp = match admit(&face, &mut req) {
         Ok(()) => next.run(req).await,
-        Err((status, why)) => refused(status, &why),
+        Err((status, why)) => {
+            tracing::debug!(%status, path = req.uri().path(), "dashboard request refused: {why}");
+            refused(status, &why)
+        }
     };
     let h = resp.headers_mut();
     h.insert(
