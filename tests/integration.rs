@@ -6,6 +6,8 @@
 //!   running hub taking the change, the MCP Registry as a loopback stand-in.
 //! - `abuse`: clients that do not read their answers: bounded memory, nothing lost.
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
+//! - `ui`: the dashboard on `/ui`: login link, cookie, Origin and CSRF refusals, the
+//!   security headers, servers and search endpoints, calls on its SSE stream.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
@@ -93,3 +95,4 @@ mod stdio_socket;
 mod surface;
 mod tasks;
 mod telemetry;
+mod ui;

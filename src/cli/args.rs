@@ -140,6 +140,9 @@ pub enum Command {
     /// Make the running `openpact serve` processes of this config read it again now (they
     /// also do when the file changes, unless `openpact.reload` is false); shows what each did.
     Reload,
+    /// Print a one-time login link to the dashboard of the running `openpact serve --http`
+    /// of this config (it works once, for ten minutes).
+    Ui,
     /// Remembered permission decisions: list, allow, deny, forget.
     Permissions {
         #[command(subcommand)]

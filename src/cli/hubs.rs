@@ -73,6 +73,7 @@ async fn servers_of(
             cache: None,
             reload: None,
             socket: None,
+            ui: None,
         };
         output::hubs_json(&[fresh], false)?;
     } else {
@@ -144,6 +145,32 @@ pub(super) async fn ask_reload<'h>(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     answers
+}
+
+/// `ui`: a login link minted by the running hub of this config that serves the dashboard.
+/// The hub takes the key from the state dir on a signal; the link is printed only once it
+/// did, so a printed link works.
+pub(super) async fn ui(state: &Path, config: Option<&Path>) -> Result<ExitCode> {
+    let Some((pid, url)) = hubs_of(state, config)
+        .into_iter()
+        .find_map(|h| Some((h.pid, h.ui?)))
+    else {
+        anyhow::bail!(
+            "no running openpact serve of this config serves the dashboard: start one with \
+             `openpact serve --http` (the dashboard is on its address, at /ui)"
+        );
+    };
+    let (key, request) = crate::face::http::ask_login(state, pid)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while request.exists() {
+        if std::time::Instant::now() > deadline {
+            let _ = std::fs::remove_file(&request);
+            anyhow::bail!("openpact serve (pid {pid}) did not take the login request within 5 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    output::ui_link(&format!("{url}/login?key={key}"));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `config`: the config file named or found (read or not): only its hubs are reached.

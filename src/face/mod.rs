@@ -145,9 +145,10 @@ pub async fn serve(
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),
         faces.socket.as_ref().map(|p| p.display().to_string()),
+        running.http.as_ref().map(http::HttpFace::ui_url),
     );
     running.announce(config, faces.socket.as_deref());
-    let why = running.until_done(&mut signals).await;
+    let why = running.until_done(&mut signals, state_dir).await;
     tracing::info!("shutting down ({why})");
     running.stop(why).await;
     Ok(())
@@ -159,6 +160,8 @@ struct Signals {
     interrupt: platform::SignalStream,
     /// `openpact cache clear` asks running hubs to drop their cached results this way.
     clear_cache: platform::SignalStream,
+    /// `openpact ui` asks for a dashboard login link this way.
+    ui_login: platform::SignalStream,
 }
 
 impl Signals {
@@ -167,6 +170,7 @@ impl Signals {
             terminate: platform::listen(HubSignal::Terminate)?,
             interrupt: platform::listen(HubSignal::Interrupt)?,
             clear_cache: platform::listen(HubSignal::ClearCache)?,
+            ui_login: platform::listen(HubSignal::UiLogin)?,
         })
     }
 }
@@ -203,7 +207,11 @@ impl Running {
     /// Serves until a reason to stop, and says which: a signal, stdin closed with no HTTP
     /// served, or no window connected for `idle_exit`. A closed stdin beside HTTP only ends
     /// the stdio session.
-    async fn until_done(&mut self, signals: &mut Signals) -> &'static str {
+    async fn until_done(
+        &mut self,
+        signals: &mut Signals,
+        state_dir: &std::path::Path,
+    ) -> &'static str {
         loop {
             let stdin_closed = async {
                 match self.stdio.as_mut() {
@@ -241,6 +249,11 @@ impl Running {
                 _ = signals.clear_cache.recv() => {
                     self.hub.policy().cache.clear();
                     tracing::info!("result cache cleared ({})", HubSignal::ClearCache.name());
+                }
+                _ = signals.ui_login.recv() => {
+                    if let Some(face) = &self.http {
+                        face.take_login_requests(state_dir);
+                    }
                 }
             }
         }

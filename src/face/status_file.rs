@@ -12,12 +12,14 @@ pub fn path_for(state_dir: &Path, pid: u32) -> PathBuf {
 }
 
 /// Keeps the status file current until the returned guard is dropped.
-/// `socket`: where a shared hub (`serve --shared`) takes its windows.
+/// `socket`: where a shared hub (`serve --shared`) takes its windows; `ui`: the dashboard's
+/// address.
 pub fn publish(
     hub: Arc<Hub>,
     state_dir: &Path,
     config: Option<String>,
     socket: Option<String>,
+    ui: Option<String>,
 ) -> StatusFile {
     let path = path_for(state_dir, std::process::id());
     let started_at = rfc3339(SystemTime::now());
@@ -38,6 +40,7 @@ pub fn publish(
                 cache: Some(cache.stats().await),
                 reload: hub.last_reload(),
                 socket: socket.clone(),
+                ui: ui.clone(),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {

@@ -61,6 +61,9 @@ pub struct HubStatus {
     /// Where a shared hub (`serve --shared`, what `openpact connect` starts) takes windows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
+    /// The dashboard's address (`serve --http`), where `openpact ui` sends the person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ui: Option<String>,
 }
 
 impl Hub {

@@ -17,8 +17,8 @@
 //! | a file's identity | `platform::file_id` (`policy::audit`: its rotation, done by another process, is seen) | inode | same | the file index (`GetFileInformationByHandle`; std's `MetadataExt::file_index` is unstable) |
 //! | the user | `platform::{uid, private_to_user}` (`sandbox`: temp root name and its owner check, `places`' `/run/user/UID`; `face::socket`: the peer's uid) | `getuid` | same | the user's SID; ownership through the ACL |
 //! | exclusive locks between processes | `state::{lock_exclusive, lock_private, try_lock_private}` on std's `File::lock`/`try_lock` (`policy::decisions`, `auth::store`, `face::socket`, `builtins::scripts`) | `flock` | `flock` | nothing: std uses `LockFileEx` (mandatory there, which the empty lock files do not mind) |
-//! | signals to a running hub, is it alive | `platform::{send, liveness}`, [`HubSignal`], [`Liveness`] (`cli`: `reload` = `Reload`, `cache clear` = `ClearCache`; `face::status_file`; `sandbox::sweep_stale_temp`) | `kill(2)`, SIGHUP / SIGUSR1, null signal | same | no signals: a named event per hub pid, or the request sent over the hub's own socket or HTTP face; alive: `OpenProcess` + `GetExitCodeProcess` |
-//! | signals a hub takes | `platform::listen` → [`SignalStream`] (`face::serve`: `Terminate`, `Interrupt`, `ClearCache`; `face::reload`: `Reload`) | tokio `signal::unix` | same | `Terminate`/`Interrupt`: tokio `signal::windows::{ctrl_c, ctrl_close, ctrl_shutdown}`; `Reload`/`ClearCache` as in the row above |
+//! | signals to a running hub, is it alive | `platform::{send, liveness}`, [`HubSignal`], [`Liveness`] (`cli`: `reload` = `Reload`, `cache clear` = `ClearCache`; `ui` = `UiLogin`; `face::status_file`; `sandbox::sweep_stale_temp`) | `kill(2)`, SIGHUP / SIGUSR1 / SIGUSR2, null signal | same | no signals: a named event per hub pid, or the request sent over the hub's own socket or HTTP face; alive: `OpenProcess` + `GetExitCodeProcess` |
+//! | signals a hub takes | `platform::listen` → [`SignalStream`] (`face::serve`: `Terminate`, `Interrupt`, `ClearCache`, `UiLogin`; `face::reload`: `Reload`) | tokio `signal::unix` | same | `Terminate`/`Interrupt`: tokio `signal::windows::{ctrl_c, ctrl_close, ctrl_shutdown}`; `Reload`/`ClearCache`/`UiLogin` as in the row above |
 //! | a child's process group, killed whole | `platform::{new_process_group, signal_group}`, [`GroupSignal`] (`transport::child`: every stdio server; `cli::connect`: the detached shared hub) | `setpgid(0)`, `killpg` SIGTERM then SIGKILL | same | `CREATE_NEW_PROCESS_GROUP` (+ `DETACHED_PROCESS` for the hub) and a Job Object per server: no SIGTERM, so close stdin, wait, then `TerminateJobObject` |
 //! | reading stdin from the background | `platform::{fail_background_reads, is_background_read}` (`transport::stdio`'s reading thread) | SIGTTIN blocked on that thread, EIO read as the end | same | nothing to do (no job control): `Ok(())` and `false` |
 //! | the terminal for permission prompts | `platform::{terminal, TerminalMode}` (`policy::prompt`) | `/dev/tty`, termios saved and restored | same | `CONIN$` / `CONOUT$`, `GetConsoleMode` / `SetConsoleMode` |
@@ -76,6 +76,8 @@ pub enum HubSignal {
     Reload,
     /// Drop the cached results (SIGUSR1).
     ClearCache,
+    /// Take the dashboard login keys `openpact ui` left in the state dir (SIGUSR2).
+    UiLogin,
 }
 
 /// How a child's process group is stopped.

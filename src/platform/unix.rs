@@ -78,6 +78,7 @@ fn signal_of(signal: HubSignal) -> Signal {
         HubSignal::Interrupt => Signal::SIGINT,
         HubSignal::Reload => Signal::SIGHUP,
         HubSignal::ClearCache => Signal::SIGUSR1,
+        HubSignal::UiLogin => Signal::SIGUSR2,
     }
 }
 
@@ -125,6 +126,7 @@ pub fn listen(signal: HubSignal) -> io::Result<SignalStream> {
         HubSignal::Interrupt => SignalKind::interrupt(),
         HubSignal::Reload => SignalKind::hangup(),
         HubSignal::ClearCache => SignalKind::user_defined1(),
+        HubSignal::UiLogin => SignalKind::user_defined2(),
     };
     tokio::signal::unix::signal(kind).map(SignalStream)
 }

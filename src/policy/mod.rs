@@ -92,6 +92,9 @@ pub struct Policy {
     /// Every (name, value) pair the redactor was built from.
     secrets: std::sync::Mutex<Vec<(String, String)>>,
     audit: Option<Arc<audit::AuditLog>>,
+    /// Every audit record as it is filed, for the dashboard's live view of calls; kept
+    /// across reloads so a watcher never misses the switch.
+    live: tokio::sync::broadcast::Sender<audit::Record>,
     state_dir: PathBuf,
     /// Shown in denial messages so users know which file to edit.
     config_label: String,
@@ -123,6 +126,7 @@ impl Policy {
                 .audit
                 .enabled
                 .then(|| Arc::new(audit::AuditLog::start(state_dir, settings.audit.max_bytes))),
+            live: tokio::sync::broadcast::channel(LIVE_RECORDS).0,
             state_dir: state_dir.to_path_buf(),
             config_label,
             flows: flows::Rules::new(&settings.flows),
@@ -150,6 +154,7 @@ impl Policy {
             redactor: std::sync::RwLock::new(Arc::new(redact::Redactor::new(secrets))),
             secrets: std::sync::Mutex::new(secrets.to_vec()),
             audit: None,
+            live: self.live.clone(),
             state_dir: self.state_dir.clone(),
             config_label,
             flows: flows::Rules::new(&settings.flows),
@@ -619,8 +624,18 @@ impl Policy {
 
     pub fn audit(&self, record: audit::Record) {
         if let Some(a) = &self.audit {
+            // A copy only while someone watches: a hub without a dashboard pays nothing.
+            if self.live.receiver_count() > 0 {
+                let _ = self.live.send(record.clone());
+            }
             a.record(record);
         }
+    }
+
+    /// The audit records filed from now on (already redacted, as the log's are). A watcher
+    /// that falls more than [`LIVE_RECORDS`] behind skips what it missed.
+    pub fn watch_audit(&self) -> tokio::sync::broadcast::Receiver<audit::Record> {
+        self.live.subscribe()
     }
 
     /// Writes every audit record handed in so far (on shutdown, before the process exits).
@@ -634,6 +649,9 @@ impl Policy {
         self.audit.is_some()
     }
 }
+
+/// How many audit records a slow watcher may fall behind before it skips some.
+pub const LIVE_RECORDS: usize = 256;
 
 /// Why nobody can be asked.
 const NO_WAY_TO_ASK: &str = "the client did not declare elicitation and there is no terminal";

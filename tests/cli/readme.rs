@@ -475,6 +475,12 @@ const CASES: &[Case] = &[
         fails(&["no profile \"files\""]),
     ),
     case(
+        "ui",
+        &["ui"],
+        fails(&["openpact serve --http"]),
+        fails(&["openpact serve --http"]),
+    ),
+    case(
         "reload",
         &["reload"],
         ok(&["nothing to reload"]),
@@ -745,6 +751,7 @@ const LIVE_CASES: &[(&str, &[&str])] = &[
     ("cache-stats-live-json", &["cache", "stats", "--json"]),
     ("cache-clear-live", &["cache", "clear"]),
     ("reload-live", &["reload"]),
+    ("ui-live", &["ui"]),
 ];
 
 /// Which cases exercise each form README.md and docs/ show. Keys are the forms as [`readme_forms`]
@@ -788,6 +795,7 @@ const COVERAGE: &[(&str, &[&str])] = &[
         &["connect", "connect-profile"],
     ),
     ("openpact reload", &["reload", "reload-live"]),
+    ("openpact ui", &["ui", "ui-live"]),
     ("openpact connect", &["connect"]),
     ("openpact connect --profile NAME", &["connect-profile"]),
     ("openpact auth login", &["auth-login-linear"]),
@@ -1626,6 +1634,7 @@ async fn live_cases(setup: &Setup, hub: &Hub) -> Vec<String> {
             "servers-live" if setup.example => &["everything", "fs", "ready"],
             "reload-live" if setup.example => &["applied", "no server changed"],
             "reload-live" => &["nothing to reload"],
+            "ui-live" => &["/ui/login?key="],
             "cache-stats-live" | "cache-stats-live-json" => &[pid.as_str()],
             _ => &[],
         };

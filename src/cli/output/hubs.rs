@@ -233,6 +233,11 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `openpact ui`: the login link, alone on stdout (for `xdg-open "$(openpact ui)"`).
+pub fn ui_link(link: &str) {
+    out!("{link}");
+}
+
 pub fn cache_cleared(n: usize) {
     match n {
         0 => out!("no openpact serve is running with this config; nothing to clear"),

@@ -63,6 +63,35 @@ impl Guard {
                 ));
             }
         }
+        self.check_host(headers)?;
+        if self.token.is_some() && !self.bearer_matches(headers) {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required (Authorization: Bearer <openpact.http.token>)"
+                    .to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the request carries the configured bearer token (compared in constant time);
+    /// false when none is configured.
+    pub fn bearer_matches(&self, headers: &HeaderMap) -> bool {
+        let Some(token) = &self.token else {
+            return false;
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, rest) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            });
+        given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes())))
+    }
+
+    /// The `Host` check alone, against DNS rebinding on loopback binds (403).
+    pub fn check_host(&self, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
         if let Some(hosts) = &self.allowed_hosts {
             let host = headers
                 .get(header::HOST)
@@ -78,24 +107,18 @@ impl Guard {
                 ));
             }
         }
-        if let Some(token) = &self.token {
-            let given = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| {
-                    let (scheme, rest) = v.split_once(' ')?;
-                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-                });
-            let ok = given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes())));
-            if !ok {
-                return Err((
-                    StatusCode::UNAUTHORIZED,
-                    "a bearer token is required (Authorization: Bearer <openpact.http.token>)"
-                        .to_string(),
-                ));
-            }
-        }
         Ok(())
+    }
+
+    /// Whether `origin` is the page's own (`http://` + the request's `Host`) or one of
+    /// openpact.http.allowedOrigins: the dashboard takes no other, not even another local
+    /// port, since any local web app could otherwise act in the person's name.
+    pub fn same_origin(&self, origin: &str, host: &str) -> bool {
+        let Some(origin) = HttpSettings::normal_origin(origin) else {
+            return false;
+        };
+        HttpSettings::normal_origin(&format!("http://{host}")).is_some_and(|own| own == origin)
+            || self.allowed_origins.contains(&origin)
     }
 
     fn origin_allowed(&self, origin: &str) -> bool {

@@ -13,6 +13,9 @@ mod listen;
 mod session;
 mod stateless;
 mod stream;
+mod ui;
+
+pub use ui::ask_login;
 
 use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
@@ -127,6 +130,7 @@ struct Face {
     guard: guard::Guard,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
     next_stream: AtomicU64,
+    ui: ui::Ui,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -136,6 +140,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The running HTTP face.
 pub struct HttpFace {
     face: Arc<Face>,
+    addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
     reaper: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -161,6 +166,16 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
         "serving MCP over HTTP on http://{}/mcp{profiles} (health: /health, metrics: /metrics)",
         bound.addr
     );
+    // The login link must reach the person, as the address does: same target. It works
+    // once and expires soon, so a log kept on disk gives little away.
+    match face.ui.mint_login() {
+        Some(key) => tracing::info!(
+            target: "openpact::listening",
+            "dashboard: http://{}/ui/login?key={key} (this link works once, for ten minutes)",
+            bound.addr
+        ),
+        None => tracing::warn!("no random source: the dashboard has no login link"),
+    }
     if settings.token == HttpToken::Off {
         tracing::warn!(
             "openpact.http.token is false: no token guards http://{}/mcp; any program on this \
@@ -170,6 +185,7 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
     }
     HttpFace {
         face,
+        addr: bound.addr,
         server,
         reaper,
         stop: Some(stop),
@@ -183,6 +199,7 @@ fn new_face(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> Arc<Face>
         settings: settings.clone(),
         sessions: Mutex::new(HashMap::new()),
         next_stream: AtomicU64::new(1),
+        ui: ui::Ui::default(),
     })
 }
 
@@ -197,6 +214,9 @@ fn app(face: &Arc<Face>) -> axum::Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(face.clone(), check))
+        // After the MCP guard, which the dashboard replaces with its own (a browser
+        // cannot send the bearer token).
+        .merge(ui::routes(face))
         .layer(DefaultBodyLimit::max(face.settings.max_body_size))
         .with_state(face.clone())
 }
@@ -210,6 +230,16 @@ pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::R
 }
 
 impl HttpFace {
+    /// The dashboard's address.
+    pub fn ui_url(&self) -> String {
+        format!("http://{}/ui", self.addr)
+    }
+
+    /// Takes the login keys `openpact ui` left for this hub (see [`ask_login`]).
+    pub fn take_login_requests(&self, state_dir: &std::path::Path) {
+        self.face.ui.take_requests(state_dir);
+    }
+
     /// Ends every session (their calls cancelled, streams closed) and stops listening.
     pub async fn stop(mut self) {
         let sessions: Vec<_> = lock(&self.face.sessions).drain().map(|(_, s)| s).collect();

@@ -1,0 +1,119 @@
+// The dashboard's script: served from /ui/app.js (the Content-Security-Policy allows no
+// inline script). It builds every element with textContent, never innerHTML, so nothing a
+// server or client names can become markup.
+"use strict";
+
+const csrf = document.querySelector('meta[name="openpact-csrf"]').content;
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function row(cells, cls) {
+  const tr = el("tr", null, cls);
+  for (const c of cells) {
+    const td = typeof c === "object" && c !== null ? c : el("td", c);
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+async function getJson(url) {
+  const r = await fetch(url, { credentials: "same-origin" });
+  if (r.status === 401) { document.body.replaceChildren(el("p", "Logged out: open a new login link.")); throw new Error("logged out"); }
+  if (!r.ok) throw new Error(url + ": " + r.status);
+  return r.json();
+}
+
+function sandboxOf(s) {
+  const sb = s.sandbox;
+  if (!sb) return "";
+  return sb.mode + (sb.enforced ? "" : " (not enforced)");
+}
+
+let picked = null;
+
+function detail(s) {
+  const d = document.getElementById("server-detail");
+  d.replaceChildren();
+  if (!s) return;
+  d.appendChild(el("h3", s.name));
+  if (s.reason) d.appendChild(el("p", s.reason, "failed"));
+  if (s.lastError) d.appendChild(el("p", "last error: " + s.lastError, "error"));
+  d.appendChild(el("h4", "Sandbox"));
+  d.appendChild(el("pre", JSON.stringify(s.sandbox || {}, null, 2)));
+  if ((s.refusals || []).length) {
+    d.appendChild(el("h4", "Refused lately"));
+    const ul = el("ul");
+    for (const r of s.refusals) ul.appendChild(el("li", (r.at || "") + " " + (r.kind || "") + " " + (r.what || "") + (r.fix ? " — " + r.fix : "")));
+    d.appendChild(ul);
+  }
+  if ((s.stderr || []).length) {
+    d.appendChild(el("h4", "Last stderr lines"));
+    d.appendChild(el("pre", s.stderr.join("\n")));
+  }
+}
+
+async function loadServers() {
+  const data = await getJson("/ui/api/servers");
+  const body = document.querySelector("#servers tbody");
+  body.replaceChildren();
+  for (const s of data.servers) {
+    const tr = row([s.name, el("td", s.state, s.state), s.protocolVersion || "", sandboxOf(s), s.tools ?? "", s.restarts], "pick");
+    tr.dataset.server = s.name;
+    tr.addEventListener("click", () => { picked = s.name; detail(s); });
+    body.appendChild(tr);
+    if (picked === s.name) detail(s);
+  }
+  const reload = document.getElementById("reload");
+  if (data.reload) {
+    const r = data.reload;
+    const warnings = (r.warnings || []).length;
+    reload.textContent = "last reload " + r.at + ": " + (r.applied ? "applied" : "not applied") + " — " + r.message + (warnings ? " (" + warnings + " warnings)" : "");
+  }
+}
+
+let searching = 0;
+async function search(q) {
+  const mine = ++searching;
+  const list = document.getElementById("results");
+  if (!q.trim()) { list.replaceChildren(); return; }
+  const data = await getJson("/ui/api/tools?q=" + encodeURIComponent(q));
+  if (mine !== searching) return;
+  list.replaceChildren();
+  for (const t of data.tools) {
+    const li = el("li");
+    li.appendChild(el("span", t.name, "name"));
+    li.appendChild(el("div", t.description || "", "desc"));
+    list.appendChild(li);
+  }
+  if (!data.tools.length) list.appendChild(el("li", "No tool matches."));
+}
+
+function live() {
+  const state = document.getElementById("live");
+  const source = new EventSource("/ui/api/events");
+  source.addEventListener("open", () => { state.textContent = "live"; state.className = "on"; });
+  source.addEventListener("error", () => { state.textContent = "offline"; state.className = "off"; });
+  source.addEventListener("call", (e) => {
+    const c = JSON.parse(e.data);
+    const body = document.querySelector("#calls tbody");
+    const time = (c.time || "").replace(/^.*T/, "").replace(/Z$/, "");
+    const outcome = c.error ? c.outcome + ": " + c.error : c.outcome;
+    body.prepend(row([time, c.client, c.target, el("td", c.decision, c.decision), el("td", outcome, c.outcome), c.cache, c.durationMs]));
+    while (body.children.length > 200) body.lastChild.remove();
+  });
+}
+
+document.getElementById("search").addEventListener("input", (e) => { search(e.target.value).catch(() => {}); });
+document.getElementById("logout").addEventListener("click", async () => {
+  await fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "x-openpact-csrf": csrf } });
+  document.body.replaceChildren(el("p", "Logged out."));
+});
+
+loadServers().catch(() => {});
+setInterval(() => { loadServers().catch(() => {}); }, 2000);
+live();

@@ -1,0 +1,282 @@
+//! The dashboard on `/ui` of `openpact serve --http`, over real sockets with reqwest: every
+//! page, endpoint and action refused without the session cookie or with a foreign `Origin`;
+//! the login link working once; the security headers; the servers and tools endpoints; a
+//! call made by another client arriving on the SSE stream; `openpact ui` getting a login link
+//! from the running hub.
+
+use crate::http_face::{HttpHub, fx, http_base, http_hub};
+use crate::support::{Ran, Scratch, WAIT, openpact_for, serve_with};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Every GET the dashboard answers, and its one action.
+const PAGES: [&str; 6] = [
+    "/ui",
+    "/ui/app.js",
+    "/ui/style.css",
+    "/ui/api/servers",
+    "/ui/api/tools?q=echo",
+    "/ui/api/events",
+];
+const ACTION: &str = "/ui/logout";
+
+/// A client that does not follow redirects (the login's answer is one) and keeps no cookies.
+fn browser() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The login link the hub logged.
+fn login_link(h: &HttpHub) -> String {
+    let log = h.hub.stderr();
+    let start = log.find("dashboard: http://").unwrap() + "dashboard: ".len();
+    let end = start + log[start..].find(' ').unwrap();
+    log[start..end].to_string()
+}
+
+/// Opens the login link: the `name=value` of the session cookie it sets.
+async fn log_in(h: &HttpHub) -> String {
+    let resp = browser().get(login_link(h)).send().await.unwrap();
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()["location"], "/ui");
+    let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(set.contains(attribute), "{set}");
+    }
+    set.split(';').next().unwrap().to_string()
+}
+
+async fn get(h: &HttpHub, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = browser().get(format!("{}{path}", h.base));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+async fn act(h: &HttpHub, headers: &[(&str, &str)]) -> reqwest::StatusCode {
+    let mut req = browser().post(format!("{}{ACTION}", h.base));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap().status()
+}
+
+/// The page's CSRF token (its meta tag).
+fn csrf_of(page: &str) -> String {
+    let marker = "name=\"openpact-csrf\" content=\"";
+    let start = page.find(marker).unwrap() + marker.len();
+    page[start..start + page[start..].find('"').unwrap()].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_refuses_without_the_cookie_or_from_another_origin_and_logs_in_once() {
+    let h = http_hub(fx(), None, &[]).await;
+    for path in PAGES {
+        let resp = get(&h, path, &[]).await;
+        assert_eq!(resp.status(), 401, "{path} without the cookie");
+        assert!(
+            resp.headers().contains_key("content-security-policy"),
+            "{path}"
+        );
+    }
+    assert_eq!(act(&h, &[]).await, 401, "the action without the cookie");
+    // The dashboard's guard is its routes' alone: elsewhere, what is not there is 404.
+    assert_eq!(get(&h, "/favicon.ico", &[]).await.status(), 404);
+    let wrong = get(&h, "/ui", &[("cookie", "openpact_ui=00112233")]).await;
+    assert_eq!(wrong.status(), 401, "a made-up session");
+
+    let link = login_link(&h);
+    let cookie = log_in(&h).await;
+    assert!(!cookie.contains(&link[link.find("key=").unwrap() + 4..]));
+    let again = browser().get(&link).send().await.unwrap();
+    assert_eq!(again.status(), 403, "the link works once");
+    assert!(!again.headers().contains_key("set-cookie"));
+
+    let page = get(&h, "/ui", &[("cookie", &cookie)]).await;
+    assert_eq!(page.status(), 200);
+    let headers = page.headers().clone();
+    let csp = headers["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(headers["x-frame-options"], "DENY");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    let page = page.text().await.unwrap();
+    assert!(page.contains("<script src=\"/ui/app.js\""), "{page}");
+    assert!(!page.contains("<script>"), "no inline script");
+    let csrf = csrf_of(&page);
+    assert_eq!(csrf.len(), 32, "{page}");
+
+    // The page's own origin is fine; another site, or another local port, is not.
+    let own = h.base.clone();
+    for path in PAGES.into_iter().filter(|p| *p != "/ui/api/events") {
+        let ok = get(&h, path, &[("cookie", &cookie), ("origin", &own)]).await;
+        assert_eq!(ok.status(), 200, "{path} from its own origin");
+        for origin in ["http://evil.example", "http://localhost:1", "null"] {
+            let resp = get(&h, path, &[("cookie", &cookie), ("origin", origin)]).await;
+            assert_eq!(resp.status(), 403, "{path} from {origin}");
+        }
+    }
+    let foreign = [
+        ("cookie", cookie.as_str()),
+        ("origin", "http://evil.example"),
+        ("x-openpact-csrf", csrf.as_str()),
+    ];
+    assert_eq!(act(&h, &foreign).await, 403, "the action from elsewhere");
+
+    // What the page reads: the fixture server, with its sandbox; the search.
+    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let fx = &servers["servers"][0];
+    assert_eq!(fx["name"], "fx", "{servers}");
+    assert_eq!(fx["state"], "ready", "{servers}");
+    assert!(fx["tools"].as_u64().unwrap() > 0, "{servers}");
+    assert!(fx["sandbox"]["mode"].is_string(), "{servers}");
+    let tools: Value = get(&h, "/ui/api/tools?q=echo+a+message", &[("cookie", &cookie)])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tools["query"], "echo a message", "{tools}");
+    assert_eq!(tools["tools"][0]["name"], "fx:echo", "{tools}");
+
+    // An action without the CSRF token is refused; with it, it is done (here: logging out,
+    // after which the cookie opens nothing).
+    assert_eq!(act(&h, &[("cookie", &cookie)]).await, 403, "no CSRF token");
+    let forged = [("cookie", cookie.as_str()), ("x-openpact-csrf", "00")];
+    assert_eq!(act(&h, &forged).await, 403, "a wrong CSRF token");
+    let right = [
+        ("cookie", cookie.as_str()),
+        ("origin", own.as_str()),
+        ("x-openpact-csrf", csrf.as_str()),
+    ];
+    assert_eq!(act(&h, &right).await, 204);
+    let after = get(&h, "/ui/api/servers", &[("cookie", &cookie)]).await;
+    assert_eq!(after.status(), 401, "logged out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_takes_the_bearer_token_instead_of_the_cookie() {
+    let h = http_hub(
+        fx(),
+        Some(json!({"http": {"token": "${UI_TOKEN}"}})),
+        &[("UI_TOKEN", "t0ken-for-the-ui")],
+    )
+    .await;
+    let with = get(
+        &h,
+        "/ui/api/servers",
+        &[("authorization", "Bearer t0ken-for-the-ui")],
+    )
+    .await;
+    assert_eq!(with.status(), 200);
+    let wrong = get(&h, "/ui/api/servers", &[("authorization", "Bearer nope")]).await;
+    assert_eq!(wrong.status(), 401);
+    // The token is never what the cookie holds.
+    let cookie = log_in(&h).await;
+    assert!(!cookie.contains("t0ken-for-the-ui"), "{cookie}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_streams_a_call_made_by_another_client_within_a_second() {
+    let mut h = http_hub(fx(), None, &[]).await;
+    let cookie = log_in(&h).await;
+    let mut events = get(&h, "/ui/api/events", &[("cookie", &cookie)]).await;
+    assert_eq!(events.status(), 200);
+    assert!(
+        events.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    // The stdio client is another client of the same hub.
+    let t0 = Instant::now();
+    let r = h
+        .hub
+        .client
+        .call("fx:echo", json!({"message": "seen live"}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let mut seen = String::new();
+    let call = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(1), events.chunk())
+            .await
+            .expect("the call within a second")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        let data = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|c| c["target"] == "fx:echo");
+        if let Some(call) = data {
+            break call;
+        }
+    };
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert!(seen.contains("event: call"), "{seen}");
+    assert_eq!(call["decision"], "allow", "{call}");
+    assert_eq!(call["outcome"], "ok", "{call}");
+    assert!(call["durationMs"].is_number(), "{call}");
+    assert!(call["client"].is_string(), "{call}");
+    assert!(
+        call.get("arguments").is_none(),
+        "no arguments on the page: {call}"
+    );
+}
+
+/// `openpact --config CONFIG --state-dir (its state) ui`, run to its end.
+async fn openpact_ui(config: &std::path::Path) -> Ran {
+    let mut cmd = openpact_for(config, None);
+    cmd.arg("ui");
+    Ran::of(cmd, &["ui"], WAIT).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openpact_ui_prints_a_login_link_the_running_hub_takes_once() {
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), None);
+    let alone = openpact_ui(&config).await;
+    assert_ne!(alone.code, Some(0), "no hub runs: {alone:?}");
+    assert!(alone.stderr.contains("openpact serve --http"), "{alone:?}");
+
+    let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
+        .await
+        .owning(sc);
+    let base = http_base(&mut hub).await;
+    // The link logged at start is spent first: the one `openpact ui` prints is another.
+    let h = HttpHub { hub, base };
+    log_in(&h).await;
+    let ran = openpact_ui(&config).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let link = ran.stdout.trim();
+    assert!(
+        link.starts_with(&format!("{}/ui/login?key=", h.base)),
+        "{link}"
+    );
+    let first = browser().get(link).send().await.unwrap();
+    assert_eq!(first.status(), 303);
+    let cookie = first.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = get(&h, "/ui/api/servers", &[("cookie", &cookie)]).await;
+    assert_eq!(page.status(), 200);
+    let again = browser().get(link).send().await.unwrap();
+    assert_eq!(again.status(), 403, "the link works once");
+    // Nothing is left in the state dir.
+    let state = crate::support::state_dir(&config);
+    let left: Vec<_> = std::fs::read_dir(&state)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ui-login-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
