@@ -137,6 +137,9 @@ pub fn live_human(hubs: &[HubStatus]) {
         if let Some(r) = &h.reload {
             reload_line(h.pid, r);
         }
+        if let Some(ui) = &h.ui {
+            out!("  dashboard: {ui} (`openpact ui` logs you in)");
+        }
         servers_human(&h.servers);
     }
     out!("\n(`openpact servers --start` starts the configured servers afresh instead)");
