@@ -801,7 +801,10 @@ const COVERAGE: &[(&str, &[&str])] = &[
     ("openpact import [--write]", &["import", "import-write"]),
     ("openpact import", &["import"]),
     ("openpact servers --json", &["servers-json"]),
-    ("openpact setup HOST [--undo]", &["setup", "setup-undo-json"]),
+    (
+        "openpact setup HOST [--undo]",
+        &["setup", "setup-undo-json"],
+    ),
     (
         "openpact registry search QUERY",
         &["registry-search", "registry-search-json"],
