@@ -476,3 +476,53 @@ async fn openpact_ui_prints_a_login_link_the_running_hub_takes_once() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), None);
+    let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
+        .await
+        .owning(sc);
+    let base = http_base(&mut hub).await;
+    let h = HttpHub { hub, base };
+    let cookie = log_in(&h).await;
+    std::fs::write(&config, "{\"mcpServers\": {").unwrap();
+    let deadline = Instant::now() + WAIT;
+    let reload = loop {
+        let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
+            .await
+            .json()
+            .await
+            .unwrap();
+        if servers["reload"]["applied"] == false {
+            break servers["reload"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failed reload shown: {servers}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let message = reload["message"].as_str().unwrap();
+    assert!(
+        message.contains("mcpServers"),
+        "the problem named: {reload}"
+    );
+    // The hub serves on with its last good config, and the page says so.
+    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
+    let script = get(&h, "/ui/app.js", &[("cookie", &cookie)])
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        script.contains("serves its last good config"),
+        "the page shows it"
+    );
+}

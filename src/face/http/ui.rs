@@ -60,7 +60,7 @@ pub(super) struct Ui {
 }
 
 fn random_key() -> Option<String> {
-    super::new_session_id()
+    crate::platform::random_hex(16)
 }
 
 /// Looks `given` up among `keys` comparing in constant time, so timing tells nothing of a

@@ -69,10 +69,20 @@ async function loadServers() {
     if (picked === s.name) detail(s);
   }
   const reload = document.getElementById("reload");
+  const view = document.getElementById("reload-view");
   if (data.reload) {
     const r = data.reload;
-    const warnings = (r.warnings || []).length;
-    reload.textContent = "last reload " + r.at + ": " + (r.applied ? "applied" : "not applied") + " — " + r.message + (warnings ? " (" + warnings + " warnings)" : "");
+    const notes = (r.warnings || []).concat((r.needsRestart || []).map((s) => s + " changed: applies when openpact restarts"));
+    reload.textContent = "last reload " + r.at + ": " + (r.applied ? "applied" : "NOT applied");
+    // A failed reload, or one with something to say, is shown in full: the hub serves on
+    // with its last good config, and the page is where one looks.
+    view.hidden = r.applied && notes.length === 0;
+    view.className = r.applied ? "" : "failed";
+    document.getElementById("reload-title").textContent = r.applied ? "Last reload (" + r.at + ")" : "The last reload was not applied (" + r.at + "): the hub serves its last good config";
+    document.getElementById("reload-message").textContent = r.message;
+    const ul = document.getElementById("reload-notes");
+    ul.replaceChildren();
+    for (const n of notes) ul.appendChild(el("li", n));
   }
 }
 
