@@ -67,6 +67,11 @@ async fn the_dashboard_in_headless_chromium_shows_servers_search_calls_and_answe
         "screenshots": screenshots,
         "servers": ["fx", "github", "slack"],
         "search": {"query": "open an issue", "expect": "github:create_issue"},
+        "before": [
+            {"tool": "github:get_me", "arguments": {}},
+            {"tool": "slack:slack_list_channels", "arguments": {}},
+            {"tool": "fx:fail", "arguments": {}},
+        ],
         "call": {"tool": "fx:echo", "arguments": {"message": "from another client"}},
         "ask": {"tool": "fx:add", "arguments": {"a": 2, "b": 3}},
     });
@@ -116,6 +121,17 @@ async fn the_dashboard_in_headless_chromium_shows_servers_search_calls_and_answe
         "the call was on the page {delay} ms after its answer"
     );
     eprintln!("the call was on the page {delay} ms after its answer");
+    // The newest first, each of this client's calls.
+    assert_eq!(
+        v["calls"],
+        json!([
+            "fx:echo",
+            "fx:fail",
+            "slack:slack_list_channels",
+            "github:get_me"
+        ]),
+        "{v}"
+    );
 
     // (d) The permission prompt waits for the page; "once" lets the waiting call complete.
     let prompt = &v["prompt"];
