@@ -4,7 +4,7 @@
 //! call made by another client arriving on the SSE stream; `openpact ui` getting a login link
 //! from the running hub.
 
-use crate::http_face::{HttpHub, fx, http_base, http_hub};
+use crate::http_face::{Events, Http, HttpHub, fx, http_base, http_hub};
 use crate::support::{Ran, Scratch, WAIT, openpact_for, serve_with};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -233,11 +233,201 @@ async fn ui_streams_a_call_made_by_another_client_within_a_second() {
     );
 }
 
-/// `openpact --config CONFIG --state-dir (its state) ui`, run to its end.
+/// The next list of waiting questions on a dashboard's event stream (calls skipped).
+async fn next_prompts(events: &mut Events) -> Vec<Value> {
+    loop {
+        let (_, v) = events
+            .within(Duration::from_secs(10))
+            .await
+            .expect("the questions waiting");
+        if let Value::Array(list) = v {
+            return list;
+        }
+    }
+}
+
+/// The page's session: its cookie and CSRF token.
+async fn page_session(h: &HttpHub) -> (String, String) {
+    let cookie = log_in(h).await;
+    let page = get(h, "/ui", &[("cookie", &cookie)])
+        .await
+        .text()
+        .await
+        .unwrap();
+    (cookie.clone(), csrf_of(&page))
+}
+
+async fn answer(h: &HttpHub, session: &(String, String), id: &str, decision: &str) -> u16 {
+    browser()
+        .post(format!("{}/ui/api/prompts/{id}", h.base))
+        .header("cookie", &session.0)
+        .header("x-openpact-csrf", &session.1)
+        .body(json!({"decision": decision}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_nobody_else_can_ask_about_waits_for_the_dashboards_answer() {
+    let ask =
+        json!({"permissions": {"default": "allow", "ask": ["fx:echo"], "dashboardWait": "30s"}});
+    let h = http_hub(fx(), Some(ask), &[]).await;
+    // No page open: denied at once, naming where it could have been answered.
+    let mut agent = Http::new(&h);
+    agent.initialize(json!({})).await;
+    let t0 = Instant::now();
+    let denied = agent.call(1, "fx:echo", json!({"message": "hi"})).await;
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let text = crate::http_face::text(&denied).to_string();
+    assert!(
+        text.contains(&format!("open the dashboard at {}/ui", h.base))
+            && text.contains("openpact ui"),
+        "{denied}"
+    );
+
+    let session = page_session(&h).await;
+    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
+    let mut events = Events::of(resp).await;
+    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    for (decision, allowed) in [("once", true), ("deny", false)] {
+        let mut agent = Http::new(&h);
+        agent.initialize(json!({})).await;
+        let call = tokio::spawn(async move {
+            agent
+                .call(
+                    2,
+                    "fx:echo",
+                    json!({"message": "wait for me", "token": "x"}),
+                )
+                .await
+        });
+        let waiting = next_prompts(&mut events).await;
+        assert_eq!(waiting.len(), 1, "{waiting:?}");
+        let q = &waiting[0];
+        assert_eq!(q["name"], "fx:echo", "{q}");
+        assert_eq!(q["server"], "fx", "{q}");
+        assert_eq!(q["client"], "http-test", "{q}");
+        assert_eq!(q["rememberable"], false, "an ask rule: {q}");
+        assert!(
+            q["arguments"].as_str().unwrap().contains("wait for me"),
+            "{q}"
+        );
+        let listed: Value = get(&h, "/ui/api/prompts", &[("cookie", &session.0)])
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["prompts"][0]["id"], q["id"], "{listed}");
+        // An answer is an action: without the CSRF token it is refused.
+        let forged = browser()
+            .post(format!(
+                "{}/ui/api/prompts/{}",
+                h.base,
+                q["id"].as_str().unwrap()
+            ))
+            .header("cookie", &session.0)
+            .body(r#"{"decision":"once"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(forged.status(), 403);
+        let id = q["id"].as_str().unwrap();
+        assert_eq!(answer(&h, &session, id, "maybe").await, 400);
+        assert_eq!(answer(&h, &session, id, decision).await, 204);
+        let r = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+        let text = crate::http_face::text(&r).to_string();
+        if allowed {
+            assert_eq!(r["result"]["isError"], Value::Null, "{r}");
+            assert!(text.contains("wait for me"), "{r}");
+        } else {
+            assert_eq!(r["result"]["isError"], true, "{r}");
+            assert!(text.contains("denied at the prompt"), "{r}");
+        }
+        assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+        assert_eq!(
+            answer(&h, &session, id, "once").await,
+            404,
+            "answered twice"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_dashboard_question_denies_naming_the_dashboard() {
+    let ask = json!({"permissions": {"default": "ask", "dashboardWait": "1s"}});
+    let h = http_hub(fx(), Some(ask), &[]).await;
+    let session = page_session(&h).await;
+    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
+    let mut events = Events::of(resp).await;
+    next_prompts(&mut events).await;
+    let mut agent = Http::new(&h);
+    agent.initialize(json!({})).await;
+    let r = agent.call(1, "fx:echo", json!({"message": "hi"})).await;
+    let text = crate::http_face::text(&r).to_string();
+    assert!(
+        text.contains(&format!(
+            "no answer to the permission prompt on the dashboard at {}/ui",
+            h.base
+        )) && text.contains("within 1s"),
+        "{r}"
+    );
+    assert_eq!(next_prompts(&mut events).await.len(), 1, "it was shown");
+    assert_eq!(
+        next_prompts(&mut events).await,
+        Vec::<Value>::new(),
+        "and taken off"
+    );
+}
+
+/// `openpact --config CONFIG --state-dir (its state) ui --no-open`, run to its end.
 async fn openpact_ui(config: &std::path::Path) -> Ran {
     let mut cmd = openpact_for(config, None);
-    cmd.arg("ui");
+    cmd.args(["ui", "--no-open"]);
     Ran::of(cmd, &["ui"], WAIT).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openpact_ui_starts_the_dashboard_of_a_hub_without_http() {
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), None);
+    let mut hub = serve_with(&config, &["serve"], &[]).await.owning(sc);
+    crate::support::ready(&mut hub.client, &["fx:echo"]).await;
+    let ran = openpact_ui(&config).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let link = ran.stdout.trim().to_string();
+    assert!(link.starts_with("http://127.0.0.1:"), "{link}");
+    let base = link[..link.find("/ui/login").unwrap()].to_string();
+    let h = HttpHub { hub, base };
+    let first = browser().get(&link).send().await.unwrap();
+    assert_eq!(first.status(), 303);
+    let cookie = first.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
+    // The dashboard alone: no new way in to the tools.
+    let mcp = browser()
+        .post(format!("{}/mcp", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mcp.status(), 404);
+    // A second `openpact ui` uses the same dashboard.
+    let again = openpact_ui(&config).await;
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert!(
+        again
+            .stdout
+            .trim()
+            .starts_with(&format!("{}/ui/login?key=", h.base)),
+        "{again:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +436,13 @@ async fn openpact_ui_prints_a_login_link_the_running_hub_takes_once() {
     let config = sc.servers(fx(), None);
     let alone = openpact_ui(&config).await;
     assert_ne!(alone.code, Some(0), "no hub runs: {alone:?}");
-    assert!(alone.stderr.contains("openpact serve --http"), "{alone:?}");
+    assert!(
+        alone
+            .stderr
+            .contains("no openpact hub of this config is running")
+            && alone.stderr.contains("openpact serve --http"),
+        "{alone:?}"
+    );
 
     let mut hub = serve_with(&config, &["serve", "--http", "127.0.0.1:0"], &[])
         .await

@@ -140,9 +140,14 @@ pub enum Command {
     /// Make the running `openpact serve` processes of this config read it again now (they
     /// also do when the file changes, unless `openpact.reload` is false); shows what each did.
     Reload,
-    /// Print a one-time login link to the dashboard of the running `openpact serve --http`
-    /// of this config (it works once, for ten minutes).
-    Ui,
+    /// Open the dashboard of the running hub of this config in the browser, with a
+    /// one-time login link (also printed; it works once, for ten minutes). A hub without
+    /// `--http` starts the dashboard on a loopback port of its own.
+    Ui {
+        /// Print the link only; do not start a browser.
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Remembered permission decisions: list, allow, deny, forget.
     Permissions {
         #[command(subcommand)]

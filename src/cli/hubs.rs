@@ -147,30 +147,69 @@ pub(super) async fn ask_reload<'h>(
     answers
 }
 
-/// `ui`: a login link minted by the running hub of this config that serves the dashboard.
-/// The hub takes the key from the state dir on a signal; the link is printed only once it
-/// did, so a printed link works.
-pub(super) async fn ui(state: &Path, config: Option<&Path>) -> Result<ExitCode> {
-    let Some((pid, url)) = hubs_of(state, config)
-        .into_iter()
-        .find_map(|h| Some((h.pid, h.ui?)))
+/// `ui`: a login link minted by the running hub of this config, opened in the browser when
+/// `open` and there is a display to open it on. The hub takes the key from the state dir on
+/// a signal, starting its dashboard first if it serves none; the link is printed only once
+/// it did, so a printed link works.
+pub(super) async fn ui(state: &Path, config: Option<&Path>, open: bool) -> Result<ExitCode> {
+    let hubs = hubs_of(state, config);
+    // One that serves the dashboard already, else any: it starts one when asked.
+    let Some(pid) = hubs
+        .iter()
+        .find(|h| h.ui.is_some())
+        .or(hubs.first())
+        .map(|h| h.pid)
     else {
         anyhow::bail!(
-            "no running openpact serve of this config serves the dashboard: start one with \
-             `openpact serve --http` (the dashboard is on its address, at /ui)"
+            "no openpact hub of this config is running, so there is no dashboard to open: start \
+             one (`openpact serve --http`, or an editor's `openpact connect` starts the shared \
+             hub), then run `openpact ui` again"
         );
     };
     let (key, request) = crate::face::http::ask_login(state, pid)?;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let too_late = || {
+        anyhow::anyhow!(
+            "the hub (pid {pid}) did not answer the dashboard request within 5 s; its log says why"
+        )
+    };
     while request.exists() {
         if std::time::Instant::now() > deadline {
             let _ = std::fs::remove_file(&request);
-            anyhow::bail!("openpact serve (pid {pid}) did not take the login request within 5 s");
+            return Err(too_late());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    output::ui_link(&format!("{url}/login?key={key}"));
+    // A dashboard just started is named in the hub's status file a moment later.
+    let url = loop {
+        let url = hubs_of(state, config)
+            .into_iter()
+            .find(|h| h.pid == pid)
+            .and_then(|h| h.ui);
+        match url {
+            Some(url) => break url,
+            None if std::time::Instant::now() > deadline => return Err(too_late()),
+            None => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let link = format!("{url}/login?key={key}");
+    output::ui_link(&link);
+    if open {
+        output::ui_opened(&link, open_browser(&link));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the desktop's browser on `link`; `Err` says why not (no display, among others).
+fn open_browser(link: &str) -> Result<(), String> {
+    // Without a display a terminal browser might take this terminal over.
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+    if cfg!(all(unix, not(target_os = "macos"))) && !display {
+        return Err("no display".into());
+    }
+    open::that_detached(link).map_err(|e| e.to_string())
 }
 
 /// `config`: the config file named or found (read or not): only its hubs are reached.

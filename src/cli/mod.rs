@@ -147,7 +147,9 @@ async fn dispatch(
         Command::Servers { json, start } => hubs::servers(config_arg, state, json, start).await,
         Command::Permissions { command } => stores::permissions(config_arg, state, command).await,
         Command::Reload => hubs::reload(config_arg, state).await,
-        Command::Ui => hubs::ui(state, located_config(config_arg).as_deref()).await,
+        Command::Ui { no_open } => {
+            hubs::ui(state, located_config(config_arg).as_deref(), !no_open).await
+        }
         Command::Cache { command } => {
             hubs::cache(state, located_config(config_arg).as_deref(), command)
         }

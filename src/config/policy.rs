@@ -36,6 +36,9 @@ pub struct Permissions {
     /// The answer when a prompt is needed but no channel can show one (Allow or Deny).
     pub non_interactive: Rule,
     pub prompt_timeout: Duration,
+    /// How long a call nobody else can ask about waits for an answer on the dashboard
+    /// while a dashboard page is open; zero: never.
+    pub dashboard_wait: Duration,
 }
 
 impl Default for Permissions {
@@ -47,6 +50,7 @@ impl Default for Permissions {
             deny: Vec::new(),
             non_interactive: Rule::Deny,
             prompt_timeout: Duration::from_secs(120),
+            dashboard_wait: Duration::from_secs(120),
         }
     }
 }
@@ -313,6 +317,7 @@ impl Builder<'_> {
                 "deny",
                 "nonInteractive",
                 "promptTimeout",
+                "dashboardWait",
             ],
         );
         let rule = |b: &mut Self, v: &Value, path: &str, choices: &[Rule]| -> Option<Rule> {
@@ -350,6 +355,10 @@ impl Builder<'_> {
                 "deny" => p.deny = self.globs(val, &kp),
                 "promptTimeout" => match units::duration(val) {
                     Ok(d) => p.prompt_timeout = d,
+                    Err(message) => self.error(&kp, message),
+                },
+                "dashboardWait" => match units::duration(val) {
+                    Ok(d) => p.dashboard_wait = d,
                     Err(message) => self.error(&kp, message),
                 },
                 _ => {}

@@ -130,8 +130,11 @@ pub async fn serve(
         stdio: stdio_face,
         http: http_face,
         socket: socket_face,
+        dashboard: None,
+        http_settings: config.hub.http.clone(),
         idle_exit,
     };
+    running.hub.policy().desk.set_served();
     {
         let hub = running.hub.clone();
         tokio::spawn(async move {
@@ -145,7 +148,6 @@ pub async fn serve(
         state_dir,
         config.source.as_ref().map(|p| p.display().to_string()),
         faces.socket.as_ref().map(|p| p.display().to_string()),
-        running.http.as_ref().map(http::HttpFace::ui_url),
     );
     running.announce(config, faces.socket.as_deref());
     let why = running.until_done(&mut signals, state_dir).await;
@@ -181,6 +183,9 @@ struct Running {
     stdio: Option<stdio::StdioFace>,
     http: Option<http::HttpFace>,
     socket: Option<socket::SocketFace>,
+    /// The dashboard on a port of its own, once `openpact ui` asked a hub without HTTP.
+    dashboard: Option<http::HttpFace>,
+    http_settings: crate::config::HttpSettings,
     /// How long a hub that serves only windows waits for one before it exits.
     idle_exit: Option<Duration>,
 }
@@ -250,12 +255,22 @@ impl Running {
                     self.hub.policy().cache.clear();
                     tracing::info!("result cache cleared ({})", HubSignal::ClearCache.name());
                 }
-                _ = signals.ui_login.recv() => {
-                    if let Some(face) = &self.http {
-                        face.take_login_requests(state_dir);
-                    }
-                }
+                _ = signals.ui_login.recv() => self.log_in(state_dir).await,
             }
+        }
+    }
+
+    /// Hands out the dashboard logins `openpact ui` asked for, starting the dashboard on a
+    /// port of its own first when no HTTP face serves it.
+    async fn log_in(&mut self, state_dir: &std::path::Path) {
+        if self.http.is_none() && self.dashboard.is_none() && http::login_requested(state_dir) {
+            match http::start_dashboard(self.hub.clone(), &self.http_settings).await {
+                Ok(face) => self.dashboard = Some(face),
+                Err(e) => tracing::warn!("could not start the dashboard: {e}"),
+            }
+        }
+        for face in self.http.iter().chain(self.dashboard.iter()) {
+            face.take_login_requests(state_dir);
         }
     }
 
@@ -267,7 +282,7 @@ impl Running {
             // stop now: a host sends SIGTERM 100 ms after SIGINT, and SIGKILL may follow.
             face.finish(why == "stdin closed").await;
         }
-        if let Some(face) = self.http {
+        for face in self.http.into_iter().chain(self.dashboard) {
             face.stop().await;
         }
         if let Some(face) = &self.socket {

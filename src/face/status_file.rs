@@ -12,14 +12,13 @@ pub fn path_for(state_dir: &Path, pid: u32) -> PathBuf {
 }
 
 /// Keeps the status file current until the returned guard is dropped.
-/// `socket`: where a shared hub (`serve --shared`) takes its windows; `ui`: the dashboard's
-/// address.
+/// `socket`: where a shared hub (`serve --shared`) takes its windows. The dashboard's
+/// address is the policy desk's, once a face serves it.
 pub fn publish(
     hub: Arc<Hub>,
     state_dir: &Path,
     config: Option<String>,
     socket: Option<String>,
-    ui: Option<String>,
 ) -> StatusFile {
     let path = path_for(state_dir, std::process::id());
     let started_at = rfc3339(SystemTime::now());
@@ -28,6 +27,7 @@ pub fn publish(
     let task_closed = closed.clone();
     let task = tokio::spawn(async move {
         let mut changes = hub.watch_changes();
+        let mut dashboard = hub.policy().desk.changes();
         // The same cache across reloads (its size bound needs a restart).
         let cache = hub.policy().cache.clone();
         loop {
@@ -40,7 +40,7 @@ pub fn publish(
                 cache: Some(cache.stats().await),
                 reload: hub.last_reload(),
                 socket: socket.clone(),
-                ui: ui.clone(),
+                ui: hub.policy().desk.place(),
             };
             match serde_json::to_vec_pretty(&status) {
                 Ok(bytes) => {
@@ -74,6 +74,9 @@ pub fn publish(
                     return;
                 },
                 () = cache.counted() => {}
+                changed = dashboard.changed() => if changed.is_err() {
+                    return;
+                },
                 () = tokio::time::sleep(Duration::from_secs(5)) => {}
             }
             changes.borrow_and_update();

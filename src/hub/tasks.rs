@@ -483,9 +483,7 @@ pub fn task_id<'a>(params: &'a RawObject<'_>) -> Result<std::borrow::Cow<'a, str
 }
 
 fn new_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(format!("t{}", hex::encode(bytes)))
+    Some(format!("t{}", crate::platform::random_hex(16)?))
 }
 
 #[cfg(test)]

@@ -64,6 +64,15 @@ pub use unix::{
 #[cfg(not(target_os = "linux"))]
 pub use unwatched::{FileWatch, ProcessEnd};
 
+/// `bytes` random bytes from the system's source, as lower-case hex: the one way every
+/// unguessable id and key (sessions, tasks, login links, questions) is made. `None` when
+/// the system has no random source to give.
+pub fn random_hex(bytes: usize) -> Option<String> {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).ok()?;
+    Some(hex::encode(buf))
+}
+
 /// What another process (`openpact reload`, `openpact cache clear`, a service manager, the
 /// terminal) may ask a running hub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod cache;
 pub mod canonical;
 pub mod decisions;
+pub mod desk;
 pub mod flows;
 pub mod prompt;
 pub mod ratelimit;
@@ -100,6 +101,8 @@ pub struct Policy {
     config_label: String,
     /// `openpact.flows`, compiled.
     pub flows: flows::Rules,
+    /// Questions waiting on the dashboard; kept across reloads, as calls keep waiting.
+    pub desk: Arc<desk::Desk>,
 }
 
 impl Policy {
@@ -130,6 +133,7 @@ impl Policy {
             state_dir: state_dir.to_path_buf(),
             config_label,
             flows: flows::Rules::new(&settings.flows),
+            desk: Arc::default(),
             settings: settings.clone(),
         }
     }
@@ -158,6 +162,7 @@ impl Policy {
             state_dir: self.state_dir.clone(),
             config_label,
             flows: flows::Rules::new(&settings.flows),
+            desk: self.desk.clone(),
             settings: settings.clone(),
         };
         next.settings.cache.max_bytes = self.settings.cache.max_bytes;
@@ -364,22 +369,24 @@ impl Policy {
                     _ => Verdict::Deny(
                         Source::NonInteractive,
                         format!(
-                            "openpact denied {} {}: it needs permission and there is no way to ask ({NO_WAY_TO_ASK}); {}",
+                            "openpact denied {} {}: it needs permission and there is no way to ask ({NO_WAY_TO_ASK}); {}{}",
                             t.kind,
                             t.qualified,
-                            self.how_to_allow(t)
+                            self.how_to_allow(t),
+                            self.dashboard_hint()
                         ),
                     ),
                 };
             }
-            Put::NoAnswer => {
+            Put::NoAnswer { on, within } => {
+                let on = on.map_or_else(String::new, |place| format!(" on {place}"));
                 return Verdict::Deny(
                     Source::Prompt,
                     format!(
-                        "openpact denied {} {}: no answer to the permission prompt within {}",
+                        "openpact denied {} {}: no answer to the permission prompt{on} within {}",
                         t.kind,
                         t.qualified,
-                        crate::config::human_duration(timeout)
+                        crate::config::human_duration(within)
                     ),
                 );
             }
@@ -433,16 +440,17 @@ impl Policy {
             return decided;
         }
         let timeout = self.settings.permissions.prompt_timeout;
-        let unanswered = || {
+        let unanswered = |on: Option<String>, within: Duration| {
+            let on = on.map_or_else(String::new, |place| format!(" on {place}"));
             format!(
-                "it is not in its sandbox.network.allow, and the question had no answer within {}",
-                crate::config::human_duration(timeout)
+                "it is not in its sandbox.network.allow, and the question had no answer{on} within {}",
+                crate::config::human_duration(within)
             )
         };
         // The proxy holds a connection meanwhile: questions before this one (about tools
         // too) may keep it waiting its turn only so long.
         let Ok(_turn) = tokio::time::timeout(timeout, self.turn(asker)).await else {
-            return Err(unanswered());
+            return Err(unanswered(None, timeout));
         };
         // An "always" given while this waited its turn settles it.
         if let Some(decided) = remembered() {
@@ -472,9 +480,10 @@ impl Policy {
                 }
             }
             Put::NoChannel => Err(format!(
-                "it is not in its sandbox.network.allow, and there is no way to ask ({NO_WAY_TO_ASK})"
+                "it is not in its sandbox.network.allow, and there is no way to ask ({NO_WAY_TO_ASK}){}",
+                self.dashboard_hint()
             )),
-            Put::NoAnswer => Err(unanswered()),
+            Put::NoAnswer { on, within } => Err(unanswered(on, within)),
         }
     }
 
@@ -516,15 +525,52 @@ impl Policy {
                     // A denial whose "remember it?" had no answer in time: denied, not
                     // remembered.
                     let chosen = *chosen.lock().unwrap_or_else(PoisonError::into_inner);
-                    return chosen.map_or(Put::NoAnswer, |a| Put::Answered(q.effective(a), true));
+                    return chosen.map_or(
+                        Put::NoAnswer {
+                            on: None,
+                            within: timeout,
+                        },
+                        |a| Put::Answered(q.effective(a), true),
+                    );
                 }
             }
+        } else if let Some(wait) = self.dashboard_wait() {
+            return match self.desk.ask(q, &asker.client(), wait).await {
+                Some(answer) => Put::Answered(answer, false),
+                None => Put::NoAnswer {
+                    on: self.desk.where_to_answer(),
+                    within: wait,
+                },
+            };
         } else {
             return Put::NoChannel;
         };
         match answer {
             Some(answer) => Put::Answered(q.effective(answer), false),
-            None => Put::NoAnswer,
+            None => Put::NoAnswer {
+                on: None,
+                within: timeout,
+            },
+        }
+    }
+
+    /// How long a question may wait on the dashboard now: only while a page is open to
+    /// show it, and not when `dashboardWait` is zero.
+    fn dashboard_wait(&self) -> Option<Duration> {
+        let wait = self.settings.permissions.dashboard_wait;
+        (!wait.is_zero() && self.desk.is_watched()).then_some(wait)
+    }
+
+    /// Where else the user could have answered, for a denial for want of a way to ask:
+    /// the dashboard, when this hub has one to open.
+    fn dashboard_hint(&self) -> String {
+        let wait = self.settings.permissions.dashboard_wait;
+        match self.desk.where_to_answer() {
+            Some(place) if !wait.is_zero() => format!(
+                "; or open {place}: while it is open, such a call waits up to {} for your answer there",
+                crate::config::human_duration(wait)
+            ),
+            _ => String::new(),
         }
     }
 
@@ -666,7 +712,12 @@ enum Put {
     Answered(Answer, bool),
     /// Answered by the embedding program's policy hook, not by a person.
     Decided(Answer),
-    NoAnswer,
+    /// Nobody answered within `within`; `on`: where the question waited, when not where
+    /// the user would look anyway (the client's dialog or the terminal).
+    NoAnswer {
+        on: Option<String>,
+        within: Duration,
+    },
     NoChannel,
 }
 

@@ -125,6 +125,10 @@ pub trait Asker: Send + Sync {
     fn decide(&self, _question: &Question) -> Option<Answer> {
         None
     }
+    /// Who asks (`clientInfo.name`), shown with a question on the dashboard.
+    fn client(&self) -> String {
+        String::new()
+    }
     /// Whether the client declared `elicitation`.
     fn can_elicit(&self) -> bool;
     /// Sends `elicitation/create`; the result JSON text, or None (no answer in time).

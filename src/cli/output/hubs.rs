@@ -233,9 +233,25 @@ pub fn cache_stats(hubs: &[HubStatus], raw: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `openpact ui`: the login link, alone on stdout (for `xdg-open "$(openpact ui)"`).
+/// `openpact ui`: the login link, alone on stdout (for `xdg-open "$(openpact ui --no-open)"`).
 pub fn ui_link(link: &str) {
     out!("{link}");
+}
+
+/// Whether the browser took the link, on stderr (stdout keeps the link alone).
+pub fn ui_opened(link: &str, opened: Result<(), String>) {
+    match opened {
+        Ok(()) => eprintln!("openpact: opened the dashboard in your browser (the link works once)"),
+        Err(why) => eprintln!(
+            "openpact: could not start a browser ({why}): open the link above in one; it works \
+             once, for ten minutes{}",
+            if link.starts_with("http://127.0.0.1") {
+                ", on this machine (from another, forward its port: `ssh -L PORT:127.0.0.1:PORT`)"
+            } else {
+                ""
+            }
+        ),
+    }
 }
 
 pub fn cache_cleared(n: usize) {

@@ -16,7 +16,7 @@ pub use catalog::{
 pub use config::{config_human, config_json, config_problems, sandbox_allowed};
 pub use hubs::{
     cache_cleared, cache_stats, hubs_json, live_human, nothing_to_reload, reloaded, servers_human,
-    ui_link,
+    ui_link, ui_opened,
 };
 pub use import::{imported, set_up, setup_diff};
 pub use stores::{

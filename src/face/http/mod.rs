@@ -15,7 +15,7 @@ mod stateless;
 mod stream;
 mod ui;
 
-pub use ui::ask_login;
+pub use ui::{ask_login, login_requested};
 
 use crate::config::{HttpSettings, HttpToken};
 use crate::hub::Hub;
@@ -140,7 +140,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The running HTTP face.
 pub struct HttpFace {
     face: Arc<Face>,
-    addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
     reaper: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -150,9 +149,6 @@ pub struct HttpFace {
 pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
     let face = new_face(hub, settings, bound.loopback);
     let app = app(&face);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
-    let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
     // A target of its own: shown by default (see `Cli::default_log_filter`), since a person
     // starting `serve --http` needs the address, port 0 above all.
     let profiles: String = face
@@ -183,9 +179,48 @@ pub fn start(bound: Bound, hub: Arc<Hub>, settings: &HttpSettings) -> HttpFace {
             bound.addr
         );
     }
+    run(bound, face, app)
+}
+
+/// The dashboard alone on a port of its own on 127.0.0.1, for a hub that serves no HTTP
+/// (a shared hub, an editor's stdio hub) once `openpact ui` asks for it: no `/mcp` there,
+/// so it opens no new way to call tools.
+pub async fn start_dashboard(
+    hub: Arc<Hub>,
+    settings: &HttpSettings,
+) -> Result<HttpFace, HttpError> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    let face = new_face(hub, settings, true);
+    let app = ui::routes(&face)
+        .layer(DefaultBodyLimit::max(face.settings.max_body_size))
+        .with_state(face.clone());
+    tracing::info!(target: "openpact::listening", "dashboard on http://{addr}/ui (`openpact ui` logs you in)");
+    let bound = Bound {
+        listener,
+        addr,
+        loopback: true,
+    };
+    Ok(run(bound, face, app))
+}
+
+/// Serves `app` on `bound` until stopped, and names the dashboard's address as where
+/// permission questions can be answered.
+fn run(bound: Bound, face: Arc<Face>, app: axum::Router) -> HttpFace {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(listen::serve(bound.listener, app, stopped));
+    let reaper = tokio::spawn(reap(Arc::downgrade(&face)));
+    face.hub
+        .policy()
+        .desk
+        .set_place(format!("http://{}/ui", bound.addr));
     HttpFace {
         face,
-        addr: bound.addr,
         server,
         reaper,
         stop: Some(stop),
@@ -230,11 +265,6 @@ pub fn router(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> axum::R
 }
 
 impl HttpFace {
-    /// The dashboard's address.
-    pub fn ui_url(&self) -> String {
-        format!("http://{}/ui", self.addr)
-    }
-
     /// Takes the login keys `openpact ui` left for this hub (see [`ask_login`]).
     pub fn take_login_requests(&self, state_dir: &std::path::Path) {
         self.face.ui.take_requests(state_dir);
@@ -566,9 +596,7 @@ struct Failed;
 
 /// 128 bits from the OS's random source, as hex (visible ASCII, as the spec asks).
 fn new_session_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(hex::encode(bytes))
+    crate::platform::random_hex(16)
 }
 
 /// Hands request `m` to the session and answers with JSON when the response comes first,

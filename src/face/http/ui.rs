@@ -11,6 +11,8 @@
 
 use super::Face;
 use crate::policy::audit::Record;
+use crate::policy::desk::Watching;
+use crate::policy::prompt::Answer;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -87,16 +89,7 @@ impl Ui {
     /// `state_dir`: the state dir is the user's alone (0700), so whoever could write there
     /// could read the config's secrets anyway.
     pub(super) fn take_requests(&self, state_dir: &Path) {
-        let prefix = format!("{REQUEST_PREFIX}{}-", std::process::id());
-        let Ok(entries) = std::fs::read_dir(state_dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            if !name.to_string_lossy().starts_with(&prefix) {
-                continue;
-            }
-            let path = entry.path();
+        for path in requests(state_dir) {
             let key = std::fs::read_to_string(&path).unwrap_or_default();
             let _ = std::fs::remove_file(&path);
             let key = key.trim();
@@ -155,6 +148,25 @@ impl Ui {
     }
 }
 
+/// The login requests [`ask_login`] left for this process in `state_dir`.
+fn requests(state_dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{REQUEST_PREFIX}{}-", std::process::id());
+    let Ok(entries) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Whether `openpact ui` asked this process for a login: a hub without a dashboard starts
+/// one only then (any program of this user may send the signal).
+pub fn login_requested(state_dir: &Path) -> bool {
+    !requests(state_dir).is_empty()
+}
+
 /// Asks the hub `hub_pid` (its state dir `state_dir`) for a dashboard login: leaves a fresh
 /// key where only this user can read it and signals the hub, which takes the file away once
 /// the key works. Returns the key and the file (gone: the hub took it).
@@ -192,6 +204,8 @@ pub(super) fn routes(face: &Arc<Face>) -> axum::Router<Arc<Face>> {
         .route("/ui/api/servers", get(servers))
         .route("/ui/api/tools", get(tools))
         .route("/ui/api/events", get(events))
+        .route("/ui/api/prompts", get(prompts))
+        .route("/ui/api/prompts/{id}", post(answer))
         .route_layer(axum::middleware::from_fn_with_state(face.clone(), gate))
 }
 
@@ -444,20 +458,91 @@ fn call_of(r: &Record) -> serde_json::Value {
     })
 }
 
-/// SSE: each call as its audit record is filed, one `call` event each.
+/// The questions waiting on the dashboard, redacted once more (a server's description is
+/// shown as it gave it).
+fn waiting(face: &Face) -> String {
+    let policy = face.hub.policy();
+    let list = serde_json::to_string(&policy.desk.list()).unwrap_or_else(|_| "[]".into());
+    policy.redact(&list).into_owned()
+}
+
+/// The permission questions waiting for an answer here, oldest first.
+async fn prompts(State(face): State<Arc<Face>>) -> Response {
+    super::json(
+        StatusCode::OK,
+        format!("{{\"prompts\":{}}}", waiting(&face)),
+    )
+}
+
+/// Answers a waiting question: `{"decision": "always" | "once" | "deny"}` (an action:
+/// CSRF-checked by [`gate`]).
+async fn answer(
+    State(face): State<Arc<Face>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let decision = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("decision")?.as_str().map(str::to_string));
+    let answer = match decision.as_deref() {
+        Some("always") => Answer::Always,
+        Some("once") => Answer::Once,
+        Some("deny") => Answer::Deny { remember: false },
+        _ => {
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "send {\"decision\": \"always\" | \"once\" | \"deny\"}",
+            );
+        }
+    };
+    match face.hub.policy().desk.answer(&id, answer) {
+        Ok(()) => {
+            tracing::info!(
+                decision = decision.as_deref(),
+                "a permission question was answered on the dashboard"
+            );
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => refused(StatusCode::NOT_FOUND, &e.to_string()),
+    }
+}
+
+/// What an events stream follows: calls as they are filed, and changes of the questions
+/// waiting; while it is open, questions wait for this page (see [`Desk::watch`]).
+struct Feed {
+    calls: tokio::sync::broadcast::Receiver<Record>,
+    questions: tokio::sync::watch::Receiver<u64>,
+    face: Arc<Face>,
+    _watching: Watching,
+}
+
+/// SSE: each call as its audit record is filed (`call`), and the questions waiting here
+/// whenever they change, starting with those waiting now (`prompts`).
 async fn events(State(face): State<Arc<Face>>) -> Response {
-    let rx = face.hub.policy().watch_audit();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let policy = face.hub.policy();
+    let mut questions = policy.desk.changes();
+    questions.mark_changed();
+    let feed = Feed {
+        calls: policy.watch_audit(),
+        questions,
+        _watching: policy.desk.watch(),
+        face: face.clone(),
+    };
+    let stream = futures_util::stream::unfold(feed, |mut f| async move {
         use tokio::sync::broadcast::error::RecvError;
         loop {
-            match rx.recv().await {
-                Ok(r) => {
-                    let event = Event::default().event("call").data(call_of(&r).to_string());
-                    return Some((Ok::<_, Infallible>(event), rx));
-                }
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => return None,
-            }
+            let event = tokio::select! {
+                call = f.calls.recv() => match call {
+                    Ok(r) => Event::default().event("call").data(call_of(&r).to_string()),
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                },
+                changed = f.questions.changed() => match changed {
+                    Ok(()) => Event::default().event("prompts").data(waiting(&f.face)),
+                    Err(_) => return None,
+                },
+            };
+            return Some((Ok::<_, Infallible>(event), f));
         }
     });
     super::sse(

@@ -211,6 +211,10 @@ impl Asker for Session {
         self.hub.host.decide.as_ref().map(|decide| decide(question))
     }
 
+    fn client(&self) -> String {
+        lock(&self.client_name).to_string()
+    }
+
     fn can_elicit(&self) -> bool {
         self.client_has("elicitation")
     }

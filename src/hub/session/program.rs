@@ -224,12 +224,11 @@ impl Session {
 
 /// A fresh program id (for the audit log: unique across restarts).
 fn program_id() -> String {
-    let mut bytes = [0u8; 6];
-    if getrandom::fill(&mut bytes).is_err() {
+    let Some(random) = crate::platform::random_hex(6) else {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         return format!("prog-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-    }
-    format!("prog-{}", hex::encode(bytes))
+    };
+    format!("prog-{random}")
 }
 
 /// What the model reads: the program's output, then its value (or its error), and a note

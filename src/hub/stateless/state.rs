@@ -120,9 +120,7 @@ pub fn digest(parts: &[&str]) -> String {
 
 /// 128 random bits as hex: the handle of a waiting request.
 pub fn random_handle() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(hex::encode(bytes))
+    crate::platform::random_hex(16)
 }
 
 #[cfg(test)]

@@ -93,11 +93,55 @@ async function search(q) {
   if (!data.tools.length) list.appendChild(el("li", "No tool matches."));
 }
 
+const DECISIONS = [["always", "Always allow"], ["once", "Allow once"], ["deny", "Deny"]];
+
+async function decide(id, decision, li) {
+  for (const b of li.querySelectorAll("button")) b.disabled = true;
+  const r = await fetch("/ui/api/prompts/" + encodeURIComponent(id), {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "x-openpact-csrf": csrf, "content-type": "application/json" },
+    body: JSON.stringify({ decision }),
+  });
+  if (!r.ok) li.appendChild(el("p", (await r.text()).trim(), "error"));
+}
+
+function prompts(list) {
+  const view = document.getElementById("prompts-view");
+  const ul = document.getElementById("prompts");
+  ul.replaceChildren();
+  view.hidden = list.length === 0;
+  document.title = list.length ? "(" + list.length + ") openpact" : "openpact";
+  for (const p of list) {
+    const li = el("li");
+    li.dataset.prompt = p.id;
+    const head = el("p");
+    head.appendChild(el("strong", p.kind === "host" ? "server " + p.server + " wants to reach " + p.name : p.kind + " " + p.name));
+    head.appendChild(el("span", " asked by " + (p.client || "a client") + ", waits until " + p.until.replace(/^.*T/, "").replace(/Z$/, " UTC"), "when"));
+    li.appendChild(head);
+    if (p.description) li.appendChild(el("p", p.description, "desc"));
+    if (p.arguments && p.arguments !== "{}") li.appendChild(el("pre", p.arguments));
+    if (p.why) li.appendChild(el("p", p.why, "why"));
+    const buttons = el("div", null, "answers");
+    for (const [decision, label] of DECISIONS) {
+      if (decision === "always" && !p.rememberable) continue;
+      const b = el("button", label, decision);
+      b.type = "button";
+      b.dataset.answer = decision;
+      b.addEventListener("click", () => { decide(p.id, decision, li).catch(() => {}); });
+      buttons.appendChild(b);
+    }
+    li.appendChild(buttons);
+    ul.appendChild(li);
+  }
+}
+
 function live() {
   const state = document.getElementById("live");
   const source = new EventSource("/ui/api/events");
   source.addEventListener("open", () => { state.textContent = "live"; state.className = "on"; });
   source.addEventListener("error", () => { state.textContent = "offline"; state.className = "off"; });
+  source.addEventListener("prompts", (e) => { prompts(JSON.parse(e.data)); });
   source.addEventListener("call", (e) => {
     const c = JSON.parse(e.data);
     const body = document.querySelector("#calls tbody");
