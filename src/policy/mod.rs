@@ -369,9 +369,10 @@ impl Policy {
                     _ => Verdict::Deny(
                         Source::NonInteractive,
                         format!(
-                            "openpact denied {} {}: it needs permission and there is no way to ask ({NO_WAY_TO_ASK}); {}{}",
+                            "openpact denied {} {}: it needs permission and there is no way to ask ({}); {}{}",
                             t.kind,
                             t.qualified,
+                            self.no_way_to_ask(),
                             self.how_to_allow(t),
                             self.dashboard_hint()
                         ),
@@ -480,7 +481,8 @@ impl Policy {
                 }
             }
             Put::NoChannel => Err(format!(
-                "it is not in its sandbox.network.allow, and there is no way to ask ({NO_WAY_TO_ASK}){}",
+                "it is not in its sandbox.network.allow, and there is no way to ask ({}){}",
+                self.no_way_to_ask(),
                 self.dashboard_hint()
             )),
             Put::NoAnswer { on, within } => Err(unanswered(on, within)),
@@ -559,6 +561,15 @@ impl Policy {
     fn dashboard_wait(&self) -> Option<Duration> {
         let wait = self.settings.permissions.dashboard_wait;
         (!wait.is_zero() && self.desk.is_watched()).then_some(wait)
+    }
+
+    /// Why nobody can be asked: every way [`Policy::put`] tries.
+    fn no_way_to_ask(&self) -> String {
+        if self.dashboard_hint().is_empty() {
+            NO_WAY_TO_ASK.to_string()
+        } else {
+            format!("{NO_WAY_TO_ASK}, and no dashboard page is open")
+        }
     }
 
     /// Where else the user could have answered, for a denial for want of a way to ask:

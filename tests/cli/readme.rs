@@ -477,8 +477,8 @@ const CASES: &[Case] = &[
     case(
         "ui",
         &["ui"],
-        fails(&["openpact serve --http"]),
-        fails(&["openpact serve --http"]),
+        fails(&["no openpact hub of this config is running"]),
+        fails(&["no openpact hub of this config is running"]),
     ),
     case(
         "reload",
@@ -752,6 +752,7 @@ const LIVE_CASES: &[(&str, &[&str])] = &[
     ("cache-clear-live", &["cache", "clear"]),
     ("reload-live", &["reload"]),
     ("ui-live", &["ui"]),
+    ("ui-live-no-open", &["ui", "--no-open"]),
 ];
 
 /// Which cases exercise each form README.md and docs/ show. Keys are the forms as [`readme_forms`]
@@ -796,6 +797,18 @@ const COVERAGE: &[(&str, &[&str])] = &[
     ),
     ("openpact reload", &["reload", "reload-live"]),
     ("openpact ui", &["ui", "ui-live"]),
+    ("openpact ui [--no-open]", &["ui", "ui-live-no-open"]),
+    ("openpact import [--write]", &["import", "import-write"]),
+    ("openpact import", &["import"]),
+    ("openpact servers --json", &["servers-json"]),
+    (
+        "openpact setup HOST [--undo]",
+        &["setup", "setup-undo-json"],
+    ),
+    (
+        "openpact registry search QUERY",
+        &["registry-search", "registry-search-json"],
+    ),
     ("openpact connect", &["connect"]),
     ("openpact connect --profile NAME", &["connect-profile"]),
     ("openpact auth login", &["auth-login-linear"]),
@@ -1634,7 +1647,7 @@ async fn live_cases(setup: &Setup, hub: &Hub) -> Vec<String> {
             "servers-live" if setup.example => &["everything", "fs", "ready"],
             "reload-live" if setup.example => &["applied", "no server changed"],
             "reload-live" => &["nothing to reload"],
-            "ui-live" => &["/ui/login?key="],
+            "ui-live" | "ui-live-no-open" => &["/ui/login?key="],
             "cache-stats-live" | "cache-stats-live-json" => &[pid.as_str()],
             _ => &[],
         };

@@ -137,6 +137,9 @@ pub fn live_human(hubs: &[HubStatus]) {
         if let Some(r) = &h.reload {
             reload_line(h.pid, r);
         }
+        if let Some(ui) = &h.ui {
+            out!("  dashboard: {ui} (`openpact ui` logs you in)");
+        }
         servers_human(&h.servers);
     }
     out!("\n(`openpact servers --start` starts the configured servers afresh instead)");
@@ -245,10 +248,14 @@ pub fn ui_opened(link: &str, opened: Result<(), String>) {
         Err(why) => eprintln!(
             "openpact: could not start a browser ({why}): open the link above in one; it works \
              once, for ten minutes{}",
-            if link.starts_with("http://127.0.0.1") {
-                ", on this machine (from another, forward its port: `ssh -L PORT:127.0.0.1:PORT`)"
-            } else {
-                ""
+            match link
+                .strip_prefix("http://127.0.0.1:")
+                .and_then(|rest| rest.split('/').next())
+            {
+                Some(port) => format!(
+                    ", on this machine (from another, forward its port first: `ssh -L {port}:127.0.0.1:{port} HOST`)"
+                ),
+                None => String::new(),
             }
         ),
     }
