@@ -277,8 +277,8 @@ async fn a_2026_client_declares_the_extension_per_request() {
     );
 }
 
-/// Chromium, when it is installed (the headless test skips otherwise).
-fn chromium() -> Option<PathBuf> {
+/// Chromium, when it is installed (the headless tests skip otherwise).
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))

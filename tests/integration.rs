@@ -8,6 +8,8 @@
 //! - `http_face`: `openpact serve --http` over real sockets: sessions, SSE, security.
 //! - `ui`: the dashboard on `/ui`: login link, cookie, Origin and CSRF refusals, the
 //!   security headers, servers and search endpoints, calls on its SSE stream.
+//! - `ui_browser`: the dashboard in headless Chromium: servers, search, a call seen live,
+//!   a permission prompt answered on the page, refusals; the screenshots under docs/.
 //! - `http_load`: the HTTP face under 200 clients and faults; vanishing clients cancelled.
 //! - `hub`: `openpact serve` against the fixture server — protocol, names, routing.
 //! - `failures`: crashes, hangs, floods, garbage, oversized messages, shutdown.
@@ -96,3 +98,4 @@ mod surface;
 mod tasks;
 mod telemetry;
 mod ui;
+mod ui_browser;

@@ -30,7 +30,7 @@ fn browser() -> reqwest::Client {
 }
 
 /// The login link the hub logged.
-fn login_link(h: &HttpHub) -> String {
+pub(crate) fn login_link(h: &HttpHub) -> String {
     let log = h.hub.stderr();
     let start = log.find("dashboard: http://").unwrap() + "dashboard: ".len();
     let end = start + log[start..].find(' ').unwrap();
