@@ -506,7 +506,7 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
     };
     let message = reload["message"].as_str().unwrap();
     assert!(
-        message.contains("mcpServers"),
+        message.contains("mcp.json") && message.contains("EOF while parsing"),
         "the problem named: {reload}"
     );
     // The hub serves on with its last good config, and the page says so.
