@@ -415,9 +415,22 @@ fn json_body(face: &Face, body: &serde_json::Value) -> Response {
     )
 }
 
-/// Every server as `openpact servers --json` shows it, and the last reload.
+/// Every server as `openpact servers --json` shows it, with its sandbox also in the words
+/// `openpact servers` uses (`sandboxLines`), and the last reload.
 async fn servers(State(face): State<Arc<Face>>) -> Response {
-    let mut body = serde_json::json!({ "servers": face.hub.status() });
+    let servers: Vec<serde_json::Value> = face
+        .hub
+        .status()
+        .into_iter()
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .map(|mut s| {
+            if let Some(sandbox) = s.get("sandbox").filter(|v| !v.is_null()) {
+                s["sandboxLines"] = serde_json::json!(crate::sandbox::describe(sandbox));
+            }
+            s
+        })
+        .collect();
+    let mut body = serde_json::json!({ "servers": servers });
     if let Some(reload) = face.hub.last_reload() {
         body["reload"] = serde_json::to_value(reload).unwrap_or_default();
     }

@@ -28,10 +28,12 @@ async function getJson(url) {
   return r.json();
 }
 
+// The sandbox column: how it runs, and the known-servers profile when one applies.
 function sandboxOf(s) {
   const sb = s.sandbox;
   if (!sb) return "";
-  return sb.mode + (sb.enforced ? "" : " (not enforced)");
+  const profile = sb.known ? "known (" + sb.known.name + ")" : sb.profile ? "default" : "";
+  return sb.mode + (sb.mode === "enforced" || sb.enforced ? "" : " (not enforced)") + (profile ? " · " + profile : "");
 }
 
 let picked = null;
@@ -44,7 +46,7 @@ function detail(s) {
   if (s.reason) d.appendChild(el("p", s.reason, "failed"));
   if (s.lastError) d.appendChild(el("p", "last error: " + s.lastError, "error"));
   d.appendChild(el("h4", "Sandbox"));
-  d.appendChild(el("pre", JSON.stringify(s.sandbox || {}, null, 2)));
+  d.appendChild(el("pre", (s.sandboxLines || []).join("\n") || "none (a remote server)"));
   if ((s.refusals || []).length) {
     d.appendChild(el("h4", "Refused lately"));
     const ul = el("ul");
@@ -62,9 +64,13 @@ async function loadServers() {
   const body = document.querySelector("#servers tbody");
   body.replaceChildren();
   for (const s of data.servers) {
-    const tr = row([s.name, el("td", s.state, s.state), s.protocolVersion || "", sandboxOf(s), s.tools ?? "", s.restarts], "pick");
+    const tr = row([s.name, el("td", s.state, s.state), s.protocolVersion || "", sandboxOf(s), s.tools ?? "", s.restarts], picked === s.name ? "pick picked" : "pick");
     tr.dataset.server = s.name;
-    tr.addEventListener("click", () => { picked = s.name; detail(s); });
+    tr.addEventListener("click", () => {
+      picked = s.name;
+      for (const other of body.children) other.classList.toggle("picked", other === tr);
+      detail(s);
+    });
     body.appendChild(tr);
     if (picked === s.name) detail(s);
   }
