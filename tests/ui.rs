@@ -526,3 +526,67 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
         "the page shows it"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
+    let sc = Scratch::new();
+    let config = sc.servers(fx(), Some(json!({"permissions": {"default": "ask"}})));
+    let runtime = sc.path().join("run");
+    let mut w = crate::shared::window(&config, &runtime);
+    w.client.initialize_as(json!({}), "background-agent").await;
+    crate::support::wait_for_tool(&mut w.client, "fx:echo", WAIT).await;
+    // Without the dashboard open the denial says how to be asked: follow it.
+    let denied = w.client.call("fx:echo", json!({"message": "first"})).await;
+    let advice = crate::support::text(&denied).to_string();
+    assert!(
+        advice.contains("no dashboard page is open") && advice.contains("`openpact ui`"),
+        "{denied}"
+    );
+    let ran = openpact_ui(&config).await;
+    assert_eq!(ran.code, Some(0), "{ran:?}");
+    let link = ran.stdout.trim().to_string();
+    let base = link[..link.find("/ui/login").unwrap()].to_string();
+    let login = browser().get(&link).send().await.unwrap();
+    assert_eq!(login.status(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = browser()
+        .get(format!("{base}/ui"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = csrf_of(&page);
+    let events = browser()
+        .get(format!("{base}/ui/api/events"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    let mut events = Events::of(events).await;
+    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    let call = tokio::spawn(async move {
+        let r = w.client.call("fx:echo", json!({"message": "second"})).await;
+        (w, r)
+    });
+    let waiting = next_prompts(&mut events).await;
+    assert_eq!(waiting[0]["client"], "background-agent", "{waiting:?}");
+    let id = waiting[0]["id"].as_str().unwrap();
+    let answered = browser()
+        .post(format!("{base}/ui/api/prompts/{id}"))
+        .header("cookie", &cookie)
+        .header("x-openpact-csrf", &csrf)
+        .body(r#"{"decision":"always"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 204);
+    let (mut w, r) = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+    assert_eq!(crate::support::text(&r), "second", "{r}");
+    // "always" is remembered: the next call asks nobody.
+    let r = w.client.call("fx:echo", json!({"message": "third"})).await;
+    assert_eq!(crate::support::text(&r), "third", "{r}");
+}
