@@ -37,9 +37,14 @@ pub(crate) fn login_link(h: &HttpHub) -> String {
     log[start..end].to_string()
 }
 
-/// Opens the login link: the `name=value` of the session cookie it sets.
+/// Opens the login link the hub logged: the `name=value` of the session cookie it sets.
 async fn log_in(h: &HttpHub) -> String {
-    let resp = browser().get(login_link(h)).send().await.unwrap();
+    spend(&login_link(h)).await
+}
+
+/// Opens login link `link`: the `name=value` of the session cookie it sets.
+async fn spend(link: &str) -> String {
+    let resp = browser().get(link).send().await.unwrap();
     assert_eq!(resp.status(), 303);
     assert_eq!(resp.headers()["location"], "/ui");
     let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
@@ -50,7 +55,12 @@ async fn log_in(h: &HttpHub) -> String {
 }
 
 async fn get(h: &HttpHub, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut req = browser().get(format!("{}{path}", h.base));
+    at(&h.base, path, headers).await
+}
+
+/// GET `path` of the dashboard at `base`.
+async fn at(base: &str, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = browser().get(format!("{base}{path}"));
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -63,6 +73,12 @@ async fn act(h: &HttpHub, headers: &[(&str, &str)]) -> reqwest::StatusCode {
         req = req.header(*k, *v);
     }
     req.send().await.unwrap().status()
+}
+
+/// What the page reads of the servers.
+async fn servers_of(h: &HttpHub, cookie: &str) -> Value {
+    let resp = get(h, "/ui/api/servers", &[("cookie", cookie)]).await;
+    resp.json().await.unwrap()
 }
 
 /// The page's CSRF token (its meta tag).
@@ -129,11 +145,7 @@ async fn ui_refuses_without_the_cookie_or_from_another_origin_and_logs_in_once()
     assert_eq!(act(&h, &foreign).await, 403, "the action from elsewhere");
 
     // What the page reads: the fixture server, with its sandbox; the search.
-    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let servers = servers_of(&h, &cookie).await;
     let fx = &servers["servers"][0];
     assert_eq!(fx["name"], "fx", "{servers}");
     assert_eq!(fx["state"], "ready", "{servers}");
@@ -257,9 +269,10 @@ async fn page_session(h: &HttpHub) -> (String, String) {
     (cookie.clone(), csrf_of(&page))
 }
 
-async fn answer(h: &HttpHub, session: &(String, String), id: &str, decision: &str) -> u16 {
+/// Answers question `id` on the dashboard at `base` as the page does: the status code.
+async fn answer(base: &str, session: &(String, String), id: &str, decision: &str) -> u16 {
     browser()
-        .post(format!("{}/ui/api/prompts/{id}", h.base))
+        .post(format!("{base}/ui/api/prompts/{id}"))
         .header("cookie", &session.0)
         .header("x-openpact-csrf", &session.1)
         .body(json!({"decision": decision}).to_string())
@@ -335,8 +348,8 @@ async fn a_call_nobody_else_can_ask_about_waits_for_the_dashboards_answer() {
             .unwrap();
         assert_eq!(forged.status(), 403);
         let id = q["id"].as_str().unwrap();
-        assert_eq!(answer(&h, &session, id, "maybe").await, 400);
-        assert_eq!(answer(&h, &session, id, decision).await, 204);
+        assert_eq!(answer(&h.base, &session, id, "maybe").await, 400);
+        assert_eq!(answer(&h.base, &session, id, decision).await, 204);
         let r = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
         let text = crate::http_face::text(&r).to_string();
         if allowed {
@@ -348,7 +361,7 @@ async fn a_call_nobody_else_can_ask_about_waits_for_the_dashboards_answer() {
         }
         assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
         assert_eq!(
-            answer(&h, &session, id, "once").await,
+            answer(&h.base, &session, id, "once").await,
             404,
             "answered twice"
         );
@@ -401,15 +414,8 @@ async fn openpact_ui_starts_the_dashboard_of_a_hub_without_http() {
     assert!(link.starts_with("http://127.0.0.1:"), "{link}");
     let base = link[..link.find("/ui/login").unwrap()].to_string();
     let h = HttpHub { hub, base };
-    let first = browser().get(&link).send().await.unwrap();
-    assert_eq!(first.status(), 303);
-    let cookie = first.headers()["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_string();
-    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let cookie = spend(&link).await;
+    let servers = servers_of(&h, &cookie).await;
     assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
     // The dashboard alone: no new way in to the tools.
     let mcp = browser()
@@ -458,10 +464,7 @@ async fn openpact_ui_prints_a_login_link_the_running_hub_takes_once() {
         link.starts_with(&format!("{}/ui/login?key=", h.base)),
         "{link}"
     );
-    let first = browser().get(link).send().await.unwrap();
-    assert_eq!(first.status(), 303);
-    let cookie = first.headers()["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_string();
+    let cookie = spend(link).await;
     let page = get(&h, "/ui/api/servers", &[("cookie", &cookie)]).await;
     assert_eq!(page.status(), 200);
     let again = browser().get(link).send().await.unwrap();
@@ -490,11 +493,7 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
     std::fs::write(&config, "{\"mcpServers\": {").unwrap();
     let deadline = Instant::now() + WAIT;
     let reload = loop {
-        let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
-            .await
-            .json()
-            .await
-            .unwrap();
+        let servers = servers_of(&h, &cookie).await;
         if servers["reload"]["applied"] == false {
             break servers["reload"].clone();
         }
@@ -510,11 +509,7 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
         "the problem named: {reload}"
     );
     // The hub serves on with its last good config, and the page says so.
-    let servers: Value = get(&h, "/ui/api/servers", &[("cookie", &cookie)])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let servers = servers_of(&h, &cookie).await;
     assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
     let script = get(&h, "/ui/app.js", &[("cookie", &cookie)])
         .await
@@ -546,26 +541,10 @@ async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let link = ran.stdout.trim().to_string();
     let base = link[..link.find("/ui/login").unwrap()].to_string();
-    let login = browser().get(&link).send().await.unwrap();
-    assert_eq!(login.status(), 303);
-    let cookie = login.headers()["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_string();
-    let page = browser()
-        .get(format!("{base}/ui"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let csrf = csrf_of(&page);
-    let events = browser()
-        .get(format!("{base}/ui/api/events"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .unwrap();
+    let cookie = spend(&link).await;
+    let page = at(&base, "/ui", &[("cookie", &cookie)]).await;
+    let session = (cookie.clone(), csrf_of(&page.text().await.unwrap()));
+    let events = at(&base, "/ui/api/events", &[("cookie", &cookie)]).await;
     let mut events = Events::of(events).await;
     assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
     let call = tokio::spawn(async move {
@@ -575,15 +554,7 @@ async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
     let waiting = next_prompts(&mut events).await;
     assert_eq!(waiting[0]["client"], "background-agent", "{waiting:?}");
     let id = waiting[0]["id"].as_str().unwrap();
-    let answered = browser()
-        .post(format!("{base}/ui/api/prompts/{id}"))
-        .header("cookie", &cookie)
-        .header("x-openpact-csrf", &csrf)
-        .body(r#"{"decision":"always"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answered.status(), 204);
+    assert_eq!(answer(&base, &session, id, "always").await, 204);
     let (mut w, r) = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
     assert_eq!(crate::support::text(&r), "second", "{r}");
     // "always" is remembered: the next call asks nobody.

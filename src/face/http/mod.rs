@@ -91,17 +91,23 @@ pub fn preflight(
 /// Done before the hub starts, so a refusal costs no child process.
 pub async fn bind(settings: &HttpSettings, address: Option<&str>) -> Result<Bound, HttpError> {
     let (addr, loopback) = preflight(settings, address)?;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| HttpError::Bind(addr, e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| HttpError::Bind(addr, e))?;
+    let (listener, addr) = listen_on(addr).await?;
     Ok(Bound {
         listener,
         addr,
         loopback,
     })
+}
+
+/// A listener on `addr`, and the address it got (port 0: the one the system chose).
+async fn listen_on(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), HttpError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| HttpError::Bind(addr, e))?;
+    Ok((listener, bound))
 }
 
 /// What to do about a configured token that cannot be had; each way ends in a face that
@@ -189,13 +195,7 @@ pub async fn start_dashboard(
     hub: Arc<Hub>,
     settings: &HttpSettings,
 ) -> Result<HttpFace, HttpError> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| HttpError::Bind(addr, e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| HttpError::Bind(addr, e))?;
+    let (listener, addr) = listen_on(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let face = new_face(hub, settings, true);
     let app = ui::routes(&face)
         .layer(DefaultBodyLimit::max(face.settings.max_body_size))
