@@ -191,6 +191,10 @@ async fn ui_takes_the_bearer_token_instead_of_the_cookie() {
     assert_eq!(with.status(), 200);
     let wrong = get(&h, "/ui/api/servers", &[("authorization", "Bearer nope")]).await;
     assert_eq!(wrong.status(), 401);
+    // Elsewhere, without the token nothing says what is served; with it, 404.
+    assert_eq!(get(&h, "/favicon.ico", &[]).await.status(), 401);
+    let with = [("authorization", "Bearer t0ken-for-the-ui")];
+    assert_eq!(get(&h, "/favicon.ico", &with).await.status(), 404);
     // The token is never what the cookie holds.
     let cookie = log_in(&h).await;
     assert!(!cookie.contains("t0ken-for-the-ui"), "{cookie}");

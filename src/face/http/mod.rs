@@ -248,6 +248,9 @@ fn app(face: &Arc<Face>) -> axum::Router {
         )
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        // Behind the guard too: without the token, no path answers anything but 401, so
+        // nothing tells what is served.
+        .fallback(|| async { StatusCode::NOT_FOUND })
         .layer(axum::middleware::from_fn_with_state(face.clone(), check))
         // After the MCP guard, which the dashboard replaces with its own (a browser
         // cannot send the bearer token).

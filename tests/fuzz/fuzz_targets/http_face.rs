@@ -6,7 +6,8 @@
 //!   of a full session table), and never a panic;
 //! - a foreign `Origin` is always 403, a wrong or missing token always 401, a `Host` that is
 //!   not this machine (on a loopback bind) always 403; a request the guard lets through is
-//!   never 401 or 403;
+//!   never 401 or 403; the dashboard (`/ui…`, a guard of its own) serves nothing to a
+//!   caller with neither its session nor the token;
 //! - a JSON answer is one JSON-RPC response, and a 200 one answers the id it was asked with;
 //!   202 has no body; an SSE answer says `text/event-stream`;
 //! - only a successful `initialize` hands out a session id; a 2026-07-28 request without its
@@ -512,6 +513,14 @@ fuzz_target!(|data: &[u8]| {
         );
     } else if bad_host {
         assert_eq!(status, StatusCode::FORBIDDEN, "Host {host:?} let through");
+    } else if path == "/ui" || path.starts_with("/ui/") {
+        // The dashboard's guard is its own: a session cookie (none is ever sent here) or the
+        // token, and its login link is a credential of its own (no key here works). So no
+        // page or action is served to a caller without the token.
+        assert!(
+            !matches!(s, 200 | 204) || (wide && !bad_token),
+            "{s} for {method} {path} with neither a session nor the token"
+        );
     } else if bad_token {
         assert_eq!(status, StatusCode::UNAUTHORIZED, "no token, yet {s}");
         assert_eq!(
