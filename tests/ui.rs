@@ -143,6 +143,29 @@ async fn ui_refuses_without_the_cookie_or_from_another_origin_and_logs_in_once()
         ("x-openpact-csrf", csrf.as_str()),
     ];
     assert_eq!(act(&h, &foreign).await, 403, "the action from elsewhere");
+    // A method no route takes, or a path under /ui that is none of them, tells nothing more
+    // to a caller the dashboard does not know.
+    let put = browser()
+        .put(format!("{}/ui", h.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 401, "PUT /ui without the cookie");
+    let put = browser()
+        .put(format!("{}/ui", h.base))
+        .header("cookie", &cookie)
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 403, "PUT /ui from elsewhere");
+    assert_eq!(get(&h, "/ui/nothing", &[]).await.status(), 401);
+    assert_eq!(
+        get(&h, "/ui/nothing", &[("cookie", &cookie)])
+            .await
+            .status(),
+        404
+    );
 
     // What the page reads: the fixture server, with its sandbox; the search.
     let servers = servers_of(&h, &cookie).await;

@@ -197,7 +197,7 @@ pub async fn start_dashboard(
 ) -> Result<HttpFace, HttpError> {
     let (listener, addr) = listen_on(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     let face = new_face(hub, settings, true);
-    let app = ui::routes(&face)
+    let app = ui::with_routes(axum::Router::new(), &face)
         .layer(DefaultBodyLimit::max(face.settings.max_body_size))
         .with_state(face.clone());
     tracing::info!(target: "openpact::listening", "dashboard on http://{addr}/ui (`openpact ui` logs you in)");
@@ -240,7 +240,7 @@ fn new_face(hub: Arc<Hub>, settings: &HttpSettings, loopback: bool) -> Arc<Face>
 
 /// The routes, the guard and the body limit: everything a request meets once accepted.
 fn app(face: &Arc<Face>) -> axum::Router {
-    axum::Router::new()
+    let mcp = axum::Router::new()
         .route("/mcp", get(get_stream).post(post).delete(delete))
         .route(
             "/mcp/{profile}",
@@ -251,10 +251,10 @@ fn app(face: &Arc<Face>) -> axum::Router {
         // Behind the guard too: without the token, no path answers anything but 401, so
         // nothing tells what is served.
         .fallback(|| async { StatusCode::NOT_FOUND })
-        .layer(axum::middleware::from_fn_with_state(face.clone(), check))
-        // After the MCP guard, which the dashboard replaces with its own (a browser
-        // cannot send the bearer token).
-        .merge(ui::routes(face))
+        .layer(axum::middleware::from_fn_with_state(face.clone(), check));
+    // The dashboard's routes are not behind the MCP guard: they have their own (a browser
+    // cannot send the bearer token).
+    ui::with_routes(mcp, face)
         .layer(DefaultBodyLimit::max(face.settings.max_body_size))
         .with_state(face.clone())
 }

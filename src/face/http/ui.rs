@@ -192,8 +192,19 @@ enum Caller {
     Bearer,
 }
 
-/// The `/ui` routes, guarded by [`gate`].
-pub(super) fn routes(face: &Arc<Face>) -> axum::Router<Arc<Face>> {
+/// `router` with the `/ui` routes added, and every request to a `/ui` path guarded by
+/// [`gate`] — a method a route does not take and a path under `/ui` that is not one included,
+/// so that nothing is told to a caller the dashboard does not know.
+pub(super) fn with_routes(
+    router: axum::Router<Arc<Face>>,
+    face: &Arc<Face>,
+) -> axum::Router<Arc<Face>> {
+    router
+        .merge(routes())
+        .layer(axum::middleware::from_fn_with_state(face.clone(), gate))
+}
+
+fn routes() -> axum::Router<Arc<Face>> {
     axum::Router::new()
         .route("/ui", get(page))
         .route("/ui/", get(page))
@@ -206,7 +217,10 @@ pub(super) fn routes(face: &Arc<Face>) -> axum::Router<Arc<Face>> {
         .route("/ui/api/events", get(events))
         .route("/ui/api/prompts", get(prompts))
         .route("/ui/api/prompts/{id}", post(answer))
-        .route_layer(axum::middleware::from_fn_with_state(face.clone(), gate))
+}
+
+fn is_dashboard(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
 }
 
 fn refused(status: StatusCode, why: &str) -> Response {
@@ -236,6 +250,9 @@ fn cookie_of(headers: &HeaderMap) -> Option<String> {
 /// neither), and for actions the session's CSRF token. Adds the security headers to every
 /// answer, refusals included.
 async fn gate(State(face): State<Arc<Face>>, mut req: Request, next: Next) -> Response {
+    if !is_dashboard(req.uri().path()) {
+        return next.run(req).await;
+    }
     let mut resp = match admit(&face, &mut req) {
         Ok(()) => next.run(req).await,
         Err((status, why)) => {
