@@ -110,15 +110,18 @@ impl Guard {
         Ok(())
     }
 
-    /// Whether `origin` is the page's own (`http://` + the request's `Host`) or one of
-    /// openpact.http.allowedOrigins: the dashboard takes no other, not even another local
-    /// port, since any local web app could otherwise act in the person's name.
+    /// Whether `origin` is one of openpact.http.allowedOrigins, or the page's own
+    /// (`http://` + the request's `Host`) on a loopback name: the dashboard takes no other, not
+    /// even another local port, since any local web app could otherwise act in the person's
+    /// name; nor a page whose name was merely pointed at this machine (`Host` is the
+    /// attacker's to choose on a non-loopback bind).
     pub fn same_origin(&self, origin: &str, host: &str) -> bool {
-        let Some(origin) = HttpSettings::normal_origin(origin) else {
+        let Some(normal) = HttpSettings::normal_origin(origin) else {
             return false;
         };
-        HttpSettings::normal_origin(&format!("http://{host}")).is_some_and(|own| own == origin)
-            || self.allowed_origins.contains(&origin)
+        let own =
+            HttpSettings::normal_origin(&format!("http://{host}")).is_some_and(|own| own == normal);
+        (own && self.origin_allowed(origin)) || self.allowed_origins.contains(&normal)
     }
 
     fn origin_allowed(&self, origin: &str) -> bool {
@@ -184,6 +187,24 @@ mod tests {
         }
         // No Origin (a non-browser client) is fine.
         assert!(g.check(&headers(&[host])).is_ok());
+    }
+
+    #[test]
+    fn the_dashboards_origin_is_its_own_on_a_loopback_name_or_listed() {
+        let wide = guard(Some("t"), &["https://app.example.com"], false);
+        assert!(wide.same_origin("http://127.0.0.1:8765", "127.0.0.1:8765"));
+        assert!(wide.same_origin("http://localhost:8765/", "localhost:8765"));
+        assert!(
+            !wide.same_origin("http://localhost:1", "localhost:8765"),
+            "another port"
+        );
+        // A name pointed at this machine (DNS rebinding) is the attacker's own origin.
+        assert!(!wide.same_origin("http://evil.example", "evil.example"));
+        assert!(
+            wide.same_origin("https://app.example.com", "10.0.0.2:8765"),
+            "listed"
+        );
+        assert!(!wide.same_origin("null", "127.0.0.1:8765"));
     }
 
     #[test]

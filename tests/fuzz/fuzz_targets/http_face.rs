@@ -509,7 +509,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(
             status,
             StatusCode::FORBIDDEN,
-            "foreign Origin {origin:?} let through"
+            "foreign Origin {origin:?} let through to {method} {path}"
         );
     } else if bad_host {
         assert_eq!(status, StatusCode::FORBIDDEN, "Host {host:?} let through");
