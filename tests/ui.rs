@@ -588,3 +588,38 @@ async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
     let r = w.client.call("fx:echo", json!({"message": "third"})).await;
     assert_eq!(crate::support::text(&r), "third", "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_takes_its_question_off_the_dashboard() {
+    let ask = json!({"permissions": {"default": "ask"}});
+    let mut h = http_hub(fx(), Some(ask), &[]).await;
+    let session = page_session(&h).await;
+    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
+    let mut events = Events::of(resp).await;
+    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    // The stdio client (no elicitation, no terminal) asks, then gives up.
+    h.hub
+        .client
+        .send(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+                      "params": {"name": "fx:echo", "arguments": {"message": "never mind"}}}))
+        .await;
+    assert_eq!(next_prompts(&mut events).await.len(), 1);
+    h.hub
+        .client
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 77, "reason": "the user moved on"}}),
+        )
+        .await;
+    assert_eq!(
+        next_prompts(&mut events).await,
+        Vec::<Value>::new(),
+        "the question stays after its call was cancelled"
+    );
+    let listed: Value = get(&h, "/ui/api/prompts", &[("cookie", &session.0)])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["prompts"], json!([]), "{listed}");
+}
