@@ -623,3 +623,33 @@ async fn a_cancelled_call_takes_its_question_off_the_dashboard() {
         .unwrap();
     assert_eq!(listed["prompts"], json!([]), "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_deny_on_the_dashboard_is_remembered() {
+    let ask = json!({"permissions": {"default": "ask"}});
+    let h = http_hub(fx(), Some(ask), &[]).await;
+    let session = page_session(&h).await;
+    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
+    let mut events = Events::of(resp).await;
+    next_prompts(&mut events).await;
+    let mut agent = Http::new(&h);
+    agent.initialize(json!({})).await;
+    let call = tokio::spawn(async move {
+        let r = agent.call(1, "fx:echo", json!({"message": "no"})).await;
+        (agent, r)
+    });
+    let waiting = next_prompts(&mut events).await;
+    assert_eq!(waiting[0]["rememberable"], true, "{waiting:?}");
+    let id = waiting[0]["id"].as_str().unwrap();
+    assert_eq!(answer(&h.base, &session, id, "never").await, 204);
+    let (mut agent, r) = tokio::time::timeout(WAIT, call).await.unwrap().unwrap();
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    // Remembered: the next call is denied at once, saying how to undo it.
+    let r = agent.call(2, "fx:echo", json!({"message": "no"})).await;
+    let text = crate::http_face::text(&r).to_string();
+    assert!(
+        text.contains("you chose to deny it")
+            && text.contains("openpact permissions forget fx:echo"),
+        "{r}"
+    );
+}

@@ -144,7 +144,7 @@ async fn the_dashboard_in_headless_chromium_shows_servers_search_calls_and_answe
     );
     assert_eq!(
         prompt["answers"],
-        json!(["always", "once", "deny"]),
+        json!(["always", "once", "deny", "never"]),
         "{prompt}"
     );
     assert_eq!(prompt["answeredBeforeClick"], false, "{prompt}");

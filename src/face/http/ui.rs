@@ -504,8 +504,9 @@ async fn prompts(State(face): State<Arc<Face>>) -> Response {
     )
 }
 
-/// Answers a waiting question: `{"decision": "always" | "once" | "deny"}` (an action:
-/// CSRF-checked by [`gate`]).
+/// Answers a waiting question: `{"decision": "always" | "once" | "deny" | "never"}`
+/// (`never`: deny and remember, as "Remember this denial?" on the terminal) — an action,
+/// CSRF-checked by [`gate`].
 async fn answer(
     State(face): State<Arc<Face>>,
     axum::extract::Path(id): axum::extract::Path<String>,
@@ -518,10 +519,11 @@ async fn answer(
         Some("always") => Answer::Always,
         Some("once") => Answer::Once,
         Some("deny") => Answer::Deny { remember: false },
+        Some("never") => Answer::Deny { remember: true },
         _ => {
             return refused(
                 StatusCode::BAD_REQUEST,
-                "send {\"decision\": \"always\" | \"once\" | \"deny\"}",
+                "send {\"decision\": \"always\" | \"once\" | \"deny\" | \"never\"}",
             );
         }
     };

@@ -109,7 +109,8 @@ async function search(q) {
   if (!data.tools.length) list.appendChild(el("li", "No tool matches."));
 }
 
-const DECISIONS = [["always", "Always allow"], ["once", "Allow once"], ["deny", "Deny"]];
+// "always" and "never" are remembered, so they are offered only where an answer can be.
+const DECISIONS = [["always", "Always allow"], ["once", "Allow once"], ["deny", "Deny"], ["never", "Always deny"]];
 
 async function decide(id, decision, li) {
   for (const b of li.querySelectorAll("button")) b.disabled = true;
@@ -140,7 +141,7 @@ function prompts(list) {
     if (p.why) li.appendChild(el("p", p.why, "why"));
     const buttons = el("div", null, "answers");
     for (const [decision, label] of DECISIONS) {
-      if (decision === "always" && !p.rememberable) continue;
+      if ((decision === "always" || decision === "never") && !p.rememberable) continue;
       const b = el("button", label, decision);
       b.type = "button";
       b.dataset.answer = decision;
