@@ -157,7 +157,9 @@ function live() {
   const state = document.getElementById("live");
   const source = new EventSource("/ui/api/events");
   source.addEventListener("open", () => { state.textContent = "live"; state.className = "on"; });
-  source.addEventListener("error", () => { state.textContent = "offline"; state.className = "off"; });
+  // The browser retries on its own; a hub that stopped (a shared hub leaves when no editor
+  // window is left) or restarted (its logins are gone) needs a new login link.
+  source.addEventListener("error", () => { state.textContent = "offline: the hub stopped or restarted? `openpact ui` gives a new link"; state.className = "off"; });
   source.addEventListener("prompts", (e) => { prompts(JSON.parse(e.data)); });
   source.addEventListener("call", (e) => {
     const c = JSON.parse(e.data);
