@@ -552,7 +552,9 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
     let sc = Scratch::new();
-    let config = sc.servers(fx(), Some(json!({"permissions": {"default": "ask"}})));
+    // The hub leaves soon after the window: nothing outlives the test.
+    let settings = json!({"permissions": {"default": "ask"}, "shared": {"idleExit": "2s"}});
+    let config = sc.servers(fx(), Some(settings));
     let runtime = sc.path().join("run");
     let mut w = crate::shared::window(&config, &runtime);
     w.client.initialize_as(json!({}), "background-agent").await;
