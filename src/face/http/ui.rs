@@ -355,42 +355,15 @@ async fn style() -> Response {
     with_type("text/css; charset=utf-8", STYLE.to_string())
 }
 
-/// `key=VALUE` of the request's query, percent-decoding left out: keys and queries the
-/// page sends are hex or form-encoded by the script.
+/// The value of `name` in the request's query, form-decoded (`+` is a space).
 fn query_param(req: &Request, name: &str) -> Option<String> {
-    req.uri()
-        .query()?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| decode(v))
+    query_value(req.uri().query()?, name)
 }
 
-/// `application/x-www-form-urlencoded` decoding (`+` is a space).
-fn decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok());
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+fn query_value(query: &str, name: &str) -> Option<String> {
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 /// `/ui/login?key=…`: spends the key, sets the session cookie and goes to the page.
@@ -603,8 +576,11 @@ mod tests {
 
     #[test]
     fn form_decoding() {
-        assert_eq!(decode("read+a%20file%2F"), "read a file/");
-        assert_eq!(decode("100%"), "100%");
-        assert_eq!(decode("%zz"), "%zz");
+        let q = |query: &str| query_value(query, "q").unwrap();
+        assert_eq!(q("q=read+a%20file%2F"), "read a file/");
+        assert_eq!(q("q=100%"), "100%");
+        assert_eq!(q("q=%zz"), "%zz");
+        assert_eq!(query_value("key=ab&q=x", "key").as_deref(), Some("ab"));
+        assert_eq!(query_value("key=ab", "q"), None);
     }
 }
