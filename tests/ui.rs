@@ -75,10 +75,22 @@ async fn act(h: &HttpHub, headers: &[(&str, &str)]) -> reqwest::StatusCode {
     req.send().await.unwrap().status()
 }
 
-/// What the page reads of the servers.
-async fn servers_of(h: &HttpHub, cookie: &str) -> Value {
-    let resp = get(h, "/ui/api/servers", &[("cookie", cookie)]).await;
+/// What the page reads from endpoint `path` (`/ui/api/…`) with session `cookie`.
+async fn api(h: &HttpHub, cookie: &str, path: &str) -> Value {
+    let resp = get(h, path, &[("cookie", cookie)]).await;
     resp.json().await.unwrap()
+}
+
+/// The page's live stream from the dashboard at `base`, once it said that nothing waits.
+async fn watch(base: &str, cookie: &str) -> Events {
+    let resp = at(base, "/ui/api/events", &[("cookie", cookie)]).await;
+    let mut events = Events::of(resp).await;
+    assert_eq!(
+        next_prompts(&mut events).await,
+        Vec::<Value>::new(),
+        "nothing waits yet"
+    );
+    events
 }
 
 /// The page's CSRF token (its meta tag).
@@ -168,7 +180,7 @@ async fn ui_refuses_without_the_cookie_or_from_another_origin_and_logs_in_once()
     );
 
     // What the page reads: the fixture server, with its sandbox; the search.
-    let servers = servers_of(&h, &cookie).await;
+    let servers = api(&h, &cookie, "/ui/api/servers").await;
     let fx = &servers["servers"][0];
     assert_eq!(fx["name"], "fx", "{servers}");
     assert_eq!(fx["state"], "ready", "{servers}");
@@ -329,9 +341,7 @@ async fn a_call_nobody_else_can_ask_about_waits_for_the_dashboards_answer() {
     );
 
     let session = page_session(&h).await;
-    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
-    let mut events = Events::of(resp).await;
-    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    let mut events = watch(&h.base, &session.0).await;
     for (decision, allowed) in [("once", true), ("deny", false)] {
         let mut agent = Http::new(&h);
         agent.initialize(json!({})).await;
@@ -355,11 +365,7 @@ async fn a_call_nobody_else_can_ask_about_waits_for_the_dashboards_answer() {
             q["arguments"].as_str().unwrap().contains("wait for me"),
             "{q}"
         );
-        let listed: Value = get(&h, "/ui/api/prompts", &[("cookie", &session.0)])
-            .await
-            .json()
-            .await
-            .unwrap();
+        let listed: Value = api(&h, &session.0, "/ui/api/prompts").await;
         assert_eq!(listed["prompts"][0]["id"], q["id"], "{listed}");
         // An answer is an action: without the CSRF token it is refused.
         let forged = browser()
@@ -400,9 +406,7 @@ async fn an_unanswered_dashboard_question_denies_naming_the_dashboard() {
     let ask = json!({"permissions": {"default": "ask", "dashboardWait": "1s"}});
     let h = http_hub(fx(), Some(ask), &[]).await;
     let session = page_session(&h).await;
-    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
-    let mut events = Events::of(resp).await;
-    next_prompts(&mut events).await;
+    let mut events = watch(&h.base, &session.0).await;
     let mut agent = Http::new(&h);
     agent.initialize(json!({})).await;
     let r = agent.call(1, "fx:echo", json!({"message": "hi"})).await;
@@ -442,7 +446,7 @@ async fn openpact_ui_starts_the_dashboard_of_a_hub_without_http() {
     let base = link[..link.find("/ui/login").unwrap()].to_string();
     let h = HttpHub { hub, base };
     let cookie = spend(&link).await;
-    let servers = servers_of(&h, &cookie).await;
+    let servers = api(&h, &cookie, "/ui/api/servers").await;
     assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
     // The dashboard alone: no new way in to the tools.
     let mcp = browser()
@@ -520,7 +524,7 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
     std::fs::write(&config, "{\"mcpServers\": {").unwrap();
     let deadline = Instant::now() + WAIT;
     let reload = loop {
-        let servers = servers_of(&h, &cookie).await;
+        let servers = api(&h, &cookie, "/ui/api/servers").await;
         if servers["reload"]["applied"] == false {
             break servers["reload"].clone();
         }
@@ -536,7 +540,7 @@ async fn a_failed_reload_is_on_the_dashboard_with_its_problems() {
         "the problem named: {reload}"
     );
     // The hub serves on with its last good config, and the page says so.
-    let servers = servers_of(&h, &cookie).await;
+    let servers = api(&h, &cookie, "/ui/api/servers").await;
     assert_eq!(servers["servers"][0]["name"], "fx", "{servers}");
     let script = get(&h, "/ui/app.js", &[("cookie", &cookie)])
         .await
@@ -573,9 +577,7 @@ async fn a_shared_hubs_window_is_asked_on_the_dashboard_openpact_ui_starts() {
     let cookie = spend(&link).await;
     let page = at(&base, "/ui", &[("cookie", &cookie)]).await;
     let session = (cookie.clone(), csrf_of(&page.text().await.unwrap()));
-    let events = at(&base, "/ui/api/events", &[("cookie", &cookie)]).await;
-    let mut events = Events::of(events).await;
-    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    let mut events = watch(&base, &cookie).await;
     let call = tokio::spawn(async move {
         let r = w.client.call("fx:echo", json!({"message": "second"})).await;
         (w, r)
@@ -596,9 +598,7 @@ async fn a_cancelled_call_takes_its_question_off_the_dashboard() {
     let ask = json!({"permissions": {"default": "ask"}});
     let mut h = http_hub(fx(), Some(ask), &[]).await;
     let session = page_session(&h).await;
-    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
-    let mut events = Events::of(resp).await;
-    assert_eq!(next_prompts(&mut events).await, Vec::<Value>::new());
+    let mut events = watch(&h.base, &session.0).await;
     // The stdio client (no elicitation, no terminal) asks, then gives up.
     h.hub
         .client
@@ -618,11 +618,7 @@ async fn a_cancelled_call_takes_its_question_off_the_dashboard() {
         Vec::<Value>::new(),
         "the question stays after its call was cancelled"
     );
-    let listed: Value = get(&h, "/ui/api/prompts", &[("cookie", &session.0)])
-        .await
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = api(&h, &session.0, "/ui/api/prompts").await;
     assert_eq!(listed["prompts"], json!([]), "{listed}");
 }
 
@@ -631,9 +627,7 @@ async fn always_deny_on_the_dashboard_is_remembered() {
     let ask = json!({"permissions": {"default": "ask"}});
     let h = http_hub(fx(), Some(ask), &[]).await;
     let session = page_session(&h).await;
-    let resp = get(&h, "/ui/api/events", &[("cookie", &session.0)]).await;
-    let mut events = Events::of(resp).await;
-    next_prompts(&mut events).await;
+    let mut events = watch(&h.base, &session.0).await;
     let mut agent = Http::new(&h);
     agent.initialize(json!({})).await;
     let call = tokio::spawn(async move {

@@ -27,7 +27,7 @@ pub fn publish(
     let task_closed = closed.clone();
     let task = tokio::spawn(async move {
         let mut changes = hub.watch_changes();
-        let mut dashboard = hub.policy().desk.changes();
+        let mut dashboard = hub.policy().desk.place_changes();
         // The same cache across reloads (its size bound needs a restart).
         let cache = hub.policy().cache.clone();
         loop {

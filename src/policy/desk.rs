@@ -51,8 +51,9 @@ pub struct Desk {
     changes: tokio::sync::watch::Sender<u64>,
     /// Dashboard pages connected now (their live streams); questions wait only while one is.
     watchers: AtomicUsize,
-    /// Where the dashboard is (`http://…/ui`), once a face serves it: named in denials.
-    place: Mutex<Option<String>>,
+    /// Where the dashboard is (`http://…/ui`), once a face serves it: named in denials and
+    /// in the status file, which follows it.
+    place: tokio::sync::watch::Sender<Option<String>>,
     /// Whether this process is a hub `openpact ui` can reach (a `serve`): only then is
     /// "run `openpact ui`" advice that works.
     served: std::sync::atomic::AtomicBool,
@@ -92,15 +93,19 @@ impl Desk {
         self.served.store(true, Ordering::SeqCst);
     }
 
-    /// Names the dashboard's address (a status change: the status file shows it).
+    /// Names the dashboard's address.
     pub fn set_place(&self, url: String) {
-        *lock(&self.place) = Some(url);
-        self.changed();
+        self.place.send_replace(Some(url));
     }
 
     /// The dashboard's address, once served.
     pub fn place(&self) -> Option<String> {
-        lock(&self.place).clone()
+        self.place.borrow().clone()
+    }
+
+    /// Wakes when the dashboard's address is named.
+    pub fn place_changes(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.place.subscribe()
     }
 
     /// Where to answer, for a denial: the page's address when known, else how to open it;
@@ -109,7 +114,7 @@ impl Desk {
         if !self.served.load(Ordering::SeqCst) {
             return None;
         }
-        Some(match &*lock(&self.place) {
+        Some(match &*self.place.borrow() {
             Some(url) => format!("the dashboard at {url} (`openpact ui` logs you in)"),
             None => "the dashboard (`openpact ui` opens it)".to_string(),
         })
@@ -170,7 +175,7 @@ impl Desk {
         }
     }
 
-    /// Wakes on every change of what waits, and when the dashboard starts.
+    /// Wakes on every change of what waits.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
     }

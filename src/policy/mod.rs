@@ -366,17 +366,18 @@ impl Policy {
                 // guarded call needs a decision, so it is not one of those.
                 return match self.settings.permissions.non_interactive {
                     Rule::Allow if t.guard.is_none() => Verdict::Allow(Source::NonInteractive),
-                    _ => Verdict::Deny(
-                        Source::NonInteractive,
-                        format!(
-                            "openpact denied {} {}: it needs permission and there is no way to ask ({}); {}{}",
-                            t.kind,
-                            t.qualified,
-                            self.no_way_to_ask(),
-                            self.how_to_allow(t),
-                            self.dashboard_hint()
-                        ),
-                    ),
+                    _ => {
+                        let (why, elsewhere) = self.no_way_to_ask();
+                        Verdict::Deny(
+                            Source::NonInteractive,
+                            format!(
+                                "openpact denied {} {}: it needs permission and there is no way to ask ({why}); {}{elsewhere}",
+                                t.kind,
+                                t.qualified,
+                                self.how_to_allow(t),
+                            ),
+                        )
+                    }
                 };
             }
             Put::NoAnswer { on, within } => {
@@ -480,11 +481,12 @@ impl Policy {
                     allowed => Ok(allowed),
                 }
             }
-            Put::NoChannel => Err(format!(
-                "it is not in its sandbox.network.allow, and there is no way to ask ({}){}",
-                self.no_way_to_ask(),
-                self.dashboard_hint()
-            )),
+            Put::NoChannel => {
+                let (why, elsewhere) = self.no_way_to_ask();
+                Err(format!(
+                    "it is not in its sandbox.network.allow, and there is no way to ask ({why}){elsewhere}"
+                ))
+            }
             Put::NoAnswer { on, within } => Err(unanswered(on, within)),
         }
     }
@@ -563,25 +565,20 @@ impl Policy {
         (!wait.is_zero() && self.desk.is_watched()).then_some(wait)
     }
 
-    /// Why nobody can be asked: every way [`Policy::put`] tries.
-    fn no_way_to_ask(&self) -> String {
-        if self.dashboard_hint().is_empty() {
-            NO_WAY_TO_ASK.to_string()
-        } else {
-            format!("{NO_WAY_TO_ASK}, and no dashboard page is open")
-        }
-    }
-
-    /// Where else the user could have answered, for a denial for want of a way to ask:
-    /// the dashboard, when this hub has one to open.
-    fn dashboard_hint(&self) -> String {
+    /// For a denial for want of a way to ask: why nobody could be asked (every way
+    /// [`Policy::put`] tries), and where the user could be asked next time — the dashboard,
+    /// when this hub has one to open — or nothing.
+    fn no_way_to_ask(&self) -> (String, String) {
         let wait = self.settings.permissions.dashboard_wait;
-        match self.desk.where_to_answer() {
-            Some(place) if !wait.is_zero() => format!(
-                "; or open {place}: while it is open, such a call waits up to {} for your answer there",
-                crate::config::human_duration(wait)
+        match self.desk.where_to_answer().filter(|_| !wait.is_zero()) {
+            Some(place) => (
+                format!("{NO_WAY_TO_ASK}, and no dashboard page is open"),
+                format!(
+                    "; or open {place}: while it is open, such a call waits up to {} for your answer there",
+                    crate::config::human_duration(wait)
+                ),
             ),
-            _ => String::new(),
+            None => (NO_WAY_TO_ASK.to_string(), String::new()),
         }
     }
 
